@@ -1,0 +1,131 @@
+#pragma once
+// LayerBase is what the Net sees; Layer<Ftype, Btype> is what a layer writes.
+//
+// Contract of a layer:
+// - The constructor only stores the LayerParameter. SetUp checks the blob
+//   counts, calls LayerSetUp (validate every field first, then allocate
+//   parameters) and Reshape (top shapes from bottom shapes).
+// - Forward reads bottoms and parameters as Ftype and writes tops as Ftype;
+//   Backward reads top diffs as Btype and writes bottom diffs and parameter
+//   diffs as Btype (parameter diffs are accumulated: the solver clears them).
+//   The Blob's tensors convert at a type boundary, so a layer never checks
+//   what type its neighbours use. Labels and losses are read and written as
+//   float whatever the pair: they stay exact.
+// - Bad parameters or shapes are reported with field_error(), which names the
+//   layer, its type and the field; the Net adds the prototxt file and line.
+// - Layers never synchronize a device; the Net and Solver do.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cortado/blob.hpp"
+
+namespace cortado {
+
+/// A user error about one field of one layer. The Net turns it into an
+/// Error whose message starts with the prototxt file and line of the field.
+class FieldError : public Error {
+ public:
+  FieldError(const std::string& layer, const std::string& type, const std::string& field,
+             const std::string& message)
+      : Error("layer '" + layer + "' (" + type + "): " + (field.empty() ? "" : field + ": ") + message),
+        layer_(layer), field_(field), message_(message) {}
+  const std::string& layer() const { return layer_; }
+  /// Dotted path inside LayerParameter, e.g. "convolution_param.num_output"; may be empty.
+  const std::string& field() const { return field_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string layer_, field_, message_;
+};
+
+using BlobVec = std::vector<Blob*>;
+
+class LayerBase {
+ public:
+  explicit LayerBase(const LayerParameter& param);
+  virtual ~LayerBase() = default;
+  LayerBase(const LayerBase&) = delete;
+  LayerBase& operator=(const LayerBase&) = delete;
+
+  /// Checks blob counts, then LayerSetUp, Reshape and the loss weights.
+  void SetUp(const BlobVec& bottom, const BlobVec& top);
+  virtual void LayerSetUp(const BlobVec& bottom, const BlobVec& top) {}
+  virtual void Reshape(const BlobVec& bottom, const BlobVec& top) = 0;
+
+  /// Runs the forward pass and returns the weighted loss of its tops.
+  double Forward(const BlobVec& bottom, const BlobVec& top);
+  void Backward(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
+
+  virtual const char* type() const = 0;
+  const std::string& name() const { return param_.name(); }
+  const LayerParameter& layer_param() const { return param_; }
+  Type forward_type() const { return param_.forward_type(); }
+  Type backward_type() const { return param_.backward_type(); }
+
+  std::vector<std::shared_ptr<Blob>>& blobs() { return blobs_; }
+  double loss(int top_index) const { return top_index < static_cast<int>(loss_.size()) ? loss_[top_index] : 0; }
+  void set_loss(int top_index, double v);
+  bool param_propagate_down(int i) const { return i < static_cast<int>(param_propagate_down_.size()) && param_propagate_down_[i]; }
+  void set_param_propagate_down(int i, bool v);
+
+  // Blob-count rules; -1 means "no rule".
+  virtual int ExactNumBottomBlobs() const { return -1; }
+  virtual int MinBottomBlobs() const { return -1; }
+  virtual int MaxBottomBlobs() const { return -1; }
+  virtual int ExactNumTopBlobs() const { return -1; }
+  virtual int MinTopBlobs() const { return -1; }
+  virtual int MaxTopBlobs() const { return -1; }
+  virtual bool EqualNumBottomTopBlobs() const { return false; }
+  /// Whether the Net creates the minimum number of tops when fewer are named.
+  virtual bool AutoTopBlobs() const { return false; }
+  /// Whether force_backward may make this layer back-propagate to bottom i.
+  virtual bool AllowForceBackward(int bottom_index) const { return true; }
+  /// Data layers: position the source as if `batches` batches had been read.
+  virtual void Seek(int64_t batches) {}
+
+  /// Throws FieldError for this layer.
+  template <typename... A>
+  [[noreturn]] void field_error(const std::string& field, const A&... message) const {
+    throw FieldError(name(), type(), field, str_cat(message...));
+  }
+
+ protected:
+  virtual void Forward_impl(const BlobVec& bottom, const BlobVec& top) = 0;
+  virtual void Backward_impl(const BlobVec& top, const std::vector<bool>& propagate_down,
+                             const BlobVec& bottom) = 0;
+
+  LayerParameter param_;
+  std::vector<std::shared_ptr<Blob>> blobs_;
+  std::vector<bool> param_propagate_down_;
+  std::vector<double> loss_;
+
+ private:
+  void CheckBlobCounts(const BlobVec& bottom, const BlobVec& top) const;
+  void SetLossWeights(const BlobVec& top);
+};
+
+template <typename Ftype, typename Btype>
+class Layer : public LayerBase {
+ public:
+  using LayerBase::LayerBase;
+
+ protected:
+  virtual void Forward_cpu(const BlobVec& bottom, const BlobVec& top) = 0;
+  virtual void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                            const BlobVec& bottom) = 0;
+
+  void Forward_impl(const BlobVec& bottom, const BlobVec& top) override { Forward_cpu(bottom, top); }
+  void Backward_impl(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override {
+    Backward_cpu(top, propagate_down, bottom);
+  }
+
+  /// Creates a parameter blob stored in Ftype (the solver may keep a master copy).
+  std::shared_ptr<Blob> make_param(const std::vector<int>& shape) {
+    return std::make_shared<Blob>(shape, type_of<Ftype>());
+  }
+};
+
+}  // namespace cortado

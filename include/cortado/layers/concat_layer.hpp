@@ -1,0 +1,38 @@
+#pragma once
+// Concat: joins bottoms along one axis.
+//
+//   top = [bottom_0, bottom_1, ...] along axis; backward slices dtop back
+//   into each bottom's diff (where propagate_down).
+//
+// Bottoms: 1 or more, same number of axes and equal dimensions except on
+// `axis`. Tops: 1, with the sum of the bottoms' `axis` dimensions.
+// Fields: concat_param.axis (default 1; negative counts from the end);
+// concat_param.concat_dim (legacy, default 1; used when axis is unset; not
+// both). In place: no.
+// Types: pure copies in Ftype (forward) and Btype (backward).
+
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class ConcatLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+  const char* type() const override { return "Concat"; }
+  int MinBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+
+ private:
+  int axis_ = 1;
+  int64_t outer_ = 0, inner_ = 0;
+};
+
+}  // namespace cortado

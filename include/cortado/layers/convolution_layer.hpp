@@ -1,0 +1,74 @@
+#pragma once
+// 2D convolution, as Caffe's ConvolutionLayer (im2col + GEMM).
+//
+// Math, per image n, output channel o, output position (y, x):
+//   top[n,o,y,x] = bias[o] + sum_{c in group(o), ky, kx}
+//       weight[o, c - c0(o), ky, kx] * bottom[n, c, y*SH - PH + ky*DH, x*SW - PW + kx*DW]
+// where positions outside the image read 0 and group(o) is the block of C/group
+// input channels that output o's group sees.
+//
+// Shapes:
+//   bottom[i] (N, C, H, W); every bottom has the same shape.
+//   top[i]    (N, num_output, OH, OW), one top per bottom,
+//             OH = (H + 2*PH - (DH*(KH-1)+1)) / SH + 1, likewise OW.
+//   blobs_[0] weight (num_output, C/group, KH, KW); blobs_[1] bias (num_output)
+//             when bias_term. Loaded or shared blobs are kept if their shapes match.
+//
+// convolution_param fields (2D only; repeated fields take 1 value for both axes
+// or 2 values for (h, w)):
+//   num_output (required, > 0)
+//   bias_term (default true)
+//   kernel_size (repeated) or kernel_h + kernel_w: required, > 0
+//   pad (repeated, default 0) or pad_h + pad_w
+//   stride (repeated, default 1) or stride_h + stride_w; > 0
+//   dilation (repeated, default 1); > 0
+//   group (default 1): divides C and num_output
+//   weight_filler, bias_filler (default constant 0)
+//   axis (default 1): only 1 is implemented
+//   engine, force_nd_im2col: accepted and ignored (one CPU engine, 2D only)
+// The dilated kernel must fit the padded input.
+//
+// Types: Forward reads bottom and parameters as Ftype and computes in
+// math_t<Ftype> (float for float16, one rounding on the store). Backward reads
+// the top diff, the weights and the bottom data as math_t<Btype>, sums the
+// parameter gradients of the whole batch in math_t<Btype> and adds them once to
+// the parameter diffs (Btype); bottom diffs are overwritten. 1x1 kernels with
+// stride 1 and pad 0 skip im2col. In place: no.
+
+#include <vector>
+
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class ConvolutionLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "Convolution"; }
+  int MinBottomBlobs() const override { return 1; }
+  int MinTopBlobs() const override { return 1; }
+  bool EqualNumBottomTopBlobs() const override { return true; }
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  void ReadGeometry();
+  void CheckBottoms(const BlobVec& bottom) const;
+
+  int num_output_ = 0;
+  int group_ = 1;
+  bool bias_term_ = true;
+  int kh_ = 0, kw_ = 0, ph_ = 0, pw_ = 0, sh_ = 1, sw_ = 1, dh_ = 1, dw_ = 1;
+  bool is_1x1_ = false;
+  int channels_ = 0;  // C of the bottom at setup; the weights depend on it
+  int num_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
+};
+
+}  // namespace cortado

@@ -1,0 +1,115 @@
+#pragma once
+// Reads Caffe Datum records from an LMDB database, as Caffe's DataLayer.
+//
+// Tops:
+//   top[0] data  (N, C, H', W') in Ftype: each record through the
+//                DataTransformer (util/data_transformer.hpp: decode, crop,
+//                mirror, subtract the mean, scale), written in Ftype.
+//   top[1] label (N), optional, written as float whatever Ftype is (labels
+//                stay exact): the record's integer label.
+// N = batch_size; (C, H', W') comes from the first record (after crop_size).
+// Every later record must give the same shape; one that does not, or that is
+// corrupt (wrong payload size, undecodable image), is an Error naming the
+// source and the record's key, raised by the Forward that would use it.
+//
+// data_param fields:
+//   source (required): an LMDB directory (data.mdb, lock.mdb)
+//   batch_size (required, > 0)
+//   backend (default LMDB): LEVELDB is rejected
+//   rand_skip (default 0): skip a number of records in [0, rand_skip) at the
+//     start, chosen from the layer's seed
+//   prefetch (default 4, > 0): how many whole batches the reader keeps ready
+//   scale, mean_file, crop_size, mirror, force_encoded_color: Caffe's legacy
+//     copies of transform_param fields; used where transform_param leaves the
+//     field unset (force_encoded_color means force_color). Setting a field in
+//     both places is an error.
+// transform_param: see DataTransformer.
+//
+// Reading: one reader thread fills a queue of at most `prefetch` whole
+// batches; Forward takes the oldest. Records are read in key order and wrap
+// around at the end of the database, epoch after epoch. The destructor stops
+// and joins the thread.
+//
+// Determinism: the layer draws a 64-bit seed from the process RNG (cortado::
+// rng()) at LayerSetUp, so it follows the solver's random_seed. The record at
+// stream position p (p = 0 is the first record of the first batch) is the
+// database entry (skip + p) mod entries, and its crop offsets and mirror flip
+// come from a generator seeded with record_rng_seed(seed, p). The batches are
+// therefore a function of (seed, p) only: Seek(b) restarts reading so that the
+// next batch is batch b (counting from 0), exactly as an uninterrupted run
+// would have read it.
+//
+// Backward: none (no bottoms; AllowForceBackward is false).
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cortado/layer.hpp"
+#include "cortado/util/data_transformer.hpp"
+#include "cortado/util/db.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class DataLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+  ~DataLayer() override;
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "Data"; }
+  int ExactNumBottomBlobs() const override { return 0; }
+  int MinTopBlobs() const override { return 1; }
+  int MaxTopBlobs() const override { return 2; }
+  bool AllowForceBackward(int) const override { return false; }
+  void Seek(int64_t batches) override;
+
+  /// The (C, H', W') of one transformed record.
+  const std::vector<int>& datum_shape() const { return datum_shape_; }
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
+
+ private:
+  struct Batch {
+    std::vector<Ftype> data;   // (N, C, H', W')
+    std::vector<float> label;  // (N)
+  };
+
+  TransformationParameter MergedTransformParam() const;
+  void ValidateParams() const;
+  void PositionCursor(int64_t stream_position);
+  void StartReader();
+  void StopReader();
+  void ReaderLoop();
+  void FillBatch(Batch* batch);  // reader thread; throws on a bad record
+
+  std::string source_;
+  int batch_size_ = 0;
+  int prefetch_ = 4;
+  uint64_t seed_ = 0;
+  int64_t skip_ = 0;
+  std::vector<int> datum_shape_;
+  std::unique_ptr<DataTransformer> transformer_;
+  std::unique_ptr<LmdbCursor> cursor_;
+  int64_t next_position_ = 0;  // stream position of the next record the reader reads
+
+  std::thread reader_;
+  std::mutex mutex_;
+  std::condition_variable not_full_, not_empty_;
+  std::deque<std::unique_ptr<Batch>> full_;
+  std::vector<std::unique_ptr<Batch>> free_;
+  std::exception_ptr error_;  // set by the reader when it stops on a bad record
+  bool stop_ = false;
+};
+
+}  // namespace cortado

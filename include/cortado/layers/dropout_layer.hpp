@@ -1,0 +1,47 @@
+#pragma once
+// Dropout: zeroes each element with probability p during training and scales
+// the survivors so that the expected output equals the input.
+//
+//   TRAIN: m_i ~ Bernoulli(1 - p) from the process RNG (rng_bernoulli),
+//          y = x * m / (1 - p);  backward dx = dy * m / (1 - p)
+//   TEST:  y = x;                backward dx = dy
+//
+// The phase is layer_param().phase() (the Net sets it; default TRAIN).
+// Bottoms: 1, any shape. Tops: 1, the bottom's shape.
+// Fields: dropout_param.dropout_ratio p (default 0.5), 0 <= p < 1.
+// In place: yes (the mask is kept by the layer).
+// Types: forward in Ftype, backward in Btype; the scale is applied in math_t.
+
+#include <vector>
+
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class DropoutLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+  const char* type() const override { return "Dropout"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+  /// The mask of the last TRAIN forward (1 = kept), one per element.
+  const std::vector<unsigned>& mask() const { return mask_; }
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+
+ private:
+  bool train() const { return this->layer_param().phase() == TRAIN; }
+
+  double ratio_ = 0.5;
+  double scale_ = 2;
+  std::vector<unsigned> mask_;
+};
+
+}  // namespace cortado

@@ -1,0 +1,47 @@
+#pragma once
+// Produces tops filled by fillers, as Caffe's DummyDataLayer: data for tests
+// and benchmarks without a database.
+//
+// dummy_data_param fields:
+//   shape (repeated BlobShape): one shape for every top, or one per top; or the
+//     legacy num/channels/height/width (repeated uint32): each has one value for
+//     every top or one per top, and all four must be given. shape and the legacy
+//     fields together are an error; dimensions must be >= 0.
+//   data_filler (repeated FillerParameter): none (every top constant 0), one
+//     for every top, or one per top.
+// Tops: any number >= 1, shapes as given, written in the top's data type by
+// Fill (filler.hpp), which draws from the process RNG. Tops with a "constant"
+// filler are filled once at setup; the others are refilled at every Forward.
+// Backward: none (no bottoms). Not in place.
+
+#include <vector>
+
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class DummyDataLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  /// Shapes are fixed at setup; nothing to do.
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override {}
+  const char* type() const override { return "DummyData"; }
+  int ExactNumBottomBlobs() const override { return 0; }
+  int MinTopBlobs() const override { return 1; }
+  bool AllowForceBackward(int) const override { return false; }
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
+
+ private:
+  std::vector<std::vector<int>> ReadShapes(int num_top) const;
+
+  std::vector<FillerParameter> fillers_;  // one per top
+  std::vector<bool> refill_;              // one per top
+};
+
+}  // namespace cortado

@@ -1,0 +1,49 @@
+#pragma once
+// Eltwise: combines bottoms of one shape element by element.
+//
+//   SUM:  y = sum_i coeff_i * x_i;   dx_i = coeff_i * dy
+//   PROD: y = prod_i x_i;            dx_i = dy * prod_{j != i} x_j
+//         (stable_prod_grad true, the default: the product is recomputed
+//          without x_i; false: dx_i = dy * y / x_i, cheaper but Inf/NaN at
+//          x_i = 0)
+//   MAX:  y = max_i x_i;             dx_i = dy where bottom i gave the max
+//         (the first bottom wins ties), else 0. The argmax is kept by the
+//         layer from the last forward.
+//
+// Bottoms: 2 or more, all the same shape. Tops: 1, that shape.
+// Fields: eltwise_param.operation (default SUM); eltwise_param.coeff (SUM
+// only; none = all 1, else one per bottom); eltwise_param.stable_prod_grad
+// (default true).
+// In place: no.
+// Types: forward reads Ftype and accumulates in math_t; backward reads dy,
+// the bottoms (and y for PROD) as Btype and computes in math_t.
+
+#include <vector>
+
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class EltwiseLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+  const char* type() const override { return "Eltwise"; }
+  int MinBottomBlobs() const override { return 2; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+
+ private:
+  EltwiseParameter::EltwiseOp op_ = EltwiseParameter::SUM;
+  std::vector<double> coeff_;  // one per bottom
+  bool stable_prod_grad_ = true;
+  std::vector<int> argmax_;    // MAX: which bottom gave each output
+};
+
+}  // namespace cortado

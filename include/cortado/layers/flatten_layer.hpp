@@ -1,0 +1,32 @@
+#pragma once
+// Flatten: merges axes [axis, end_axis] into one.
+//
+//   (d0, ..., d_{a-1}, d_a, ..., d_e, d_{e+1}, ...) -> (d0, ..., d_{a-1}, d_a * ... * d_e, d_{e+1}, ...)
+//
+// The top shares the bottom's data and diff (Blob::ShareData/ShareDiff):
+// forward and backward copy nothing.
+// Bottoms: 1. Tops: 1.
+// Fields: flatten_param.axis (default 1), flatten_param.end_axis (default -1);
+// negative values count from the end; axis <= end_axis after that.
+// In place: no.
+
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class FlattenLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+  const char* type() const override { return "Flatten"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override {}
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override {}
+};
+
+}  // namespace cortado

@@ -1,0 +1,62 @@
+#pragma once
+// Fully connected layer, as Caffe's InnerProductLayer.
+//
+// The bottom is seen as a matrix X (M, K): M = product of the axes before
+// `axis`, K = product of the axes from `axis` on. With W the weight,
+//   Y (M, N) = X * W^T + 1 * bias^T   (transpose false: W stored (N, K))
+//   Y (M, N) = X * W   + 1 * bias^T   (transpose true:  W stored (K, N))
+// Backward: dX = dY * W (resp. dY * W^T), dW += dY^T * X (resp. X^T * dY),
+// dbias += column sums of dY.
+//
+// Shapes:
+//   bottom (d0, ..., d_{axis-1}, d_axis, ...): K = count(axis) is fixed at setup.
+//   top    (d0, ..., d_{axis-1}, N).
+//   blobs_[0] weight (N, K), or (K, N) with transpose; blobs_[1] bias (N) when
+//   bias_term. Loaded or shared blobs are kept; a shape mismatch is a field error.
+//
+// inner_product_param fields:
+//   num_output N (required, > 0)
+//   bias_term (default true)
+//   weight_filler, bias_filler (default constant 0)
+//   axis (default 1; negative counts from the end)
+//   transpose (default false)
+//
+// Types: Forward reads X and the parameters as Ftype and computes in
+// math_t<Ftype>; Backward reads dY, W and X as math_t<Btype>, adds the
+// parameter gradients to the Btype diffs (rounded once) and overwrites dX.
+// In place: no.
+
+#include <vector>
+
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class InnerProductLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "InnerProduct"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  int CheckedAxis(const Blob& bottom) const;
+
+  int num_output_ = 0;  // N
+  bool bias_term_ = true;
+  bool transpose_ = false;
+  int axis_ = 1;
+  int k_ = 0;  // K, fixed at setup
+  int m_ = 0;  // M, from the current bottom
+};
+
+}  // namespace cortado

@@ -1,0 +1,34 @@
+#pragma once
+// Declares the net's inputs, as Caffe's InputLayer: the tops are blobs the
+// caller fills (a deploy net's "data"); the layer computes nothing.
+//
+// input_param.shape (repeated BlobShape): none (the tops keep whatever shape
+// the caller gives them), one shape for every top, or one per top; dimensions
+// must be >= 0. Tops: any number >= 1, shaped once at setup; Reshape leaves
+// them alone so the caller may reshape an input and then the net. Forward and
+// Backward: nothing. Not in place.
+
+#include <vector>
+
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class InputLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override {}
+  const char* type() const override { return "Input"; }
+  int ExactNumBottomBlobs() const override { return 0; }
+  int MinTopBlobs() const override { return 1; }
+  bool AllowForceBackward(int) const override { return false; }
+
+ protected:
+  void Forward_cpu(const BlobVec&, const BlobVec&) override {}
+  void Backward_cpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
+};
+
+}  // namespace cortado

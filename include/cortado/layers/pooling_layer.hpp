@@ -1,0 +1,71 @@
+#pragma once
+// 2D max or average pooling, as Caffe's PoolingLayer.
+//
+// Windows: output (y, x) covers rows [y*SH - PH, y*SH - PH + KH) and columns
+// likewise, clipped to the image.
+//   MAX: top = max over the clipped window; the argmax (h*W + w inside its
+//        plane, first one on ties) is kept for backward, which routes each top
+//        diff to its argmax (bottom diff = sum of the diffs routed to it).
+//   AVE: top = sum over the clipped window / pool size, where the pool size
+//        counts the window clipped to the PADDED image [-PH, H+PH) (Caffe's
+//        divisor: padding cells count as zeros, cells beyond the padding do
+//        not). Backward spreads top diff / pool size over the clipped window.
+//
+// Shapes:
+//   bottom (N, C, H, W).
+//   top[0] (N, C, OH, OW), OH = ceil((H + 2*PH - KH) / SH) + 1, then reduced by
+//          one if the last window would start at or beyond H + PH (Caffe's
+//          rule; Cortado applies it with PH = 0 too, where Caffe would emit a
+//          window that lies outside the image). Likewise OW.
+//   top[1] (MAX only, optional) same shape: the argmax index as a number,
+//          written as float whatever Ftype (float16 holds integers exactly
+//          only up to 2048).
+//
+// pooling_param fields:
+//   pool (default MAX): MAX or AVE
+//   kernel_size, or kernel_h + kernel_w: required unless global_pooling; > 0
+//   pad (default 0), or pad_h / pad_w: must be < the kernel
+//   stride (default 1), or stride_h + stride_w; > 0
+//   global_pooling (default false): the kernel is the whole H x W (kernel,
+//     pad and stride must not be set)
+//   engine: accepted and ignored.
+// The kernel must fit the padded input.
+//
+// Types: Forward reads the bottom as math_t<Ftype> and stores the top in
+// Ftype; Backward reads the top diff as math_t<Btype>, sums into the bottom
+// diff in math_t<Btype> and stores it in Btype (overwritten). In place: no.
+
+#include <vector>
+
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class PoolingLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "Pooling"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int MinTopBlobs() const override { return 1; }
+  int MaxTopBlobs() const override {
+    return this->layer_param().pooling_param().pool() == PoolingParameter::MAX ? 2 : 1;
+  }
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  bool max_ = true;
+  bool global_ = false;
+  int kh_ = 0, kw_ = 0, ph_ = 0, pw_ = 0, sh_ = 1, sw_ = 1;
+  int num_ = 0, channels_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
+  std::vector<int> mask_;  // (N, C, OH, OW) argmax of MAX pooling
+};
+
+}  // namespace cortado

@@ -1,0 +1,38 @@
+#pragma once
+// ReLU: rectified linear unit, optionally leaky.
+//
+//   forward:  y = x > 0 ? x : negative_slope * x
+//   backward: dx = dy * (x > 0 ? 1 : negative_slope)
+//
+// Bottoms: 1, any shape. Tops: 1, the bottom's shape.
+// Fields: relu_param.negative_slope (float, default 0); relu_param.engine is
+// accepted and ignored on the CPU.
+// In place: yes. Backward then tests the output's sign instead of the input's,
+// which is the same test for negative_slope >= 0.
+// Types: forward reads x and writes y as Ftype; backward reads dy and x as
+// Btype and writes dx as Btype; arithmetic in math_t.
+
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class ReLULayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+  const char* type() const override { return "ReLU"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+
+ private:
+  double negative_slope_ = 0;
+};
+
+}  // namespace cortado

@@ -1,0 +1,32 @@
+#pragma once
+// Sigmoid: elementwise sigmoid.
+//
+//   forward:  y = 1 / (1 + exp(-x))
+//   backward: dx = dy * y * (1 - y)   (from the output, so in place is allowed)
+//
+// Bottoms: 1, any shape. Tops: 1, the bottom's shape.
+// Fields: sigmoid_param.engine is accepted and ignored on the CPU.
+// In place: yes.
+// Types: forward reads x and writes y as Ftype (exp/tanh evaluated in
+// math_t); backward reads dy and y as Btype and writes dx as Btype.
+
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class SigmoidLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+  const char* type() const override { return "Sigmoid"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->ReshapeLike(*bottom[0]); }
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+};
+
+}  // namespace cortado

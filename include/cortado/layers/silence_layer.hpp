@@ -1,0 +1,29 @@
+#pragma once
+// Silence: consumes blobs that nothing else uses, so that the Net does not
+// report them as outputs.
+//
+//   forward:  nothing
+//   backward: dx = 0 for every bottom that asks for a gradient
+//
+// Bottoms: 1 or more, any shapes. Tops: none. Fields: none.
+
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class SilenceLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+  const char* type() const override { return "Silence"; }
+  int MinBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 0; }
+
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override {}
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override {}
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+};
+
+}  // namespace cortado

@@ -1,0 +1,62 @@
+#pragma once
+// Softmax over one axis.
+//
+//   forward:  y_c = exp(x_c - max_k x_k) / sum_k exp(x_k - max_k x_k)
+//   backward: dx_c = y_c * (dy_c - sum_k dy_k * y_k)
+//
+// The bottom is viewed as (outer, C, inner) around `axis`; every (outer,
+// inner) column is normalized on its own.
+// Bottoms: 1, at least axis+1 axes. Tops: 1, the bottom's shape.
+// Fields: softmax_param.axis (default 1; negative counts from the end);
+// softmax_param.engine is accepted and ignored on the CPU.
+// In place: yes.
+// Types: forward reads x as Ftype, computes max, exp and the sum in math_t
+// (float for float16) and rounds once on the store; backward reads dy and y as
+// Btype and computes the dot product in math_t.
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+/// Softmax of one (outer, inner) column, computed in M with the maximum
+/// subtracted: y[c * stride] for c < channels. Shared with SoftmaxWithLoss
+/// (which keeps its probabilities in M). The column is read entirely before
+/// any store, so x and y may alias.
+template <typename In, typename M, typename Out>
+void softmax_column(const In* x, int channels, int stride, M* scratch, Out* y) {
+  M mx = static_cast<M>(x[0]);
+  for (int c = 1; c < channels; ++c) mx = std::max(mx, static_cast<M>(x[c * stride]));
+  M sum = 0;
+  for (int c = 0; c < channels; ++c) {
+    scratch[c] = std::exp(static_cast<M>(x[c * stride]) - mx);
+    sum += scratch[c];
+  }
+  for (int c = 0; c < channels; ++c) y[c * stride] = static_cast<Out>(scratch[c] / sum);
+}
+
+template <typename Ftype, typename Btype>
+class SoftmaxLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+  const char* type() const override { return "Softmax"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+
+ private:
+  int axis_ = 1;
+  int outer_ = 0, channels_ = 0, inner_ = 0;
+  std::vector<math_t<Ftype>> scratch_;  // (C) one column in math_t
+};
+
+}  // namespace cortado

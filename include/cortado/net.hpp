@@ -1,0 +1,131 @@
+#pragma once
+// A Net is a DAG of layers built from a NetParameter, as in Caffe:
+// - layers are kept or dropped by their include/exclude rules against the
+//   NetState (phase, level, stages);
+// - a Split layer is inserted wherever one top feeds several bottoms;
+// - a layer whose top has the name of its bottom computes in place;
+// - parameters with the same ParamSpec name are shared (shapes checked:
+//   STRICT equal shapes, PERMISSIVE equal counts);
+// - backward runs only where a loss depends on a learnable parameter or
+//   force_backward asks for it;
+// - each layer's types come from its own forward_type/backward_type fields,
+//   else the net's default_forward_type/default_backward_type.
+// Building reports user errors as Error with the prototxt file and line, the
+// layer, and the field.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cortado/layer.hpp"
+#include "cortado/util/io.hpp"
+
+namespace cortado {
+
+class Net {
+ public:
+  /// `info` locates fields in the prototxt for error messages (may be empty).
+  explicit Net(const NetParameter& param, const SourceInfo& info = SourceInfo());
+  /// Reads the prototxt at `path`, sets its state's phase (and level/stages).
+  Net(const std::string& path, Phase phase, int level = 0, const std::vector<std::string>& stages = {});
+
+  /// Forward through every layer; returns the total weighted loss.
+  double Forward();
+  /// Backward through the layers that need it.
+  void Backward();
+  /// Forward, then Backward; returns the loss.
+  double ForwardBackward();
+  void Reshape();
+  void ClearParamDiffs();
+
+  /// Copies the parameters of layers with matching names from a trained net
+  /// (.caffemodel); layers absent from `param` keep their values. Shape
+  /// mismatches are Errors naming `source`, the layer and both shapes.
+  void CopyTrainedLayersFrom(const NetParameter& param, const std::string& source = "weights");
+  void CopyTrainedLayersFrom(const std::string& path);
+  /// Makes this net's layers use the parameter buffers of the layers of
+  /// `other` with the same names (a test net sharing the train net's weights).
+  void ShareTrainedLayersWith(const Net& other);
+  /// Writes every layer with its parameters (data as float; diffs optional).
+  void ToProto(NetParameter* param, bool write_diff = false) const;
+
+  /// Tells data layers that `batches` batches were already consumed.
+  void SeekData(int64_t batches);
+
+  const std::string& name() const { return name_; }
+  Phase phase() const { return phase_; }
+  const std::vector<std::string>& layer_names() const { return layer_names_; }
+  const std::vector<std::string>& blob_names() const { return blob_names_; }
+  const std::vector<std::shared_ptr<Blob>>& blobs() const { return blobs_; }
+  const std::vector<std::unique_ptr<LayerBase>>& layers() const { return layers_; }
+  const std::vector<BlobVec>& bottom_vecs() const { return bottom_vecs_; }
+  const std::vector<BlobVec>& top_vecs() const { return top_vecs_; }
+  const std::vector<std::vector<bool>>& bottom_need_backward() const { return bottom_need_backward_; }
+  const std::vector<bool>& layer_need_backward() const { return layer_need_backward_; }
+  const BlobVec& output_blobs() const { return net_output_blobs_; }
+  const std::vector<int>& output_blob_indices() const { return net_output_blob_indices_; }
+  const BlobVec& input_blobs() const { return net_input_blobs_; }
+  bool has_blob(const std::string& name) const { return blob_index_.count(name) > 0; }
+  std::shared_ptr<Blob> blob_by_name(const std::string& name) const;
+  bool has_layer(const std::string& name) const { return layer_index_.count(name) > 0; }
+  LayerBase* layer_by_name(const std::string& name) const;
+  double blob_loss_weight(int blob_index) const { return blob_loss_weights_[blob_index]; }
+
+  /// Learnable parameters: every owned parameter blob once (shared ones by
+  /// their owner), with lr_mult and decay_mult.
+  const std::vector<Blob*>& learnable_params() const { return learnable_params_; }
+  const std::vector<float>& params_lr() const { return params_lr_; }
+  const std::vector<float>& params_weight_decay() const { return params_weight_decay_; }
+  /// All parameter blobs in layer order, shared ones repeated.
+  const std::vector<std::shared_ptr<Blob>>& params() const { return params_; }
+  const std::vector<int>& param_owners() const { return param_owners_; }
+  const std::vector<std::string>& param_display_names() const { return param_display_names_; }
+
+  /// Whether a layer is kept under the given state (Caffe's rules).
+  static bool StateMeetsRule(const NetState& state, const NetStateRule& rule, const std::string& layer);
+  /// The layers of `param` kept under its state, with their original indexes.
+  static NetParameter FilterNet(const NetParameter& param, std::vector<int>* kept_index = nullptr);
+
+ private:
+  void Init(const NetParameter& param);
+  [[noreturn]] void LayerFail(int layer_id, const std::string& field, const std::string& msg) const;
+  void AppendTop(const NetParameter& param, int layer_id, int top_id, std::map<std::string, int>* available);
+  int AppendBottom(const NetParameter& param, int layer_id, int bottom_id, std::map<std::string, int>* available);
+  void AppendParam(const NetParameter& param, int layer_id, int param_id);
+
+  std::string name_;
+  Phase phase_ = TRAIN;
+  SourceInfo info_;
+  std::vector<int> source_index_;  // layer id -> index in the prototxt as written (-1: inserted)
+  std::vector<LayerParameter> layer_params_;
+  std::vector<std::unique_ptr<LayerBase>> layers_;
+  std::vector<std::string> layer_names_;
+  std::map<std::string, int> layer_index_;
+  std::vector<std::shared_ptr<Blob>> blobs_;
+  std::vector<std::string> blob_names_;
+  std::map<std::string, int> blob_index_;
+  std::vector<bool> blob_need_backward_;
+  std::vector<double> blob_loss_weights_;
+  std::vector<BlobVec> bottom_vecs_, top_vecs_;
+  std::vector<std::vector<int>> bottom_id_vecs_, top_id_vecs_;
+  std::vector<std::vector<bool>> bottom_need_backward_;
+  std::vector<bool> layer_need_backward_;
+  std::vector<int> net_input_blob_indices_, net_output_blob_indices_;
+  BlobVec net_input_blobs_, net_output_blobs_;
+  std::vector<std::shared_ptr<Blob>> params_;
+  std::vector<int> param_owners_;
+  std::vector<std::string> param_display_names_;
+  std::vector<std::pair<int, int>> param_layer_indices_;
+  std::map<std::string, int> param_names_index_;
+  std::vector<Blob*> learnable_params_;
+  std::vector<int> learnable_param_ids_;
+  std::vector<float> params_lr_, params_weight_decay_;
+};
+
+/// Inserts Split layers where a top feeds several bottoms (Caffe's naming:
+/// "<top>_<layer>_<index>_split"). `origin` maps each output layer to its
+/// index in `in` (the consumer's index for inserted splits).
+NetParameter InsertSplits(const NetParameter& in, std::vector<int>* origin);
+
+}  // namespace cortado

@@ -1,0 +1,70 @@
+#pragma once
+// Reading and writing protobuf files, with enough source information to name
+// the line of any field in user errors.
+//
+// - ReadTextProto parses a prototxt. A syntax error, an unknown field or an
+//   unknown enum value throws Error "file:line:col: message (in layer 'x')".
+// - A SourceInfo remembers the file and the parse tree, so that
+//   field_line(layer_index, "convolution_param.num_output") gives the 1-based
+//   line of that field (or of the layer when the field is absent).
+// - WriteBinaryProto writes to "<path>.tmp" and renames, so an interrupted
+//   write never leaves a truncated file under the final name.
+
+#include <google/protobuf/message.h>
+#include <google/protobuf/text_format.h>
+
+#include <memory>
+#include <string>
+
+#include "cortado/common.hpp"
+
+namespace cortado {
+
+class SourceInfo {
+ public:
+  SourceInfo() = default;
+  SourceInfo(std::string file, std::shared_ptr<google::protobuf::TextFormat::ParseInfoTree> root,
+             const google::protobuf::TextFormat::ParseInfoTree* net_tree)
+      : file_(std::move(file)), root_(std::move(root)), net_tree_(net_tree) {}
+
+  const std::string& file() const { return file_; }
+  bool has_tree() const { return net_tree_ != nullptr; }
+  /// 1-based line of `field` (dotted path inside LayerParameter) of the layer
+  /// at index `layer` in the NetParameter as written; falls back to the
+  /// deepest part of the path that exists, then to the layer; 0 if unknown.
+  int field_line(int layer, const std::string& field) const;
+  /// 1-based line of a NetParameter field path (relative to the net).
+  int net_field_line(const std::string& field) const;
+  /// 1-based line of a field path of the file's top-level message `d`.
+  int root_field_line(const google::protobuf::Descriptor* d, const std::string& field) const;
+  /// The same file, with `net_tree` as the tree of the net inside it.
+  SourceInfo with_net_tree(const google::protobuf::TextFormat::ParseInfoTree* net_tree) const {
+    return SourceInfo(file_, root_, net_tree);
+  }
+  const google::protobuf::TextFormat::ParseInfoTree* root_tree() const { return root_.get(); }
+  /// "file:line: " or "file: " (or "" without a file).
+  std::string where(int line) const;
+
+ private:
+  std::string file_;
+  std::shared_ptr<google::protobuf::TextFormat::ParseInfoTree> root_;
+  const google::protobuf::TextFormat::ParseInfoTree* net_tree_ = nullptr;
+};
+
+/// Parses a prototxt file into `msg`; throws Error naming the file and line.
+/// With `info`, returns the parse tree of the whole file (the net's tree is the root).
+void ReadTextProto(const std::string& path, google::protobuf::Message* msg, SourceInfo* info = nullptr);
+/// Parses prototxt text (used by tests); `name` stands in for the file name.
+void ParseTextProto(const std::string& text, const std::string& name, google::protobuf::Message* msg,
+                    SourceInfo* info = nullptr);
+void ReadBinaryProto(const std::string& path, google::protobuf::Message* msg);
+/// Writes "<path>.tmp", flushes, renames to path.
+void WriteBinaryProto(const std::string& path, const google::protobuf::Message& msg);
+void WriteTextProto(const std::string& path, const google::protobuf::Message& msg);
+bool FileExists(const std::string& path);
+/// Resolves `path` relative to the directory of `relative_to` if it is not
+/// absolute and does not exist as given (Caffe resolves from the working
+/// directory; Cortado tries that first).
+std::string ResolvePath(const std::string& path, const std::string& relative_to);
+
+}  // namespace cortado

@@ -1,0 +1,51 @@
+#pragma once
+// MathBuffer<T>: a math_t<T> view of a T array, for code that computes in the
+// math type and stores in T.
+//
+// - For T == math_t<T> (double, float) it is the array itself: no copy.
+// - For float16 it is a float scratch array; with load = true it starts with
+//   the array's current values (to accumulate into them), else it is
+//   uninitialized. store() rounds it back into the T array once.
+// The T array must stay valid until store().
+
+#include <cstddef>
+#include <type_traits>
+#include <vector>
+
+#include "cortado/float16.hpp"
+#include "cortado/util/math.hpp"
+
+namespace cortado {
+
+template <typename T>
+class MathBuffer {
+ public:
+  using M = math_t<T>;
+  static constexpr bool kSame = std::is_same_v<T, M>;
+
+  MathBuffer(T* dst, size_t n, bool load) : dst_(dst), n_(n) {
+    if constexpr (!kSame) {
+      scratch_.resize(n);
+      if (load) convert_array(static_cast<int64_t>(n), dst, scratch_.data());
+    }
+  }
+
+  M* get() {
+    if constexpr (kSame) {
+      return dst_;
+    } else {
+      return scratch_.data();
+    }
+  }
+
+  void store() {
+    if constexpr (!kSame) convert_array(static_cast<int64_t>(n_), scratch_.data(), dst_);
+  }
+
+ private:
+  T* dst_;
+  size_t n_;
+  std::vector<M> scratch_;
+};
+
+}  // namespace cortado

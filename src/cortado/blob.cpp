@@ -1,0 +1,160 @@
+#include "cortado/blob.hpp"
+
+#include <climits>
+
+#include "cortado/util/math.hpp"
+
+namespace cortado {
+
+std::string shape_string(const std::vector<int>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + ")";
+}
+
+std::string Blob::shape_string() const { return cortado::shape_string(shape_); }
+
+void Blob::Reshape(const std::vector<int>& shape) {
+  size_t count = 1;
+  for (int d : shape) {
+    CORTADO_CHECK_GE(d, 0);
+    count *= static_cast<size_t>(d);
+  }
+  shape_ = shape;
+  count_ = count;
+  data_->resize(count);
+  diff_->resize(count);
+}
+
+void Blob::Reshape(const BlobShape& shape) {
+  std::vector<int> s;
+  for (int64_t d : shape.dim()) {
+    if (d < 0 || d > INT_MAX) fail("blob dimension ", d, " is out of range");
+    s.push_back(static_cast<int>(d));
+  }
+  Reshape(s);
+}
+
+size_t Blob::count(int start, int end) const {
+  CORTADO_CHECK_LE(start, end);
+  CORTADO_CHECK_LE(end, num_axes());
+  size_t c = 1;
+  for (int i = start; i < end; ++i) c *= static_cast<size_t>(shape_[i]);
+  return c;
+}
+
+int Blob::CanonicalAxisIndex(int axis) const {
+  CORTADO_CHECK(axis >= -num_axes() && axis < std::max(num_axes(), 1)) << "axis " << axis << " out of range for " << shape_string();
+  return axis < 0 ? axis + num_axes() : axis;
+}
+
+int Blob::LegacyShape(int index) const {
+  CORTADO_CHECK_LE(num_axes(), 4);
+  if (index >= num_axes()) return 1;
+  return shape(index);
+}
+
+size_t Blob::offset(int n, int c, int h, int w) const {
+  return ((static_cast<size_t>(n) * channels() + c) * height() + h) * width() + w;
+}
+
+void Blob::ShareData(const Blob& other) {
+  CORTADO_CHECK_EQ(count_, other.count_);
+  data_ = other.data_;
+}
+
+void Blob::ShareDiff(const Blob& other) {
+  CORTADO_CHECK_EQ(count_, other.count_);
+  diff_ = other.diff_;
+}
+
+namespace {
+template <typename Fn>
+double reduce(const Tensor& t, size_t n, Fn fn) {
+  return dispatch_type(t.type(), [&](auto z) {
+    using T = decltype(z);
+    return fn(static_cast<int64_t>(n), static_cast<const T*>(t.data_raw(type_of<T>())));
+  });
+}
+}  // namespace
+
+double Blob::asum_data() const {
+  return reduce(*data_, count_, [](int64_t n, const auto* p) { return cpu_asum(n, p); });
+}
+double Blob::asum_diff() const {
+  return reduce(*diff_, count_, [](int64_t n, const auto* p) { return cpu_asum(n, p); });
+}
+double Blob::sumsq_data() const {
+  return reduce(*data_, count_, [](int64_t n, const auto* p) { return cpu_sumsq(n, p); });
+}
+double Blob::sumsq_diff() const {
+  return reduce(*diff_, count_, [](int64_t n, const auto* p) { return cpu_sumsq(n, p); });
+}
+
+namespace {
+std::vector<int> proto_shape(const BlobProto& proto) {
+  std::vector<int> s;
+  if (proto.has_shape()) {
+    for (int64_t d : proto.shape().dim()) s.push_back(static_cast<int>(d));
+  } else if (proto.has_num() || proto.has_channels() || proto.has_height() || proto.has_width()) {
+    s = {proto.num(), proto.channels(), proto.height(), proto.width()};
+  }
+  return s;
+}
+
+// Legacy 4D shapes (1, 1, 1, N) match an N-vector, as in Caffe.
+bool legacy_equal(const std::vector<int>& a, const std::vector<int>& b) {
+  if (a == b) return true;
+  auto strip = [](std::vector<int> v) {
+    while (v.size() > 1 && v.front() == 1) v.erase(v.begin());
+    return v;
+  };
+  return strip(a) == strip(b);
+}
+}  // namespace
+
+bool Blob::ShapeEquals(const BlobProto& proto) const { return legacy_equal(shape_, proto_shape(proto)); }
+
+void Blob::FromProto(const BlobProto& proto, bool reshape, const std::string& what) {
+  const std::vector<int> s = proto_shape(proto);
+  if (reshape) {
+    Reshape(s);
+  } else if (!legacy_equal(shape_, s)) {
+    fail(what, ": shape ", cortado::shape_string(s), " in the file does not match the expected ", shape_string());
+  }
+  const bool dbl = proto.double_data_size() > 0;
+  const size_t n = dbl ? proto.double_data_size() : proto.data_size();
+  if (n != count_) fail(what, ": holds ", n, " values, expected ", count_);
+  if (dbl) {
+    cpu_copy<double>(n, proto.double_data().data(), mutable_cpu_data<double>());
+  } else {
+    cpu_copy<float>(n, proto.data().data(), mutable_cpu_data<float>());
+  }
+  if (proto.double_diff_size() == static_cast<int>(count_)) {
+    cpu_copy<double>(count_, proto.double_diff().data(), mutable_cpu_diff<double>());
+  } else if (proto.diff_size() == static_cast<int>(count_)) {
+    cpu_copy<float>(count_, proto.diff().data(), mutable_cpu_diff<float>());
+  }
+}
+
+void Blob::ToProto(BlobProto* proto, bool write_diff) const {
+  proto->Clear();
+  for (int d : shape_) proto->mutable_shape()->add_dim(d);
+  if (data_type() == DOUBLE) {
+    const double* d = cpu_data<double>();
+    proto->mutable_double_data()->Add(d, d + count_);
+    if (write_diff) {
+      const double* g = cpu_diff<double>();
+      proto->mutable_double_diff()->Add(g, g + count_);
+    }
+  } else {
+    const float* d = cpu_data<float>();
+    proto->mutable_data()->Add(d, d + count_);
+    if (write_diff) {
+      const float* g = cpu_diff<float>();
+      proto->mutable_diff()->Add(g, g + count_);
+    }
+  }
+}
+
+}  // namespace cortado

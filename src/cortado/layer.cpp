@@ -1,0 +1,82 @@
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+LayerBase::LayerBase(const LayerParameter& param) : param_(param) {
+  for (const BlobProto& b : param_.blobs()) {
+    auto blob = std::make_shared<Blob>(param_.forward_type());
+    blob->FromProto(b, true);
+    blobs_.push_back(blob);
+  }
+}
+
+void LayerBase::SetUp(const BlobVec& bottom, const BlobVec& top) {
+  CheckBlobCounts(bottom, top);
+  LayerSetUp(bottom, top);
+  Reshape(bottom, top);
+  SetLossWeights(top);
+}
+
+double LayerBase::Forward(const BlobVec& bottom, const BlobVec& top) {
+  Reshape(bottom, top);
+  Forward_impl(bottom, top);
+  double loss = 0;
+  for (size_t i = 0; i < top.size(); ++i) {
+    if (loss_.size() <= i || loss_[i] == 0) continue;
+    const int64_t n = static_cast<int64_t>(top[i]->count());
+    const float* d = top[i]->cpu_data<float>();
+    const float* w = top[i]->cpu_diff<float>();
+    for (int64_t k = 0; k < n; ++k) loss += double(d[k]) * double(w[k]);
+  }
+  return loss;
+}
+
+void LayerBase::Backward(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) {
+  Backward_impl(top, propagate_down, bottom);
+}
+
+void LayerBase::set_loss(int top_index, double v) {
+  if (static_cast<int>(loss_.size()) <= top_index) loss_.resize(top_index + 1, 0);
+  loss_[top_index] = v;
+}
+
+void LayerBase::set_param_propagate_down(int i, bool v) {
+  if (static_cast<int>(param_propagate_down_.size()) <= i) param_propagate_down_.resize(i + 1, false);
+  param_propagate_down_[i] = v;
+}
+
+void LayerBase::CheckBlobCounts(const BlobVec& bottom, const BlobVec& top) const {
+  const int nb = static_cast<int>(bottom.size()), nt = static_cast<int>(top.size());
+  if (ExactNumBottomBlobs() >= 0 && nb != ExactNumBottomBlobs())
+    field_error("bottom", "takes ", ExactNumBottomBlobs(), " bottom blob(s), got ", nb);
+  if (MinBottomBlobs() >= 0 && nb < MinBottomBlobs())
+    field_error("bottom", "takes at least ", MinBottomBlobs(), " bottom blob(s), got ", nb);
+  if (MaxBottomBlobs() >= 0 && nb > MaxBottomBlobs())
+    field_error("bottom", "takes at most ", MaxBottomBlobs(), " bottom blob(s), got ", nb);
+  if (ExactNumTopBlobs() >= 0 && nt != ExactNumTopBlobs())
+    field_error("top", "produces ", ExactNumTopBlobs(), " top blob(s), got ", nt);
+  if (MinTopBlobs() >= 0 && nt < MinTopBlobs())
+    field_error("top", "produces at least ", MinTopBlobs(), " top blob(s), got ", nt);
+  if (MaxTopBlobs() >= 0 && nt > MaxTopBlobs())
+    field_error("top", "produces at most ", MaxTopBlobs(), " top blob(s), got ", nt);
+  if (EqualNumBottomTopBlobs() && nb != nt)
+    field_error("top", "needs as many tops as bottoms, got ", nb, " bottom(s) and ", nt, " top(s)");
+}
+
+// The loss weight of top i is written into its diff, so that Forward's loss is
+// dot(data, diff) and Backward of a loss layer starts from diff = weight.
+void LayerBase::SetLossWeights(const BlobVec& top) {
+  const int n = param_.loss_weight_size();
+  if (n == 0) return;
+  if (n != static_cast<int>(top.size()))
+    field_error("loss_weight", "has ", n, " value(s) for ", top.size(), " top(s)");
+  for (int i = 0; i < n; ++i) {
+    const float w = param_.loss_weight(i);
+    set_loss(i, w);
+    if (w == 0) continue;
+    float* d = top[i]->mutable_cpu_diff<float>();
+    for (size_t k = 0; k < top[i]->count(); ++k) d[k] = w;
+  }
+}
+
+}  // namespace cortado

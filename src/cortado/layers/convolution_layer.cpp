@@ -1,0 +1,271 @@
+#include "cortado/layers/convolution_layer.hpp"
+
+#include <optional>
+
+#include "cortado/filler.hpp"
+#include "cortado/util/im2col.hpp"
+#include "cortado/util/math.hpp"
+#include "cortado/util/math_buffer.hpp"
+
+namespace cortado {
+
+namespace {
+
+constexpr const char* kKernelSize = "convolution_param.kernel_size";
+
+// Fills (h, w) from a repeated field (0, 1 or 2 values) or its _h/_w pair
+// (Caffe names the pairs kernel_h, pad_h, stride_h; pad_h or pad_w alone is
+// allowed, as in Caffe).
+template <typename L, typename Rep>
+void read_pair(const L& layer, const Rep& rep, const std::string& name, const std::string& hw, bool has_h,
+               uint32_t h, bool has_w, uint32_t w, int dflt, int* out_h, int* out_w) {
+  const std::string field = "convolution_param." + name;
+  if (has_h || has_w) {
+    if (rep.size() > 0) layer.field_error(field, "give either ", name, " or ", hw, "_h and ", hw, "_w, not both");
+    // pad_h and pad_w default to 0 in the schema; kernel and stride have no default.
+    if (!(has_h && has_w) && hw != "pad") {
+      layer.field_error("convolution_param." + hw + (has_h ? "_w" : "_h"), hw, "_h and ", hw,
+                        "_w must be given together");
+    }
+    *out_h = static_cast<int>(h);
+    *out_w = static_cast<int>(w);
+    return;
+  }
+  switch (rep.size()) {
+    case 0: *out_h = *out_w = dflt; return;
+    case 1: *out_h = *out_w = static_cast<int>(rep.Get(0)); return;
+    case 2:
+      *out_h = static_cast<int>(rep.Get(0));
+      *out_w = static_cast<int>(rep.Get(1));
+      return;
+    default: layer.field_error(field, "takes 1 or 2 values for a 2D convolution, got ", rep.size());
+  }
+}
+
+template <typename L>
+void validate_filler(const L& layer, const FillerParameter& f, const std::string& field) {
+  try {
+    ValidateFiller(f, field);
+  } catch (const Error& e) {
+    layer.field_error(field + ".type", e.what());
+  }
+}
+
+}  // namespace
+
+template <typename Ftype, typename Btype>
+void ConvolutionLayer<Ftype, Btype>::ReadGeometry() {
+  const ConvolutionParameter& p = this->layer_param().convolution_param();
+  if (p.axis() != 1) {
+    this->field_error("convolution_param.axis", "only axis 1 (N, C, H, W) is implemented, got ", p.axis());
+  }
+  if (!p.has_num_output()) this->field_error("convolution_param.num_output", "is required");
+  if (p.num_output() == 0) this->field_error("convolution_param.num_output", "must be positive, got 0");
+  if (!p.has_kernel_h() && !p.has_kernel_w() && p.kernel_size_size() == 0) {
+    this->field_error(kKernelSize, "is required (or kernel_h and kernel_w)");
+  }
+  read_pair(*this, p.kernel_size(), "kernel_size", "kernel", p.has_kernel_h(), p.kernel_h(), p.has_kernel_w(),
+            p.kernel_w(), 0, &kh_, &kw_);
+  if (kh_ <= 0 || kw_ <= 0) this->field_error(kKernelSize, "must be positive, got ", kh_, "x", kw_);
+  read_pair(*this, p.pad(), "pad", "pad", p.has_pad_h(), p.pad_h(), p.has_pad_w(), p.pad_w(), 0, &ph_, &pw_);
+  read_pair(*this, p.stride(), "stride", "stride", p.has_stride_h(), p.stride_h(), p.has_stride_w(),
+            p.stride_w(), 1, &sh_, &sw_);
+  if (sh_ <= 0 || sw_ <= 0) this->field_error("convolution_param.stride", "must be positive, got ", sh_, "x", sw_);
+  read_pair(*this, p.dilation(), "dilation", "dilation", false, 0, false, 0, 1, &dh_, &dw_);
+  if (dh_ <= 0 || dw_ <= 0) this->field_error("convolution_param.dilation", "must be positive, got ", dh_, "x", dw_);
+  if (p.group() == 0) this->field_error("convolution_param.group", "must be positive, got 0");
+  num_output_ = static_cast<int>(p.num_output());
+  group_ = static_cast<int>(p.group());
+  if (num_output_ % group_ != 0) {
+    this->field_error("convolution_param.group", "= ", group_, " does not divide num_output ", num_output_);
+  }
+  bias_term_ = p.bias_term();
+  is_1x1_ = kh_ == 1 && kw_ == 1 && sh_ == 1 && sw_ == 1 && ph_ == 0 && pw_ == 0;
+  validate_filler(*this, p.weight_filler(), "convolution_param.weight_filler");
+  if (bias_term_) validate_filler(*this, p.bias_filler(), "convolution_param.bias_filler");
+}
+
+template <typename Ftype, typename Btype>
+void ConvolutionLayer<Ftype, Btype>::CheckBottoms(const BlobVec& bottom) const {
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    if (bottom[i]->num_axes() != 4) {
+      this->field_error("bottom", "bottom ", i, " has shape ", bottom[i]->shape_string(),
+                        "; Convolution needs 4 axes (N, C, H, W)");
+    }
+    if (bottom[i]->shape() != bottom[0]->shape()) {
+      this->field_error("bottom", "all bottoms must have the same shape: bottom 0 is ",
+                        bottom[0]->shape_string(), ", bottom ", i, " is ", bottom[i]->shape_string());
+    }
+  }
+  const int c = bottom[0]->shape(1), h = bottom[0]->shape(2), w = bottom[0]->shape(3);
+  if (c % group_ != 0) {
+    this->field_error("convolution_param.group", "= ", group_, " does not divide the ", c, " input channels");
+  }
+  const int ekh = dh_ * (kh_ - 1) + 1, ekw = dw_ * (kw_ - 1) + 1;
+  if (ekh > h + 2 * ph_ || ekw > w + 2 * pw_) {
+    const auto& p = this->layer_param().convolution_param();
+    const std::string field = p.kernel_size_size() > 0 ? kKernelSize : "convolution_param.kernel_h";
+    if (kh_ == kw_ && dh_ == dw_ && ph_ == pw_) {
+      this->field_error(field, "kernel ", kh_, " (dilated ", ekh, ") is larger than the padded input ",
+                        h + 2 * ph_, "x", w + 2 * pw_, " (pad ", ph_, ")");
+    }
+    this->field_error(field, "kernel ", kh_, "x", kw_, " (dilated ", ekh, "x", ekw,
+                      ") is larger than the padded input ", h + 2 * ph_, "x", w + 2 * pw_, " (pad ",
+                      ph_, "x", pw_, ")");
+  }
+}
+
+template <typename Ftype, typename Btype>
+void ConvolutionLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  ReadGeometry();
+  CheckBottoms(bottom);
+  channels_ = bottom[0]->shape(1);
+  const std::vector<int> wshape{num_output_, channels_ / group_, kh_, kw_};
+  const std::vector<int> bshape{num_output_};
+  auto& blobs = this->blobs_;
+  if (!blobs.empty()) {
+    const size_t want = bias_term_ ? 2 : 1;
+    if (blobs.size() != want) {
+      this->field_error("blobs", "expected ", want, " parameter blobs (bias_term ", bias_term_, "), got ", blobs.size());
+    }
+    if (blobs[0]->shape() != wshape) {
+      this->field_error("blobs", "weight shape ", blobs[0]->shape_string(), " does not match the expected ",
+                        shape_string(wshape), " (num_output, C/group, KH, KW)");
+    }
+    if (bias_term_ && blobs[1]->shape() != bshape) {
+      this->field_error("blobs", "bias shape ", blobs[1]->shape_string(), " does not match the expected ",
+                        shape_string(bshape));
+    }
+  } else {
+    const auto& p = this->layer_param().convolution_param();
+    blobs.push_back(this->make_param(wshape));
+    Fill(p.weight_filler(), blobs[0].get(), "convolution_param.weight_filler");
+    if (bias_term_) {
+      blobs.push_back(this->make_param(bshape));
+      Fill(p.bias_filler(), blobs[1].get(), "convolution_param.bias_filler");
+    }
+  }
+  this->param_propagate_down_.assign(blobs.size(), true);
+}
+
+template <typename Ftype, typename Btype>
+void ConvolutionLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  CheckBottoms(bottom);
+  if (bottom[0]->shape(1) != channels_) {
+    this->field_error("bottom", "bottom has ", bottom[0]->shape(1), " channels; the layer was set up for ",
+                      channels_);
+  }
+  num_ = bottom[0]->shape(0);
+  height_ = bottom[0]->shape(2);
+  width_ = bottom[0]->shape(3);
+  out_h_ = (height_ + 2 * ph_ - (dh_ * (kh_ - 1) + 1)) / sh_ + 1;
+  out_w_ = (width_ + 2 * pw_ - (dw_ * (kw_ - 1) + 1)) / sw_ + 1;
+  for (Blob* t : top) t->Reshape({num_, num_output_, out_h_, out_w_});
+}
+
+template <typename Ftype, typename Btype>
+void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  using M = math_t<Ftype>;
+  const int kg = channels_ / group_ * kh_ * kw_, mg = num_output_ / group_;
+  const int ohw = out_h_ * out_w_;
+  const size_t chw = static_cast<size_t>(channels_) * height_ * width_;
+  const size_t top_image = static_cast<size_t>(num_output_) * ohw;
+  const M* w = this->blobs_[0]->template cpu_data<M>();
+  const M* b = bias_term_ ? this->blobs_[1]->template cpu_data<M>() : nullptr;
+  std::vector<M> col(is_1x1_ ? 0 : static_cast<size_t>(kg) * group_ * ohw);
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    const M* x = bottom[i]->template cpu_data<M>();
+    MathBuffer<Ftype> y(top[i]->template mutable_cpu_data<Ftype>(), top[i]->count(), false);
+    for (int n = 0; n < num_; ++n) {
+      const M* xn = x + n * chw;
+      M* yn = y.get() + n * top_image;
+      const M* c = xn;
+      if (!is_1x1_) {
+        im2col_cpu<M>(xn, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col.data());
+        c = col.data();
+      }
+      // (mg, ohw) = (mg, kg) x (kg, ohw) per group
+      for (int g = 0; g < group_; ++g) {
+        cpu_gemm<M>(Trans::No, Trans::No, mg, ohw, kg, M(1), w + static_cast<size_t>(g) * mg * kg,
+                    c + static_cast<size_t>(g) * kg * ohw, M(0), yn + static_cast<size_t>(g) * mg * ohw);
+      }
+      if (b) {
+        for (int o = 0; o < num_output_; ++o) {
+          M* row = yn + static_cast<size_t>(o) * ohw;
+          for (int j = 0; j < ohw; ++j) row[j] += b[o];
+        }
+      }
+    }
+    y.store();
+  }
+}
+
+template <typename Ftype, typename Btype>
+void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                                  const BlobVec& bottom) {
+  using M = math_t<Btype>;
+  const int kg = channels_ / group_ * kh_ * kw_, mg = num_output_ / group_;
+  const int ohw = out_h_ * out_w_;
+  const size_t chw = static_cast<size_t>(channels_) * height_ * width_;
+  const size_t top_image = static_cast<size_t>(num_output_) * ohw;
+  const bool do_w = this->param_propagate_down(0);
+  const bool do_b = bias_term_ && this->param_propagate_down(1);
+  // Gradients of the whole batch sum in M and are added to the Btype diffs once.
+  std::optional<MathBuffer<Btype>> wd, bd;
+  if (do_w) wd.emplace(this->blobs_[0]->template mutable_cpu_diff<Btype>(), this->blobs_[0]->count(), true);
+  if (do_b) bd.emplace(this->blobs_[1]->template mutable_cpu_diff<Btype>(), this->blobs_[1]->count(), true);
+  const M* w = this->blobs_[0]->template cpu_data<M>();
+  std::vector<M> col(is_1x1_ ? 0 : static_cast<size_t>(kg) * group_ * ohw);
+  std::vector<M> col_diff(col.size());
+  for (size_t i = 0; i < top.size(); ++i) {
+    const bool do_x = i < propagate_down.size() && propagate_down[i];
+    if (!do_w && !do_b && !do_x) continue;
+    const M* td = top[i]->template cpu_diff<M>();
+    const M* x = do_w ? bottom[i]->template cpu_data<M>() : nullptr;
+    std::optional<MathBuffer<Btype>> xd;
+    if (do_x) xd.emplace(bottom[i]->template mutable_cpu_diff<Btype>(), bottom[i]->count(), false);
+    for (int n = 0; n < num_; ++n) {
+      const M* tdn = td + n * top_image;
+      if (do_b) {
+        M* bdiff = bd->get();
+        for (int o = 0; o < num_output_; ++o) {
+          const M* row = tdn + static_cast<size_t>(o) * ohw;
+          M s = 0;
+          for (int j = 0; j < ohw; ++j) s += row[j];
+          bdiff[o] += s;
+        }
+      }
+      if (do_w) {
+        const M* c = x + n * chw;
+        if (!is_1x1_) {
+          im2col_cpu<M>(c, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col.data());
+          c = col.data();
+        }
+        // dW_g (mg, kg) += dY_g (mg, ohw) x col_g^T (ohw, kg)
+        for (int g = 0; g < group_; ++g) {
+          cpu_gemm<M>(Trans::No, Trans::Yes, mg, kg, ohw, M(1), tdn + static_cast<size_t>(g) * mg * ohw,
+                      c + static_cast<size_t>(g) * kg * ohw, M(1), wd->get() + static_cast<size_t>(g) * mg * kg);
+        }
+      }
+      if (do_x) {
+        M* xdn = xd->get() + n * chw;
+        M* dst = is_1x1_ ? xdn : col_diff.data();
+        // dcol_g (kg, ohw) = W_g^T (kg, mg) x dY_g (mg, ohw)
+        for (int g = 0; g < group_; ++g) {
+          cpu_gemm<M>(Trans::Yes, Trans::No, kg, ohw, mg, M(1), w + static_cast<size_t>(g) * mg * kg,
+                      tdn + static_cast<size_t>(g) * mg * ohw, M(0), dst + static_cast<size_t>(g) * kg * ohw);
+        }
+        if (!is_1x1_) {
+          col2im_cpu<M>(col_diff.data(), channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, xdn);
+        }
+      }
+    }
+    if (xd) xd->store();
+  }
+  if (wd) wd->store();
+  if (bd) bd->store();
+}
+
+CORTADO_INSTANTIATE_LAYER(ConvolutionLayer);
+
+}  // namespace cortado

@@ -1,0 +1,226 @@
+#include "cortado/layers/data_layer.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "cortado/util/rng.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+DataLayer<Ftype, Btype>::~DataLayer() {
+  StopReader();
+}
+
+template <typename Ftype, typename Btype>
+TransformationParameter DataLayer<Ftype, Btype>::MergedTransformParam() const {
+  const DataParameter& dp = this->layer_param().data_param();
+  TransformationParameter tp = this->layer_param().transform_param();
+  auto conflict = [&](bool in_data, bool in_transform, const char* name) {
+    if (in_data && in_transform) {
+      this->field_error(std::string("data_param.") + name, "is also set in transform_param; set it in one place");
+    }
+    return in_data;
+  };
+  if (conflict(dp.has_scale(), tp.has_scale(), "scale")) tp.set_scale(dp.scale());
+  if (conflict(dp.has_mean_file(), tp.has_mean_file(), "mean_file")) tp.set_mean_file(dp.mean_file());
+  if (conflict(dp.has_crop_size(), tp.has_crop_size(), "crop_size")) tp.set_crop_size(dp.crop_size());
+  if (conflict(dp.has_mirror(), tp.has_mirror(), "mirror")) tp.set_mirror(dp.mirror());
+  if (dp.force_encoded_color()) tp.set_force_color(true);
+  return tp;
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::ValidateParams() const {
+  const DataParameter& dp = this->layer_param().data_param();
+  if (dp.backend() == DataParameter::LEVELDB) {
+    this->field_error("data_param.backend", "LEVELDB is not supported, use LMDB");
+  }
+  if (dp.source().empty()) this->field_error("data_param.source", "is required (an LMDB directory)");
+  if (!dp.has_batch_size() || dp.batch_size() == 0) {
+    this->field_error("data_param.batch_size", "must be positive, got ", dp.batch_size());
+  }
+  if (dp.batch_size() > (1u << 24)) {
+    this->field_error("data_param.batch_size", "is too large: ", dp.batch_size());
+  }
+  if (dp.prefetch() == 0) this->field_error("data_param.prefetch", "must be positive, got 0");
+  if (dp.prefetch() > 1024) this->field_error("data_param.prefetch", "is too large: ", dp.prefetch());
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  StopReader();
+  ValidateParams();
+  const DataParameter& dp = this->layer_param().data_param();
+  source_ = dp.source();
+  batch_size_ = static_cast<int>(dp.batch_size());
+  prefetch_ = static_cast<int>(dp.prefetch());
+  transformer_ = std::make_unique<DataTransformer>(MergedTransformParam(), this->layer_param().phase(),
+                                                   this->name(), this->type());
+  try {
+    cursor_ = std::make_unique<LmdbCursor>(source_, /*wrap_around=*/true);
+  } catch (const Error& e) {
+    this->field_error("data_param.source", "cannot open '", source_, "': ", e.what());
+  }
+  if (cursor_->entries() == 0 || !cursor_->Valid()) {
+    this->field_error("data_param.source", "'", source_, "' holds no records");
+  }
+
+  // The seed ties every random choice of this layer to the solver's seed.
+  std::mt19937& gen = rng();
+  const uint64_t hi = gen();
+  seed_ = (hi << 32) | gen();
+  skip_ = dp.rand_skip() > 0 ? static_cast<int64_t>(record_rng_seed(seed_, -1) % dp.rand_skip()) : 0;
+  PositionCursor(0);
+
+  Datum first;
+  const std::string key(cursor_->key());
+  if (!first.ParseFromArray(cursor_->value().data(), static_cast<int>(cursor_->value().size()))) {
+    this->field_error("data_param.source", "'", source_, "': record '", key, "' is not a Datum");
+  }
+  try {
+    datum_shape_ = transformer_->InferShape(first);
+  } catch (const FieldError&) {
+    throw;
+  } catch (const Error& e) {
+    this->field_error("data_param.source", "'", source_, "': record '", key, "': ", e.what());
+  }
+  LOG(INFO) << "Data layer '" << this->name() << "': " << source_ << ", " << cursor_->entries()
+            << " records, output (" << batch_size_ << ", " << datum_shape_[0] << ", " << datum_shape_[1]
+            << ", " << datum_shape_[2] << ")";
+  StartReader();
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  top[0]->Reshape({batch_size_, datum_shape_[0], datum_shape_[1], datum_shape_[2]});
+  if (top.size() > 1) top[1]->Reshape({batch_size_});
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::PositionCursor(int64_t stream_position) {
+  const int64_t entries = cursor_->entries();
+  int64_t steps = (skip_ + stream_position % entries) % entries;
+  cursor_->SeekToFirst();
+  while (steps-- > 0) cursor_->Next();
+  next_position_ = stream_position;
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::StartReader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = false;
+  }
+  reader_ = std::thread([this] { ReaderLoop(); });
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::StopReader() {
+  if (!reader_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  not_full_.notify_all();
+  reader_.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  while (!full_.empty()) {
+    free_.push_back(std::move(full_.front()));
+    full_.pop_front();
+  }
+  error_ = nullptr;
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::ReaderLoop() {
+  for (;;) {
+    std::unique_ptr<Batch> batch;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      not_full_.wait(lock, [this] { return stop_ || static_cast<int>(full_.size()) < prefetch_; });
+      if (stop_) return;
+      if (!free_.empty()) {
+        batch = std::move(free_.back());
+        free_.pop_back();
+      }
+    }
+    if (!batch) batch = std::make_unique<Batch>();
+    try {
+      FillBatch(batch.get());
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!stop_) error_ = std::current_exception();
+      not_empty_.notify_all();
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stop_) return;  // a partial batch (stopped mid-way) is dropped
+    full_.push_back(std::move(batch));
+    not_empty_.notify_all();
+  }
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::FillBatch(Batch* batch) {
+  const size_t image = static_cast<size_t>(datum_shape_[0]) * datum_shape_[1] * datum_shape_[2];
+  batch->data.resize(image * batch_size_);
+  batch->label.resize(batch_size_);
+  Datum datum;
+  std::mt19937 gen;
+  for (int i = 0; i < batch_size_; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stop_) return;
+    }
+    const std::string_view value = cursor_->value();
+    try {
+      if (!datum.ParseFromArray(value.data(), static_cast<int>(value.size()))) fail("not a Datum");
+      gen.seed(static_cast<std::mt19937::result_type>(record_rng_seed(seed_, next_position_)));
+      transformer_->Transform(datum, batch->data.data() + i * image, &gen, datum_shape_);
+    } catch (const FieldError& e) {
+      throw FieldError(this->name(), this->type(), e.field(),
+                       str_cat(e.message(), " (source '", source_, "', record '", cursor_->key(), "')"));
+    } catch (const Error& e) {
+      this->field_error("data_param.source", "'", source_, "': record '", cursor_->key(), "': ", e.what());
+    }
+    batch->label[i] = static_cast<float>(datum.label());
+    cursor_->Next();
+    ++next_position_;
+  }
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  std::unique_ptr<Batch> batch;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    CORTADO_CHECK(reader_.joinable()) << "DataLayer::Forward before SetUp";
+    not_empty_.wait(lock, [this] { return !full_.empty() || error_; });
+    if (full_.empty()) std::rethrow_exception(error_);
+    batch = std::move(full_.front());
+    full_.pop_front();
+  }
+  std::memcpy(top[0]->mutable_cpu_data<Ftype>(), batch->data.data(), batch->data.size() * sizeof(Ftype));
+  if (top.size() > 1) {
+    std::memcpy(top[1]->mutable_cpu_data<float>(), batch->label.data(), batch->label.size() * sizeof(float));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(std::move(batch));
+  }
+  not_full_.notify_all();
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::Seek(int64_t batches) {
+  CORTADO_CHECK(cursor_ != nullptr) << "DataLayer::Seek before SetUp";
+  CORTADO_CHECK_GE(batches, 0);
+  StopReader();
+  PositionCursor(batches * batch_size_);
+  StartReader();
+}
+
+CORTADO_INSTANTIATE_LAYER(DataLayer);
+
+}  // namespace cortado

@@ -1,0 +1,60 @@
+#include "cortado/layers/dropout_layer.hpp"
+
+#include <algorithm>
+
+#include "cortado/util/rng.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+void DropoutLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  const float p = this->layer_param().dropout_param().dropout_ratio();
+  if (!(p >= 0.f && p < 1.f)) this->field_error("dropout_param.dropout_ratio", "must be in [0, 1), got ", p);
+  ratio_ = p;
+  scale_ = 1.0 / (1.0 - ratio_);
+}
+
+template <typename Ftype, typename Btype>
+void DropoutLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  top[0]->ReshapeLike(*bottom[0]);
+  mask_.resize(bottom[0]->count());
+}
+
+template <typename Ftype, typename Btype>
+void DropoutLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  using M = math_t<Ftype>;
+  Ftype* y = top[0]->mutable_cpu_data<Ftype>();
+  const Ftype* x = bottom[0]->cpu_data<Ftype>();
+  const int64_t n = static_cast<int64_t>(bottom[0]->count());
+  if (!train()) {
+    if (y != x) std::copy(x, x + n, y);
+    return;
+  }
+  rng_bernoulli(n, 1.0 - ratio_, mask_.data());
+  const M scale = static_cast<M>(scale_);
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = static_cast<Ftype>(mask_[i] ? static_cast<M>(x[i]) * scale : M(0));
+  }
+}
+
+template <typename Ftype, typename Btype>
+void DropoutLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                              const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  using M = math_t<Btype>;
+  Btype* dx = bottom[0]->mutable_cpu_diff<Btype>();
+  const Btype* dy = top[0]->cpu_diff<Btype>();
+  const int64_t n = static_cast<int64_t>(top[0]->count());
+  if (!train()) {
+    if (dx != dy) std::copy(dy, dy + n, dx);
+    return;
+  }
+  const M scale = static_cast<M>(scale_);
+  for (int64_t i = 0; i < n; ++i) {
+    dx[i] = static_cast<Btype>(mask_[i] ? static_cast<M>(dy[i]) * scale : M(0));
+  }
+}
+
+CORTADO_INSTANTIATE_LAYER(DropoutLayer);
+
+}  // namespace cortado

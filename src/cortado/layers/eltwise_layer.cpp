@@ -1,0 +1,112 @@
+#include "cortado/layers/eltwise_layer.hpp"
+
+#include <cmath>
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+void EltwiseLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  const EltwiseParameter& p = this->layer_param().eltwise_param();
+  op_ = p.operation();
+  const int nb = static_cast<int>(bottom.size());
+  if (p.coeff_size() > 0 && op_ != EltwiseParameter::SUM) {
+    this->field_error("eltwise_param.coeff", "applies to operation SUM only, got operation ",
+                      EltwiseParameter::EltwiseOp_Name(op_));
+  }
+  if (p.coeff_size() > 0 && p.coeff_size() != nb) {
+    this->field_error("eltwise_param.coeff", "has ", p.coeff_size(), " values for ", nb, " bottoms");
+  }
+  coeff_.assign(nb, 1.0);
+  for (int i = 0; i < p.coeff_size(); ++i) coeff_[i] = p.coeff(i);
+  stable_prod_grad_ = p.stable_prod_grad();
+}
+
+template <typename Ftype, typename Btype>
+void EltwiseLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    if (bottom[i]->shape() != bottom[0]->shape()) {
+      this->field_error("bottom", "bottom ", i, " has shape ", bottom[i]->shape_string(), " but bottom 0 has ",
+                        bottom[0]->shape_string(), "; Eltwise needs equal shapes");
+    }
+    if (bottom[i] == top[0]) this->field_error("top", "Eltwise cannot be computed in place");
+  }
+  top[0]->ReshapeLike(*bottom[0]);
+  if (op_ == EltwiseParameter::MAX) argmax_.resize(bottom[0]->count());
+}
+
+template <typename Ftype, typename Btype>
+void EltwiseLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  using M = math_t<Ftype>;
+  const int64_t n = static_cast<int64_t>(top[0]->count());
+  Ftype* y = top[0]->mutable_cpu_data<Ftype>();
+  std::vector<const Ftype*> x(bottom.size());
+  for (size_t i = 0; i < bottom.size(); ++i) x[i] = bottom[i]->cpu_data<Ftype>();
+  for (int64_t k = 0; k < n; ++k) {
+    M acc = static_cast<M>(x[0][k]);
+    if (op_ == EltwiseParameter::SUM) acc *= static_cast<M>(coeff_[0]);
+    int arg = 0;
+    for (size_t i = 1; i < x.size(); ++i) {
+      const M v = static_cast<M>(x[i][k]);
+      switch (op_) {
+        case EltwiseParameter::SUM: acc += static_cast<M>(coeff_[i]) * v; break;
+        case EltwiseParameter::PROD: acc *= v; break;
+        case EltwiseParameter::MAX:
+          if (v > acc) {
+            acc = v;
+            arg = static_cast<int>(i);
+          }
+          break;
+      }
+    }
+    y[k] = static_cast<Ftype>(acc);
+    if (op_ == EltwiseParameter::MAX) argmax_[k] = arg;
+  }
+}
+
+template <typename Ftype, typename Btype>
+void EltwiseLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                              const BlobVec& bottom) {
+  using M = math_t<Btype>;
+  const int64_t n = static_cast<int64_t>(top[0]->count());
+  const Btype* dy = top[0]->cpu_diff<Btype>();
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    if (!propagate_down[i]) continue;
+    Btype* dx = bottom[i]->mutable_cpu_diff<Btype>();
+    switch (op_) {
+      case EltwiseParameter::SUM: {
+        const M c = static_cast<M>(coeff_[i]);
+        for (int64_t k = 0; k < n; ++k) dx[k] = static_cast<Btype>(c * static_cast<M>(dy[k]));
+        break;
+      }
+      case EltwiseParameter::PROD: {
+        if (stable_prod_grad_) {
+          std::vector<const Btype*> x(bottom.size());
+          for (size_t j = 0; j < bottom.size(); ++j) x[j] = bottom[j]->cpu_data<Btype>();
+          for (int64_t k = 0; k < n; ++k) {
+            M prod = static_cast<M>(dy[k]);
+            for (size_t j = 0; j < x.size(); ++j) {
+              if (j != i) prod *= static_cast<M>(x[j][k]);
+            }
+            dx[k] = static_cast<Btype>(prod);
+          }
+        } else {
+          const Btype* y = top[0]->cpu_data<Btype>();
+          const Btype* xi = bottom[i]->cpu_data<Btype>();
+          for (int64_t k = 0; k < n; ++k) {
+            dx[k] = static_cast<Btype>(static_cast<M>(dy[k]) * static_cast<M>(y[k]) / static_cast<M>(xi[k]));
+          }
+        }
+        break;
+      }
+      case EltwiseParameter::MAX:
+        for (int64_t k = 0; k < n; ++k) {
+          dx[k] = static_cast<Btype>(argmax_[k] == static_cast<int>(i) ? static_cast<M>(dy[k]) : M(0));
+        }
+        break;
+    }
+  }
+}
+
+CORTADO_INSTANTIATE_LAYER(EltwiseLayer);
+
+}  // namespace cortado

@@ -1,0 +1,142 @@
+#include "cortado/layers/inner_product_layer.hpp"
+
+#include <climits>
+#include <optional>
+
+#include "cortado/filler.hpp"
+#include "cortado/util/math.hpp"
+#include "cortado/util/math_buffer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+int InnerProductLayer<Ftype, Btype>::CheckedAxis(const Blob& bottom) const {
+  const int axis = this->layer_param().inner_product_param().axis();
+  const int n = bottom.num_axes();
+  if (axis < -n || axis >= n) {
+    this->field_error("inner_product_param.axis", "= ", axis, " is out of range for a bottom of shape ",
+                      bottom.shape_string());
+  }
+  return axis < 0 ? axis + n : axis;
+}
+
+template <typename Ftype, typename Btype>
+void InnerProductLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  const InnerProductParameter& p = this->layer_param().inner_product_param();
+  if (!p.has_num_output()) this->field_error("inner_product_param.num_output", "is required");
+  if (p.num_output() == 0 || p.num_output() > static_cast<uint32_t>(INT_MAX)) {
+    this->field_error("inner_product_param.num_output", "must be positive, got ", p.num_output());
+  }
+  auto validate = [this](const FillerParameter& f, const std::string& field) {
+    try {
+      ValidateFiller(f, field);
+    } catch (const Error& e) {
+      this->field_error(field + ".type", e.what());
+    }
+  };
+  validate(p.weight_filler(), "inner_product_param.weight_filler");
+  if (p.bias_term()) validate(p.bias_filler(), "inner_product_param.bias_filler");
+  num_output_ = static_cast<int>(p.num_output());
+  bias_term_ = p.bias_term();
+  transpose_ = p.transpose();
+  axis_ = CheckedAxis(*bottom[0]);
+  k_ = static_cast<int>(bottom[0]->count(axis_));
+  const std::vector<int> wshape = transpose_ ? std::vector<int>{k_, num_output_}
+                                             : std::vector<int>{num_output_, k_};
+  const std::vector<int> bshape{num_output_};
+  auto& blobs = this->blobs_;
+  if (!blobs.empty()) {
+    const size_t want = bias_term_ ? 2 : 1;
+    if (blobs.size() != want) {
+      this->field_error("blobs", "expected ", want, " parameter blobs (bias_term ", bias_term_, "), got ",
+                        blobs.size());
+    }
+    if (blobs[0]->shape() != wshape) {
+      this->field_error("blobs", "weight shape ", blobs[0]->shape_string(), " does not match the expected ",
+                        shape_string(wshape), " (num_output ", num_output_, ", input size ", k_,
+                        ", transpose ", transpose_, ")");
+    }
+    if (bias_term_ && blobs[1]->shape() != bshape) {
+      this->field_error("blobs", "bias shape ", blobs[1]->shape_string(), " does not match the expected ",
+                        shape_string(bshape));
+    }
+  } else {
+    blobs.push_back(this->make_param(wshape));
+    Fill(p.weight_filler(), blobs[0].get(), "inner_product_param.weight_filler");
+    if (bias_term_) {
+      blobs.push_back(this->make_param(bshape));
+      Fill(p.bias_filler(), blobs[1].get(), "inner_product_param.bias_filler");
+    }
+  }
+  this->param_propagate_down_.assign(blobs.size(), true);
+}
+
+template <typename Ftype, typename Btype>
+void InnerProductLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  const int axis = CheckedAxis(*bottom[0]);
+  const size_t k = bottom[0]->count(axis);
+  if (axis != axis_ || k != static_cast<size_t>(k_)) {
+    this->field_error("bottom", "bottom shape ", bottom[0]->shape_string(), " gives ", k,
+                      " inputs per row; the layer was set up for ", k_);
+  }
+  m_ = static_cast<int>(bottom[0]->count(0, axis_));
+  std::vector<int> shape(bottom[0]->shape().begin(), bottom[0]->shape().begin() + axis_);
+  shape.push_back(num_output_);
+  top[0]->Reshape(shape);
+}
+
+template <typename Ftype, typename Btype>
+void InnerProductLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  using M = math_t<Ftype>;
+  const M* x = bottom[0]->template cpu_data<M>();
+  const M* w = this->blobs_[0]->template cpu_data<M>();
+  MathBuffer<Ftype> y(top[0]->template mutable_cpu_data<Ftype>(), top[0]->count(), false);
+  // (M, N) = (M, K) x op(W) (K, N)
+  cpu_gemm<M>(Trans::No, transpose_ ? Trans::No : Trans::Yes, m_, num_output_, k_, M(1), x, w, M(0), y.get());
+  if (bias_term_) {
+    const M* b = this->blobs_[1]->template cpu_data<M>();
+    M* yp = y.get();
+    for (int i = 0; i < m_; ++i) {
+      for (int j = 0; j < num_output_; ++j) yp[static_cast<size_t>(i) * num_output_ + j] += b[j];
+    }
+  }
+  y.store();
+}
+
+template <typename Ftype, typename Btype>
+void InnerProductLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                                   const BlobVec& bottom) {
+  using M = math_t<Btype>;
+  const M* dy = top[0]->template cpu_diff<M>();
+  if (this->param_propagate_down(0)) {
+    const M* x = bottom[0]->template cpu_data<M>();
+    MathBuffer<Btype> dw(this->blobs_[0]->template mutable_cpu_diff<Btype>(), this->blobs_[0]->count(), true);
+    if (transpose_) {
+      // (K, N) += X^T (K, M) x dY (M, N)
+      cpu_gemm<M>(Trans::Yes, Trans::No, k_, num_output_, m_, M(1), x, dy, M(1), dw.get());
+    } else {
+      // (N, K) += dY^T (N, M) x X (M, K)
+      cpu_gemm<M>(Trans::Yes, Trans::No, num_output_, k_, m_, M(1), dy, x, M(1), dw.get());
+    }
+    dw.store();
+  }
+  if (bias_term_ && this->param_propagate_down(1)) {
+    MathBuffer<Btype> db(this->blobs_[1]->template mutable_cpu_diff<Btype>(), this->blobs_[1]->count(), true);
+    M* d = db.get();
+    for (int i = 0; i < m_; ++i) {
+      for (int j = 0; j < num_output_; ++j) d[j] += dy[static_cast<size_t>(i) * num_output_ + j];
+    }
+    db.store();
+  }
+  if (!propagate_down.empty() && propagate_down[0]) {
+    const M* w = this->blobs_[0]->template cpu_data<M>();
+    MathBuffer<Btype> dx(bottom[0]->template mutable_cpu_diff<Btype>(), bottom[0]->count(), false);
+    // (M, K) = dY (M, N) x op(W) (N, K)
+    cpu_gemm<M>(Trans::No, transpose_ ? Trans::Yes : Trans::No, m_, k_, num_output_, M(1), dy, w, M(0), dx.get());
+    dx.store();
+  }
+}
+
+CORTADO_INSTANTIATE_LAYER(InnerProductLayer);
+
+}  // namespace cortado

@@ -1,0 +1,188 @@
+#include "cortado/layers/pooling_layer.hpp"
+
+#include <algorithm>
+
+#include "cortado/util/math_buffer.hpp"
+
+namespace cortado {
+
+namespace {
+
+// One pooling window: the clipped range [h0, h1) x [w0, w1) and the AVE
+// divisor (the window clipped to the padded image, as Caffe counts it).
+struct Window {
+  int h0, h1, w0, w1, size;
+};
+
+inline Window window(int oy, int ox, int height, int width, int kh, int kw, int ph, int pw, int sh, int sw) {
+  int h0 = oy * sh - ph, w0 = ox * sw - pw;
+  int h1 = std::min(h0 + kh, height + ph), w1 = std::min(w0 + kw, width + pw);
+  const int size = (h1 - h0) * (w1 - w0);
+  h0 = std::max(h0, 0);
+  w0 = std::max(w0, 0);
+  h1 = std::min(h1, height);
+  w1 = std::min(w1, width);
+  return {h0, h1, w0, w1, size};
+}
+
+// Caffe's ceil-mode output extent; the last window must start inside the
+// image or its padding on the near side (see the header).
+inline int out_extent(int in, int k, int p, int s) {
+  int out = (in + 2 * p - k + s - 1) / s + 1;
+  if ((out - 1) * s >= in + p) --out;
+  return out;
+}
+
+}  // namespace
+
+template <typename Ftype, typename Btype>
+void PoolingLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  const PoolingParameter& p = this->layer_param().pooling_param();
+  max_ = p.pool() == PoolingParameter::MAX;
+  global_ = p.global_pooling();
+  const bool has_hw_kernel = p.has_kernel_h() || p.has_kernel_w();
+  if (global_) {
+    if (p.has_kernel_size() || has_hw_kernel) {
+      this->field_error("pooling_param.kernel_size", "must not be set with global_pooling (the kernel is the whole input)");
+    }
+    if (p.pad() != 0 || p.pad_h() != 0 || p.pad_w() != 0) {
+      this->field_error("pooling_param.pad", "must be 0 with global_pooling");
+    }
+    if (p.stride() != 1 || p.has_stride_h() || p.has_stride_w()) {
+      this->field_error("pooling_param.stride", "must be 1 (unset) with global_pooling");
+    }
+  } else {
+    if (p.has_kernel_size() && has_hw_kernel) {
+      this->field_error("pooling_param.kernel_size", "give either kernel_size or kernel_h and kernel_w, not both");
+    }
+    if (has_hw_kernel && !(p.has_kernel_h() && p.has_kernel_w())) {
+      this->field_error(p.has_kernel_h() ? "pooling_param.kernel_w" : "pooling_param.kernel_h",
+                        "kernel_h and kernel_w must be given together");
+    }
+    if (!p.has_kernel_size() && !has_hw_kernel) {
+      this->field_error("pooling_param.kernel_size", "is required (or kernel_h and kernel_w, or global_pooling)");
+    }
+    kh_ = static_cast<int>(has_hw_kernel ? p.kernel_h() : p.kernel_size());
+    kw_ = static_cast<int>(has_hw_kernel ? p.kernel_w() : p.kernel_size());
+    if (kh_ <= 0 || kw_ <= 0) this->field_error("pooling_param.kernel_size", "must be positive, got ", kh_, "x", kw_);
+  }
+  if (p.has_pad_h() || p.has_pad_w()) {
+    if (p.has_pad()) this->field_error("pooling_param.pad", "give either pad or pad_h/pad_w, not both");
+    ph_ = static_cast<int>(p.pad_h());
+    pw_ = static_cast<int>(p.pad_w());
+  } else {
+    ph_ = pw_ = static_cast<int>(p.pad());
+  }
+  if (p.has_stride_h() || p.has_stride_w()) {
+    if (p.has_stride()) this->field_error("pooling_param.stride", "give either stride or stride_h and stride_w, not both");
+    if (!(p.has_stride_h() && p.has_stride_w())) {
+      this->field_error(p.has_stride_h() ? "pooling_param.stride_w" : "pooling_param.stride_h",
+                        "stride_h and stride_w must be given together");
+    }
+    sh_ = static_cast<int>(p.stride_h());
+    sw_ = static_cast<int>(p.stride_w());
+  } else {
+    sh_ = sw_ = static_cast<int>(p.stride());
+  }
+  if (sh_ <= 0 || sw_ <= 0) this->field_error("pooling_param.stride", "must be positive, got ", sh_, "x", sw_);
+  if (!global_ && (ph_ >= kh_ || pw_ >= kw_)) {
+    this->field_error("pooling_param.pad", "pad ", ph_, "x", pw_, " must be smaller than the kernel ", kh_, "x", kw_);
+  }
+  if (top.size() > 1 && !max_) this->field_error("top", "only MAX pooling has a second (mask) top");
+}
+
+template <typename Ftype, typename Btype>
+void PoolingLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  if (bottom[0]->num_axes() != 4) {
+    this->field_error("bottom", "has shape ", bottom[0]->shape_string(), "; Pooling needs 4 axes (N, C, H, W)");
+  }
+  num_ = bottom[0]->shape(0);
+  channels_ = bottom[0]->shape(1);
+  height_ = bottom[0]->shape(2);
+  width_ = bottom[0]->shape(3);
+  if (global_) {
+    kh_ = height_;
+    kw_ = width_;
+  }
+  if (kh_ > height_ + 2 * ph_ || kw_ > width_ + 2 * pw_) {
+    this->field_error("pooling_param.kernel_size", "kernel ", kh_, "x", kw_, " is larger than the padded input ",
+                      height_ + 2 * ph_, "x", width_ + 2 * pw_, " (pad ", ph_, "x", pw_, ")");
+  }
+  out_h_ = out_extent(height_, kh_, ph_, sh_);
+  out_w_ = out_extent(width_, kw_, pw_, sw_);
+  for (Blob* t : top) t->Reshape({num_, channels_, out_h_, out_w_});
+  if (max_) mask_.resize(top[0]->count());
+}
+
+template <typename Ftype, typename Btype>
+void PoolingLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  using M = math_t<Ftype>;
+  const M* x = bottom[0]->template cpu_data<M>();
+  MathBuffer<Ftype> yb(top[0]->template mutable_cpu_data<Ftype>(), top[0]->count(), false);
+  M* y = yb.get();
+  const size_t in_plane = static_cast<size_t>(height_) * width_;
+  size_t o = 0;
+  for (int plane = 0; plane < num_ * channels_; ++plane) {
+    const M* xp = x + plane * in_plane;
+    for (int oy = 0; oy < out_h_; ++oy) {
+      for (int ox = 0; ox < out_w_; ++ox, ++o) {
+        const Window win = window(oy, ox, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_);
+        if (max_) {
+          int best = win.h0 * width_ + win.w0;
+          for (int h = win.h0; h < win.h1; ++h) {
+            for (int w = win.w0; w < win.w1; ++w) {
+              if (xp[h * width_ + w] > xp[best]) best = h * width_ + w;
+            }
+          }
+          y[o] = xp[best];
+          mask_[o] = best;
+        } else {
+          M sum = 0;
+          for (int h = win.h0; h < win.h1; ++h) {
+            for (int w = win.w0; w < win.w1; ++w) sum += xp[h * width_ + w];
+          }
+          y[o] = sum / static_cast<M>(win.size);
+        }
+      }
+    }
+  }
+  yb.store();
+  if (top.size() > 1) {
+    float* m = top[1]->template mutable_cpu_data<float>();
+    for (size_t i = 0; i < mask_.size(); ++i) m[i] = static_cast<float>(mask_[i]);
+  }
+}
+
+template <typename Ftype, typename Btype>
+void PoolingLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                              const BlobVec& bottom) {
+  if (propagate_down.empty() || !propagate_down[0]) return;
+  using M = math_t<Btype>;
+  const M* dy = top[0]->template cpu_diff<M>();
+  MathBuffer<Btype> dxb(bottom[0]->template mutable_cpu_diff<Btype>(), bottom[0]->count(), false);
+  M* dx = dxb.get();
+  std::fill(dx, dx + bottom[0]->count(), M(0));
+  const size_t in_plane = static_cast<size_t>(height_) * width_;
+  size_t o = 0;
+  for (int plane = 0; plane < num_ * channels_; ++plane) {
+    M* dxp = dx + plane * in_plane;
+    for (int oy = 0; oy < out_h_; ++oy) {
+      for (int ox = 0; ox < out_w_; ++ox, ++o) {
+        if (max_) {
+          dxp[mask_[o]] += dy[o];
+          continue;
+        }
+        const Window win = window(oy, ox, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_);
+        const M g = dy[o] / static_cast<M>(win.size);
+        for (int h = win.h0; h < win.h1; ++h) {
+          for (int w = win.w0; w < win.w1; ++w) dxp[h * width_ + w] += g;
+        }
+      }
+    }
+  }
+  dxb.store();
+}
+
+CORTADO_INSTANTIATE_LAYER(PoolingLayer);
+
+}  // namespace cortado

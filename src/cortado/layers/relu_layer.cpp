@@ -1,0 +1,52 @@
+#include "cortado/layers/relu_layer.hpp"
+
+#include <cmath>
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+void ReLULayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  const float slope = this->layer_param().relu_param().negative_slope();
+  if (!std::isfinite(slope)) this->field_error("relu_param.negative_slope", "must be finite, got ", slope);
+  negative_slope_ = slope;
+}
+
+template <typename Ftype, typename Btype>
+void ReLULayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  top[0]->ReshapeLike(*bottom[0]);
+}
+
+// The top pointer is taken first: in place, mutable_cpu_data makes Ftype the
+// current type and cpu_data then returns that same buffer.
+template <typename Ftype, typename Btype>
+void ReLULayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  using M = math_t<Ftype>;
+  Ftype* y = top[0]->mutable_cpu_data<Ftype>();
+  const Ftype* x = bottom[0]->cpu_data<Ftype>();
+  const M slope = static_cast<M>(negative_slope_);
+  const int64_t n = static_cast<int64_t>(bottom[0]->count());
+  for (int64_t i = 0; i < n; ++i) {
+    const M v = static_cast<M>(x[i]);
+    y[i] = static_cast<Ftype>(v > M(0) ? v : slope * v);
+  }
+}
+
+template <typename Ftype, typename Btype>
+void ReLULayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                           const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  using M = math_t<Btype>;
+  Btype* dx = bottom[0]->mutable_cpu_diff<Btype>();
+  const Btype* dy = top[0]->cpu_diff<Btype>();
+  const Btype* x = bottom[0]->cpu_data<Btype>();
+  const M slope = static_cast<M>(negative_slope_);
+  const int64_t n = static_cast<int64_t>(bottom[0]->count());
+  for (int64_t i = 0; i < n; ++i) {
+    const M g = static_cast<M>(dy[i]);
+    dx[i] = static_cast<Btype>(static_cast<M>(x[i]) > M(0) ? g : slope * g);
+  }
+}
+
+CORTADO_INSTANTIATE_LAYER(ReLULayer);
+
+}  // namespace cortado

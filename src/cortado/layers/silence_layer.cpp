@@ -1,0 +1,19 @@
+#include "cortado/layers/silence_layer.hpp"
+
+#include <algorithm>
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+void SilenceLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                              const BlobVec& bottom) {
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    if (!propagate_down[i]) continue;
+    Btype* dx = bottom[i]->mutable_cpu_diff<Btype>();
+    std::fill(dx, dx + bottom[i]->count(), static_cast<Btype>(0.f));
+  }
+}
+
+CORTADO_INSTANTIATE_LAYER(SilenceLayer);
+
+}  // namespace cortado

@@ -1,0 +1,127 @@
+#include "cortado/layers/softmax_with_loss_layer.hpp"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+#include "cortado/layers/softmax_layer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+void SoftmaxWithLossLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  const LayerParameter& p = this->layer_param();
+  const int axis = p.softmax_param().axis();
+  const int n = bottom[0]->num_axes();
+  if (axis < -n || axis >= n) {
+    this->field_error("softmax_param.axis", "must be in [", -n, ", ", n, ") for a bottom of shape ",
+                      bottom[0]->shape_string(), ", got ", axis);
+  }
+  axis_ = bottom[0]->CanonicalAxisIndex(axis);
+  has_ignore_label_ = p.loss_param().has_ignore_label();
+  ignore_label_ = p.loss_param().ignore_label();
+  if (p.loss_param().has_normalization()) {
+    normalization_ = p.loss_param().normalization();
+  } else if (p.loss_param().has_normalize()) {
+    normalization_ = p.loss_param().normalize() ? LossParameter::VALID : LossParameter::BATCH_SIZE;
+  } else {
+    normalization_ = LossParameter::VALID;
+  }
+  // A loss layer: its loss top weighs 1 unless the prototxt says otherwise
+  // (SetUp applies the weights right after LayerSetUp).
+  if (p.loss_weight_size() == 0) {
+    for (size_t i = 0; i < top.size(); ++i) this->param_.add_loss_weight(i == 0 ? 1.f : 0.f);
+  }
+}
+
+template <typename Ftype, typename Btype>
+void SoftmaxWithLossLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  outer_ = static_cast<int>(bottom[0]->count(0, axis_));
+  channels_ = bottom[0]->shape(axis_);
+  inner_ = static_cast<int>(bottom[0]->count(axis_ + 1));
+  if (bottom[1]->count() != static_cast<size_t>(outer_) * inner_) {
+    this->field_error("bottom", "the label bottom holds ", bottom[1]->count(), " values (shape ",
+                      bottom[1]->shape_string(), ") but the prediction ", bottom[0]->shape_string(),
+                      " with softmax axis ", axis_, " needs ", static_cast<int64_t>(outer_) * inner_);
+  }
+  top[0]->Reshape(std::vector<int>{});
+  if (top.size() > 1) top[1]->ReshapeLike(*bottom[0]);
+  prob_.resize(bottom[0]->count());
+  scratch_.resize(channels_);
+}
+
+template <typename Ftype, typename Btype>
+bool SoftmaxWithLossLayer<Ftype, Btype>::Ignored(float v, int64_t position) const {
+  if (has_ignore_label_ && v == static_cast<float>(ignore_label_)) return true;
+  const int l = static_cast<int>(v);
+  if (!(v >= 0.f) || static_cast<float>(l) != v || l >= channels_) {
+    this->field_error("bottom", "label value ", v, " at position ", position,
+                      " is not a class index: expected an integer in [0, ", channels_, ")",
+                      has_ignore_label_ ? str_cat(" or ignore_label ", ignore_label_) : std::string());
+  }
+  return false;
+}
+
+template <typename Ftype, typename Btype>
+void SoftmaxWithLossLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  const Ftype* x = bottom[0]->cpu_data<Ftype>();
+  const float* label = bottom[1]->cpu_data<float>();
+  const int64_t dim = static_cast<int64_t>(channels_) * inner_;
+  double loss = 0;
+  int64_t valid = 0;
+  for (int o = 0; o < outer_; ++o) {
+    for (int i = 0; i < inner_; ++i) {
+      const int64_t base = o * dim + i;
+      if (channels_ > 0) softmax_column(x + base, channels_, inner_, scratch_.data(), prob_.data() + base);
+      const int64_t pos = static_cast<int64_t>(o) * inner_ + i;
+      if (Ignored(label[pos], pos)) continue;
+      const int l = static_cast<int>(label[pos]);
+      loss -= std::log(std::max(static_cast<double>(prob_[base + l * inner_]), static_cast<double>(FLT_MIN)));
+      ++valid;
+    }
+  }
+  const double all = static_cast<double>(outer_) * inner_;
+  switch (normalization_) {
+    case LossParameter::FULL: normalizer_ = all; break;
+    case LossParameter::VALID: normalizer_ = has_ignore_label_ ? static_cast<double>(valid) : all; break;
+    case LossParameter::BATCH_SIZE: normalizer_ = outer_; break;
+    case LossParameter::NONE: normalizer_ = 1; break;
+  }
+  normalizer_ = std::max(1.0, normalizer_);
+  top[0]->mutable_cpu_data<float>()[0] = static_cast<float>(loss / normalizer_);
+  if (top.size() > 1) {
+    Ftype* y = top[1]->mutable_cpu_data<Ftype>();
+    for (size_t k = 0; k < prob_.size(); ++k) y[k] = static_cast<Ftype>(prob_[k]);
+  }
+}
+
+template <typename Ftype, typename Btype>
+void SoftmaxWithLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                                      const BlobVec& bottom) {
+  if (propagate_down.size() > 1 && propagate_down[1]) {
+    this->field_error("propagate_down", "cannot back-propagate to the label bottom");
+  }
+  if (!propagate_down[0]) return;
+  // The loss weight is read in double: exact whatever type wrote it.
+  const double scale = top[0]->cpu_diff<double>()[0] / normalizer_;
+  Btype* dx = bottom[0]->mutable_cpu_diff<Btype>();
+  const float* label = bottom[1]->cpu_data<float>();
+  const int64_t dim = static_cast<int64_t>(channels_) * inner_;
+  for (int o = 0; o < outer_; ++o) {
+    for (int i = 0; i < inner_; ++i) {
+      const int64_t base = o * dim + i;
+      const int64_t pos = static_cast<int64_t>(o) * inner_ + i;
+      const bool ignored = Ignored(label[pos], pos);
+      const int l = ignored ? -1 : static_cast<int>(label[pos]);
+      for (int c = 0; c < channels_; ++c) {
+        const int64_t k = base + static_cast<int64_t>(c) * inner_;
+        const double g = ignored ? 0.0 : (static_cast<double>(prob_[k]) - (c == l ? 1.0 : 0.0)) * scale;
+        dx[k] = static_cast<Btype>(static_cast<math_t<Btype>>(g));
+      }
+    }
+  }
+}
+
+CORTADO_INSTANTIATE_LAYER(SoftmaxWithLossLayer);
+
+}  // namespace cortado

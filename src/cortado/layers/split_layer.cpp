@@ -1,0 +1,45 @@
+#include "cortado/layers/split_layer.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+void SplitLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  for (size_t k = 0; k < top.size(); ++k) {
+    if (top[k] == bottom[0]) this->field_error("top", "Split cannot be computed in place (top ", k, ")");
+    top[k]->ReshapeLike(*bottom[0]);
+  }
+}
+
+template <typename Ftype, typename Btype>
+void SplitLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  const Ftype* x = bottom[0]->cpu_data<Ftype>();
+  const size_t n = bottom[0]->count();
+  for (Blob* t : top) std::copy(x, x + n, t->mutable_cpu_data<Ftype>());
+}
+
+template <typename Ftype, typename Btype>
+void SplitLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                            const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  using M = math_t<Btype>;
+  const int64_t n = static_cast<int64_t>(bottom[0]->count());
+  Btype* dx = bottom[0]->mutable_cpu_diff<Btype>();
+  if (top.size() == 1) {
+    const Btype* dy = top[0]->cpu_diff<Btype>();
+    std::copy(dy, dy + n, dx);
+    return;
+  }
+  std::vector<M> acc(n, M(0));
+  for (Blob* t : top) {
+    const Btype* dy = t->cpu_diff<Btype>();
+    for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<M>(dy[i]);
+  }
+  for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<Btype>(acc[i]);
+}
+
+CORTADO_INSTANTIATE_LAYER(SplitLayer);
+
+}  // namespace cortado

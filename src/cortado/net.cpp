@@ -1,0 +1,458 @@
+#include "cortado/net.hpp"
+
+#include <set>
+
+#include "cortado/layer_factory.hpp"
+
+namespace cortado {
+
+// ---- filtering ----------------------------------------------------------------
+
+bool Net::StateMeetsRule(const NetState& state, const NetStateRule& rule, const std::string& layer) {
+  if (rule.has_phase() && rule.phase() != state.phase()) return false;
+  if (rule.has_min_level() && state.level() < rule.min_level()) return false;
+  if (rule.has_max_level() && state.level() > rule.max_level()) return false;
+  const std::set<std::string> stages(state.stage().begin(), state.stage().end());
+  for (const std::string& s : rule.stage())
+    if (!stages.count(s)) return false;
+  for (const std::string& s : rule.not_stage())
+    if (stages.count(s)) return false;
+  return true;
+}
+
+NetParameter Net::FilterNet(const NetParameter& param, std::vector<int>* kept_index) {
+  NetParameter out(param);
+  out.clear_layer();
+  if (kept_index) kept_index->clear();
+  for (int i = 0; i < param.layer_size(); ++i) {
+    const LayerParameter& lp = param.layer(i);
+    if (lp.include_size() && lp.exclude_size())
+      fail("layer '", lp.name(), "': specify either include or exclude rules, not both");
+    bool keep = lp.include_size() == 0;
+    for (const NetStateRule& r : lp.exclude())
+      if (StateMeetsRule(param.state(), r, lp.name())) keep = false;
+    for (const NetStateRule& r : lp.include())
+      if (StateMeetsRule(param.state(), r, lp.name())) keep = true;
+    if (!keep) continue;
+    *out.add_layer() = lp;
+    if (kept_index) kept_index->push_back(i);
+  }
+  return out;
+}
+
+// ---- split insertion ------------------------------------------------------------
+
+namespace {
+std::string split_layer_name(const std::string& layer, const std::string& blob, int top) {
+  return str_cat(blob, "_", layer, "_", top, "_split");
+}
+std::string split_blob_name(const std::string& layer, const std::string& blob, int top, int k) {
+  return str_cat(blob, "_", layer, "_", top, "_split_", k);
+}
+}  // namespace
+
+NetParameter InsertSplits(const NetParameter& in, std::vector<int>* origin) {
+  using Idx = std::pair<int, int>;  // (layer, top or bottom index)
+  std::map<std::string, Idx> last_top;
+  std::map<Idx, Idx> bottom_source;
+  std::map<Idx, int> consumers;
+  std::map<Idx, float> loss_weight;
+  for (int i = 0; i < in.layer_size(); ++i) {
+    const LayerParameter& lp = in.layer(i);
+    for (int j = 0; j < lp.bottom_size(); ++j) {
+      auto it = last_top.find(lp.bottom(j));
+      if (it == last_top.end()) continue;  // reported by Net::Init
+      bottom_source[{i, j}] = it->second;
+      ++consumers[it->second];
+    }
+    for (int j = 0; j < lp.top_size(); ++j) {
+      last_top[lp.top(j)] = {i, j};
+      if (j < lp.loss_weight_size() && lp.loss_weight(j) != 0) loss_weight[{i, j}] = lp.loss_weight(j);
+    }
+  }
+  NetParameter out(in);
+  out.clear_layer();
+  origin->clear();
+  std::map<Idx, int> used;
+  for (int i = 0; i < in.layer_size(); ++i) {
+    LayerParameter* lp = out.add_layer();
+    *lp = in.layer(i);
+    origin->push_back(i);
+    for (int j = 0; j < lp->bottom_size(); ++j) {
+      auto it = bottom_source.find({i, j});
+      if (it == bottom_source.end()) continue;
+      const Idx src = it->second;
+      const bool has_loss = loss_weight.count(src) > 0;
+      if (consumers[src] + (has_loss ? 1 : 0) <= 1) continue;
+      const LayerParameter& producer = in.layer(src.first);
+      lp->set_bottom(j, split_blob_name(producer.name(), producer.top(src.second), src.second, used[src]++));
+    }
+    for (int j = 0; j < lp->top_size(); ++j) {
+      const Idx me{i, j};
+      const bool has_loss = loss_weight.count(me) > 0;
+      const int n = consumers.count(me) ? consumers[me] : 0;
+      if (n + (has_loss ? 1 : 0) <= 1 || n == 0) continue;
+      LayerParameter* split = out.add_layer();
+      origin->push_back(i);
+      const std::string& blob = lp->top(j);
+      split->set_name(split_layer_name(lp->name(), blob, j));
+      split->set_type("Split");
+      split->add_bottom(blob);
+      split->set_forward_type(lp->forward_type());
+      split->set_backward_type(lp->backward_type());
+      split->set_forward_math(lp->forward_math());
+      split->set_backward_math(lp->backward_math());
+      const int tops = n + (has_loss ? 1 : 0);
+      for (int k = 0; k < tops; ++k) {
+        split->add_top(split_blob_name(lp->name(), blob, j, k));
+        if (has_loss) split->add_loss_weight(k == 0 ? loss_weight[me] : 0.f);
+      }
+      if (has_loss) {
+        // The loss now flows through the split's first top.
+        lp->set_loss_weight(j, 0.f);
+        used[me] = 1;
+      }
+    }
+  }
+  return out;
+}
+
+// ---- construction ---------------------------------------------------------------
+
+Net::Net(const NetParameter& param, const SourceInfo& info) : info_(info) { Init(param); }
+
+Net::Net(const std::string& path, Phase phase, int level, const std::vector<std::string>& stages) {
+  NetParameter param;
+  ReadTextProto(path, &param, &info_);
+  param.mutable_state()->set_phase(phase);
+  param.mutable_state()->set_level(level);
+  for (const std::string& s : stages) param.mutable_state()->add_stage(s);
+  Init(param);
+}
+
+void Net::LayerFail(int layer_id, const std::string& field, const std::string& msg) const {
+  const int src = layer_id < static_cast<int>(source_index_.size()) ? source_index_[layer_id] : -1;
+  const LayerParameter& lp = layer_params_[layer_id];
+  const int line = info_.field_line(src, field);
+  throw Error(str_cat(info_.where(line), "layer '", lp.name(), "' (", lp.type(), "): ",
+                      field.empty() ? "" : field + ": ", msg));
+}
+
+void Net::Init(const NetParameter& in_param) {
+  name_ = in_param.name();
+  phase_ = in_param.state().phase();
+  if (in_param.input_size() > 0)
+    fail(info_.where(info_.net_field_line("input")),
+         "the deprecated net-level 'input' fields are not supported; use an Input layer");
+  std::vector<int> kept;
+  NetParameter filtered = FilterNet(in_param, &kept);
+  for (LayerParameter& lp : *filtered.mutable_layer()) {
+    if (!lp.has_forward_type()) lp.set_forward_type(in_param.default_forward_type());
+    if (!lp.has_backward_type()) lp.set_backward_type(in_param.default_backward_type());
+    if (!lp.has_forward_math()) lp.set_forward_math(in_param.default_forward_math());
+    if (!lp.has_backward_math()) lp.set_backward_math(in_param.default_backward_math());
+    if (!lp.has_phase()) lp.set_phase(phase_);
+  }
+  std::vector<int> origin;
+  const NetParameter param = InsertSplits(filtered, &origin);
+  for (int o : origin) source_index_.push_back(kept[o]);
+  std::map<std::string, int> available;
+  const int n = param.layer_size();
+  layer_params_.assign(param.layer().begin(), param.layer().end());
+  bottom_vecs_.resize(n);
+  top_vecs_.resize(n);
+  bottom_id_vecs_.resize(n);
+  top_id_vecs_.resize(n);
+  bottom_need_backward_.resize(n);
+  for (int layer_id = 0; layer_id < n; ++layer_id) {
+    const LayerParameter& lp = param.layer(layer_id);
+    if (lp.name().empty()) LayerFail(layer_id, "name", "every layer needs a name");
+    if (layer_index_.count(lp.name())) LayerFail(layer_id, "name", "a layer of this name already exists");
+    if (lp.propagate_down_size() > 0 && lp.propagate_down_size() != lp.bottom_size())
+      LayerFail(layer_id, "propagate_down", str_cat("has ", lp.propagate_down_size(), " values for ",
+                                                    lp.bottom_size(), " bottoms"));
+    try {
+      layers_.push_back(CreateLayer(lp));
+    } catch (const FieldError& e) {
+      LayerFail(layer_id, e.field(), e.message());
+    }
+    layer_names_.push_back(lp.name());
+    layer_index_[lp.name()] = layer_id;
+    bool need_backward = false;
+    for (int b = 0; b < lp.bottom_size(); ++b) {
+      const int blob_id = AppendBottom(param, layer_id, b, &available);
+      need_backward |= blob_need_backward_[blob_id];
+    }
+    for (int t = 0; t < lp.top_size(); ++t) AppendTop(param, layer_id, t, &available);
+    LayerBase* layer = layers_[layer_id].get();
+    if (layer->AutoTopBlobs()) {
+      const int needed = std::max(layer->MinTopBlobs(), layer->ExactNumTopBlobs());
+      for (int t = lp.top_size(); t < needed; ++t) AppendTop(param, layer_id, -1, &available);
+    }
+    try {
+      layer->SetUp(bottom_vecs_[layer_id], top_vecs_[layer_id]);
+    } catch (const FieldError& e) {
+      LayerFail(layer_id, e.field(), e.message());
+    }
+    VLOG(1) << "Created layer " << lp.name() << " (" << lp.type() << ", " << type_name(lp.forward_type()) << "/"
+            << type_name(lp.backward_type()) << ")";
+    for (size_t t = 0; t < top_vecs_[layer_id].size(); ++t) {
+      const int blob_id = top_id_vecs_[layer_id][t];
+      blob_loss_weights_[blob_id] = layer->loss(static_cast<int>(t));
+      VLOG(1) << "Top shape: " << blob_names_[blob_id] << " " << top_vecs_[layer_id][t]->shape_string();
+    }
+    const int num_params = static_cast<int>(layer->blobs().size());
+    if (lp.param_size() > num_params)
+      LayerFail(layer_id, "param", str_cat("has ", lp.param_size(), " ParamSpecs for ", num_params, " parameter blobs"));
+    for (int p = 0; p < num_params; ++p) {
+      const bool learn = p < lp.param_size() ? lp.param(p).lr_mult() != 0 : true;
+      need_backward |= learn;
+      layer->set_param_propagate_down(p, learn);
+    }
+    for (int p = 0; p < num_params; ++p) AppendParam(param, layer_id, p);
+    layer_need_backward_.push_back(need_backward);
+    if (need_backward)
+      for (int id : top_id_vecs_[layer_id]) blob_need_backward_[id] = true;
+  }
+
+  // Backward only where a loss depends on it (Caffe's rule).
+  std::set<std::string> under_loss, skip_backprop;
+  for (int layer_id = n - 1; layer_id >= 0; --layer_id) {
+    bool contributes = false, skip = true;
+    for (size_t t = 0; t < top_vecs_[layer_id].size(); ++t) {
+      const std::string& blob = blob_names_[top_id_vecs_[layer_id][t]];
+      if (layers_[layer_id]->loss(static_cast<int>(t)) != 0 || under_loss.count(blob)) contributes = true;
+      if (!skip_backprop.count(blob)) skip = false;
+      if (contributes && !skip) break;
+    }
+    if (layer_need_backward_[layer_id] && skip) {
+      layer_need_backward_[layer_id] = false;
+      std::fill(bottom_need_backward_[layer_id].begin(), bottom_need_backward_[layer_id].end(), false);
+    }
+    if (!contributes) layer_need_backward_[layer_id] = false;
+    for (size_t b = 0; b < bottom_vecs_[layer_id].size(); ++b) {
+      const std::string& blob = blob_names_[bottom_id_vecs_[layer_id][b]];
+      if (contributes) {
+        under_loss.insert(blob);
+      } else {
+        bottom_need_backward_[layer_id][b] = false;
+      }
+      if (!bottom_need_backward_[layer_id][b]) skip_backprop.insert(blob);
+    }
+  }
+  if (in_param.force_backward()) {
+    for (int layer_id = 0; layer_id < n; ++layer_id) {
+      layer_need_backward_[layer_id] = true;
+      for (size_t b = 0; b < bottom_need_backward_[layer_id].size(); ++b) {
+        const bool need = bottom_need_backward_[layer_id][b] || layers_[layer_id]->AllowForceBackward(static_cast<int>(b));
+        bottom_need_backward_[layer_id][b] = need;
+        blob_need_backward_[bottom_id_vecs_[layer_id][b]] = blob_need_backward_[bottom_id_vecs_[layer_id][b]] || need;
+      }
+      for (size_t p = 0; p < layers_[layer_id]->blobs().size(); ++p)
+        layers_[layer_id]->set_param_propagate_down(static_cast<int>(p), true);
+    }
+  }
+  for (const auto& [name, id] : available) {
+    net_output_blobs_.push_back(blobs_[id].get());
+    net_output_blob_indices_.push_back(id);
+  }
+  // Shared parameters use their owner's buffers.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (param_owners_[i] < 0) continue;
+    params_[i]->ShareData(*params_[param_owners_[i]]);
+    params_[i]->ShareDiff(*params_[param_owners_[i]]);
+  }
+  LOG(INFO) << "Network '" << name_ << "' (" << (phase_ == TRAIN ? "TRAIN" : "TEST") << "): " << n << " layers, "
+            << learnable_params_.size() << " learnable parameter blobs";
+}
+
+int Net::AppendBottom(const NetParameter& param, int layer_id, int bottom_id, std::map<std::string, int>* available) {
+  const LayerParameter& lp = param.layer(layer_id);
+  const std::string& name = lp.bottom(bottom_id);
+  if (!available->count(name)) {
+    LayerFail(layer_id, "bottom", str_cat("bottom blob '", name, "' (bottom #", bottom_id,
+                                          ") is not produced by any earlier layer in this phase"));
+  }
+  const int blob_id = blob_index_[name];
+  bottom_vecs_[layer_id].push_back(blobs_[blob_id].get());
+  bottom_id_vecs_[layer_id].push_back(blob_id);
+  available->erase(name);
+  const bool propagate = bottom_id < lp.propagate_down_size() ? lp.propagate_down(bottom_id) : true;
+  bottom_need_backward_[layer_id].push_back(propagate && blob_need_backward_[blob_id]);
+  return blob_id;
+}
+
+void Net::AppendTop(const NetParameter& param, int layer_id, int top_id, std::map<std::string, int>* available) {
+  const LayerParameter& lp = param.layer(layer_id);
+  const std::string name = top_id >= 0 ? lp.top(top_id) : str_cat("(automatic top of ", lp.name(), ")");
+  if (top_id >= 0 && top_id < lp.bottom_size() && lp.bottom(top_id) == name) {
+    const int id = blob_index_.at(name);  // in place
+    top_vecs_[layer_id].push_back(blobs_[id].get());
+    top_id_vecs_[layer_id].push_back(id);
+  } else if (blob_index_.count(name)) {
+    LayerFail(layer_id, "top", str_cat("top blob '", name, "' is already produced by another layer"));
+  } else {
+    const int id = static_cast<int>(blobs_.size());
+    blobs_.push_back(std::make_shared<Blob>(lp.forward_type()));
+    blob_names_.push_back(name);
+    blob_index_[name] = id;
+    blob_need_backward_.push_back(false);
+    blob_loss_weights_.push_back(0);
+    top_vecs_[layer_id].push_back(blobs_[id].get());
+    top_id_vecs_[layer_id].push_back(id);
+    if (lp.type() == "Input") {
+      net_input_blob_indices_.push_back(id);
+      net_input_blobs_.push_back(blobs_[id].get());
+    }
+  }
+  (*available)[name] = blob_index_[name];
+}
+
+void Net::AppendParam(const NetParameter& param, int layer_id, int param_id) {
+  const LayerParameter& lp = param.layer(layer_id);
+  const ParamSpec spec = param_id < lp.param_size() ? lp.param(param_id) : ParamSpec();
+  const std::string& pname = spec.name();
+  param_display_names_.push_back(pname.empty() ? std::to_string(param_id) : pname);
+  const int net_param_id = static_cast<int>(params_.size());
+  params_.push_back(layers_[layer_id]->blobs()[param_id]);
+  param_layer_indices_.push_back({layer_id, param_id});
+  if (pname.empty() || !param_names_index_.count(pname)) {
+    param_owners_.push_back(-1);
+    if (!pname.empty()) param_names_index_[pname] = net_param_id;
+    learnable_param_ids_.push_back(static_cast<int>(learnable_params_.size()));
+    learnable_params_.push_back(params_[net_param_id].get());
+    params_lr_.push_back(spec.lr_mult());
+    params_weight_decay_.push_back(spec.decay_mult());
+    return;
+  }
+  const int owner = param_names_index_[pname];
+  param_owners_.push_back(owner);
+  const Blob& mine = *params_[net_param_id];
+  const Blob& theirs = *params_[owner];
+  const std::string& owner_layer = layer_names_[param_layer_indices_[owner].first];
+  const std::string field = str_cat("param");
+  if (spec.share_mode() == ParamSpec::PERMISSIVE) {
+    if (mine.count() != theirs.count())
+      LayerFail(layer_id, field, str_cat("shared parameter '", pname, "' has ", mine.count(), " values here and ",
+                                         theirs.count(), " in its owner layer '", owner_layer, "'"));
+  } else if (mine.shape() != theirs.shape()) {
+    LayerFail(layer_id, field, str_cat("shared parameter '", pname, "' has shape ", mine.shape_string(), " here and ",
+                                       theirs.shape_string(), " in its owner layer '", owner_layer,
+                                       "' (share_mode PERMISSIVE compares counts only)"));
+  }
+  const int learnable_id = learnable_param_ids_[owner];
+  learnable_param_ids_.push_back(learnable_id);
+  if (spec.has_lr_mult()) params_lr_[learnable_id] = spec.lr_mult();
+  if (spec.has_decay_mult()) params_weight_decay_[learnable_id] = spec.decay_mult();
+}
+
+// ---- running ----------------------------------------------------------------------
+
+double Net::Forward() {
+  double loss = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+  return loss;
+}
+
+void Net::Backward() {
+  for (int i = static_cast<int>(layers_.size()) - 1; i >= 0; --i) {
+    if (layer_need_backward_[i]) layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
+  }
+}
+
+double Net::ForwardBackward() {
+  const double loss = Forward();
+  Backward();
+  return loss;
+}
+
+void Net::Reshape() {
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->Reshape(bottom_vecs_[i], top_vecs_[i]);
+}
+
+void Net::ClearParamDiffs() {
+  for (Blob* b : learnable_params_) b->diff().set_zero();
+}
+
+void Net::SeekData(int64_t batches) {
+  for (auto& l : layers_) l->Seek(batches);
+}
+
+std::shared_ptr<Blob> Net::blob_by_name(const std::string& name) const {
+  auto it = blob_index_.find(name);
+  return it == blob_index_.end() ? nullptr : blobs_[it->second];
+}
+
+LayerBase* Net::layer_by_name(const std::string& name) const {
+  auto it = layer_index_.find(name);
+  return it == layer_index_.end() ? nullptr : layers_[it->second].get();
+}
+
+// ---- weights ------------------------------------------------------------------------
+
+void Net::CopyTrainedLayersFrom(const NetParameter& param, const std::string& source) {
+  for (const LayerParameter& src : param.layer()) {
+    auto it = layer_index_.find(src.name());
+    if (it == layer_index_.end()) {
+      VLOG(1) << "Ignoring source layer " << src.name();
+      continue;
+    }
+    auto& blobs = layers_[it->second]->blobs();
+    if (src.blobs_size() == 0) continue;
+    if (static_cast<int>(blobs.size()) != src.blobs_size())
+      fail(source, ": layer '", src.name(), "' has ", src.blobs_size(), " parameter blobs in the file and ",
+           blobs.size(), " in the net");
+    for (int j = 0; j < src.blobs_size(); ++j) {
+      if (!blobs[j]->ShapeEquals(src.blobs(j))) {
+        Blob tmp;
+        tmp.FromProto(src.blobs(j), true);
+        fail(source, ": layer '", src.name(), "' parameter ", j, " has shape ", tmp.shape_string(),
+             " in the file and ", blobs[j]->shape_string(), " in the net");
+      }
+      blobs[j]->FromProto(src.blobs(j), false, str_cat(source, ": layer '", src.name(), "' parameter ", j));
+    }
+  }
+}
+
+void Net::CopyTrainedLayersFrom(const std::string& path) {
+  NetParameter param;
+  ReadBinaryProto(path, &param);
+  CopyTrainedLayersFrom(param, path);
+}
+
+void Net::ShareTrainedLayersWith(const Net& other) {
+  for (size_t i = 0; i < other.layers_.size(); ++i) {
+    auto it = layer_index_.find(other.layer_names_[i]);
+    if (it == layer_index_.end()) continue;
+    auto& mine = layers_[it->second]->blobs();
+    const auto& theirs = other.layers_[i]->blobs();
+    if (mine.size() != theirs.size())
+      fail("layer '", other.layer_names_[i], "' has ", mine.size(), " parameter blobs in net '", name_, "' (",
+           phase_ == TRAIN ? "TRAIN" : "TEST", ") and ", theirs.size(), " in the training net");
+    for (size_t j = 0; j < mine.size(); ++j) {
+      if (mine[j]->shape() != theirs[j]->shape())
+        fail("layer '", other.layer_names_[i], "' parameter ", j, " has shape ", mine[j]->shape_string(),
+             " in the test net and ", theirs[j]->shape_string(), " in the training net");
+      mine[j]->ShareData(*theirs[j]);
+    }
+  }
+}
+
+void Net::ToProto(NetParameter* param, bool write_diff) const {
+  param->Clear();
+  param->set_name(name_);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    LayerParameter* lp = param->add_layer();
+    *lp = layers_[i]->layer_param();
+    lp->clear_blobs();
+    // BVLC Caffe uses field numbers 145-148 for other messages; keep the
+    // weights file readable there by leaving the type fields out.
+    lp->clear_forward_type();
+    lp->clear_backward_type();
+    lp->clear_forward_math();
+    lp->clear_backward_math();
+    for (const auto& b : layers_[i]->blobs()) b->ToProto(lp->add_blobs(), write_diff);
+  }
+}
+
+}  // namespace cortado

@@ -1,0 +1,358 @@
+#include "cortado/solver.hpp"
+
+#include <chrono>
+#include <cmath>
+
+#include "cortado/util/rng.hpp"
+
+namespace cortado {
+
+namespace pb = google::protobuf;
+
+std::unique_ptr<Solver> Solver::Create(const std::string& solver_file) {
+  SolverParameter param;
+  SourceInfo info;
+  ReadTextProto(solver_file, &param, &info);
+  return Create(param, info);
+}
+
+std::unique_ptr<Solver> Solver::Create(const SolverParameter& param, const SourceInfo& info) {
+  if (param.type() == "SGD") return std::make_unique<SGDSolver>(param, info);
+  const int line = info.root_field_line(SolverParameter::descriptor(), "type");
+  fail(info.where(line), "type: unknown solver type '", param.type(), "'; known types: SGD");
+}
+
+Solver::Solver(const SolverParameter& param, const SourceInfo& info) : param_(param), info_(info) {
+  Validate();
+  if (param_.random_seed() >= 0) set_random_seed(param_.random_seed());
+  InitNets();
+  data_type_ = net_->layers().empty() ? FLOAT : net_->layers().front()->forward_type() == DOUBLE ? DOUBLE : FLOAT;
+}
+
+void Solver::ParamFail(const std::string& field, const std::string& msg) const {
+  const int line = info_.root_field_line(SolverParameter::descriptor(), field);
+  fail(info_.where(line), field, ": ", msg);
+}
+
+void Solver::Validate() const {
+  static const char* const kPolicies[] = {"fixed", "step", "exp", "inv", "multistep", "poly", "sigmoid"};
+  bool known = false;
+  for (const char* p : kPolicies) known |= param_.lr_policy() == p;
+  if (!known)
+    ParamFail("lr_policy", str_cat("unknown policy '", param_.lr_policy(),
+                                   "'; known policies: fixed, step, exp, inv, multistep, poly, sigmoid"));
+  if (param_.lr_policy() == "step" && param_.stepsize() <= 0) ParamFail("stepsize", "must be positive for lr_policy step");
+  for (int i = 1; i < param_.stepvalue_size(); ++i)
+    if (param_.stepvalue(i) <= param_.stepvalue(i - 1)) ParamFail("stepvalue", "must be increasing");
+  if (param_.iter_size() < 1) ParamFail("iter_size", str_cat("must be at least 1, got ", param_.iter_size()));
+  if (param_.average_loss() < 1) ParamFail("average_loss", "must be at least 1");
+  if (param_.max_iter() < 0) ParamFail("max_iter", "must not be negative");
+  if (param_.snapshot() > 0 && !param_.has_snapshot_prefix() && !param_.has_net())
+    ParamFail("snapshot_prefix", "is required when snapshot > 0");
+  if (param_.snapshot_format() != SolverParameter::BINARYPROTO)
+    ParamFail("snapshot_format", "only BINARYPROTO is supported");
+  if (param_.regularization_type() != "L2" && param_.regularization_type() != "L1")
+    ParamFail("regularization_type", str_cat("unknown type '", param_.regularization_type(), "'; use L2 or L1"));
+  const int nets = param_.has_net() + param_.has_net_param() + param_.has_train_net() + param_.has_train_net_param();
+  if (nets != 1) ParamFail("net", "exactly one of net, net_param, train_net and train_net_param must be set");
+}
+
+void Solver::InitNets() {
+  const pb::FieldDescriptor* net_param_field = SolverParameter::descriptor()->FindFieldByName("net_param");
+  const pb::FieldDescriptor* train_param_field = SolverParameter::descriptor()->FindFieldByName("train_net_param");
+  const pb::TextFormat::ParseInfoTree* root = info_.root_tree();
+  auto load = [&](const std::string& field, const std::string& path, NetParameter* p, SourceInfo* pi) {
+    const std::string resolved = ResolvePath(path, info_.file());
+    if (!FileExists(resolved)) ParamFail(field, str_cat("net file '", path, "' does not exist"));
+    ReadTextProto(resolved, p, pi);
+  };
+  NetParameter train;
+  SourceInfo train_info;
+  if (param_.has_net()) {
+    load("net", param_.net(), &train, &train_info);
+  } else if (param_.has_train_net()) {
+    load("train_net", param_.train_net(), &train, &train_info);
+  } else if (param_.has_net_param()) {
+    train = param_.net_param();
+    train_info = info_.with_net_tree(root ? root->GetTreeForNested(net_param_field, -1) : nullptr);
+  } else {
+    train = param_.train_net_param();
+    train_info = info_.with_net_tree(root ? root->GetTreeForNested(train_param_field, -1) : nullptr);
+  }
+  NetState state;
+  state.set_phase(TRAIN);
+  state.MergeFrom(train.state());
+  state.MergeFrom(param_.train_state());
+  *train.mutable_state() = state;
+  net_ = std::make_unique<Net>(train, train_info);
+
+  // Test nets: test_net files, test_net_param, or the general net in TEST phase.
+  std::vector<std::pair<NetParameter, SourceInfo>> tests;
+  for (const std::string& f : param_.test_net()) {
+    NetParameter p;
+    SourceInfo pi;
+    load("test_net", f, &p, &pi);
+    tests.emplace_back(p, pi);
+  }
+  const pb::FieldDescriptor* test_param_field = SolverParameter::descriptor()->FindFieldByName("test_net_param");
+  for (int i = 0; i < param_.test_net_param_size(); ++i)
+    tests.emplace_back(param_.test_net_param(i),
+                       info_.with_net_tree(root ? root->GetTreeForNested(test_param_field, i) : nullptr));
+  if (tests.empty() && (param_.has_net() || param_.has_net_param())) {
+    NetParameter general = param_.has_net() ? train : param_.net_param();
+    for (int i = 0; i < param_.test_iter_size(); ++i) tests.emplace_back(general, train_info);
+  }
+  if (param_.test_iter_size() != static_cast<int>(tests.size()))
+    ParamFail("test_iter", str_cat("has ", param_.test_iter_size(), " values for ", tests.size(), " test nets"));
+  if (!tests.empty() && param_.test_interval() <= 0) ParamFail("test_interval", "must be positive when there are test nets");
+  for (size_t i = 0; i < tests.size(); ++i) {
+    NetParameter p = tests[i].first;
+    NetState s;
+    s.set_phase(TEST);
+    if (i < static_cast<size_t>(param_.test_state_size())) s.MergeFrom(param_.test_state(i));
+    *p.mutable_state() = s;
+    test_nets_.push_back(std::make_unique<Net>(p, tests[i].second));
+    test_nets_.back()->ShareTrainedLayersWith(*net_);
+  }
+}
+
+double Solver::GetLearningRate() const {
+  const std::string& policy = param_.lr_policy();
+  const double base = param_.base_lr(), gamma = param_.gamma(), power = param_.power();
+  const double it = iter_;
+  if (policy == "fixed") return base;
+  if (policy == "step") return base * std::pow(gamma, std::floor(it / param_.stepsize()));
+  if (policy == "exp") return base * std::pow(gamma, it);
+  if (policy == "inv") return base * std::pow(1 + gamma * it, -power);
+  if (policy == "multistep") {
+    int step = 0;
+    while (step < param_.stepvalue_size() && iter_ >= param_.stepvalue(step)) ++step;
+    return base * std::pow(gamma, step);
+  }
+  if (policy == "poly") return base * std::pow(1 - it / param_.max_iter(), power);
+  return base / (1 + std::exp(-gamma * (it - param_.stepsize())));  // sigmoid
+}
+
+void Solver::Solve(const std::string& resume_file) {
+  LOG(INFO) << "Solving " << net_->name();
+  LOG(INFO) << "Learning Rate Policy: " << param_.lr_policy();
+  requested_early_exit_ = false;
+  if (!resume_file.empty()) {
+    LOG(INFO) << "Restoring previous solver status from " << resume_file;
+    Restore(resume_file);
+  }
+  Step(param_.max_iter() - iter_);
+  if (param_.snapshot_after_train() && (!param_.snapshot() || iter_ % param_.snapshot() != 0) &&
+      !requested_early_exit_)
+    Snapshot();
+  if (requested_early_exit_) {
+    LOG(INFO) << "Optimization stopped early.";
+    return;
+  }
+  if (param_.display() && iter_ % param_.display() == 0) {
+    const double loss = net_->Forward();
+    UpdateSmoothedLoss(loss, iter_);
+    LOG(INFO) << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
+  }
+  if (param_.test_interval() && iter_ % param_.test_interval() == 0) TestAll();
+  LOG(INFO) << "Optimization Done.";
+}
+
+void Solver::Step(int iters) {
+  const int start_iter = iter_, stop_iter = iter_ + iters;
+  losses_.clear();
+  smoothed_loss_ = 0;
+  auto last_display = std::chrono::steady_clock::now();
+  int last_display_iter = iter_;
+  while (iter_ < stop_iter) {
+    net_->ClearParamDiffs();
+    if (param_.test_interval() && iter_ % param_.test_interval() == 0 &&
+        (iter_ > 0 || param_.test_initialization())) {
+      TestAll();
+      last_display = std::chrono::steady_clock::now();  // testing time is not training time
+    }
+    const bool display = param_.display() && iter_ % param_.display() == 0;
+    double loss = 0;
+    for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
+    loss /= param_.iter_size();
+    UpdateSmoothedLoss(loss, start_iter);
+    if (display) {
+      const auto now = std::chrono::steady_clock::now();
+      const double elapsed = std::chrono::duration<double>(now - last_display).count();
+      LOG(INFO) << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
+      DisplayOutputs(elapsed, iter_ - last_display_iter);
+      last_display = now;
+      last_display_iter = iter_;
+    }
+    ApplyUpdate();
+    if (display) LOG(INFO) << "Iteration " << iter_ << ", lr = " << GetLearningRate();
+    ++iter_;
+    const SolverAction action = action_ ? action_() : SolverAction::NONE;
+    if ((param_.snapshot() && iter_ % param_.snapshot() == 0) || action == SolverAction::SNAPSHOT) Snapshot();
+    if (action == SolverAction::STOP) {
+      requested_early_exit_ = true;
+      break;
+    }
+  }
+}
+
+void Solver::DisplayOutputs(double elapsed_s, int iters) {
+  const BlobVec& outputs = net_->output_blobs();
+  int score = 0;
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    const float* v = outputs[j]->cpu_data<float>();
+    const std::string& name = net_->blob_names()[net_->output_blob_indices()[j]];
+    const double w = net_->blob_loss_weight(net_->output_blob_indices()[j]);
+    for (size_t k = 0; k < outputs[j]->count(); ++k) {
+      std::string loss_msg = w ? str_cat(" (* ", w, " = ", w * v[k], " loss)") : "";
+      LOG(INFO) << "    Train net output #" << score++ << ": " << name << " = " << v[k] << loss_msg;
+    }
+  }
+  if (iters > 0 && elapsed_s > 0 && !net_->top_vecs().empty() && !net_->top_vecs()[0].empty()) {
+    const Blob* first = net_->top_vecs()[0][0];
+    const double batch = first->num_axes() ? first->shape(0) : 1;
+    const double ips = iters * param_.iter_size() * batch / elapsed_s;
+    LOG(INFO) << "    " << ips << " images/s, " << iters / elapsed_s << " iter/s over the last " << iters
+              << " iterations";
+  }
+}
+
+void Solver::UpdateSmoothedLoss(double loss, int start_iter) {
+  const size_t window = param_.average_loss();
+  if (losses_.size() < window) {
+    losses_.push_back(loss);
+    smoothed_loss_ = (smoothed_loss_ * (losses_.size() - 1) + loss) / losses_.size();
+  } else {
+    const size_t idx = (iter_ - start_iter) % window;
+    smoothed_loss_ += (loss - losses_[idx]) / window;
+    losses_[idx] = loss;
+  }
+}
+
+std::vector<double> Solver::TestAll() {
+  std::vector<double> first;
+  for (size_t i = 0; i < test_nets_.size(); ++i) {
+    std::vector<double> s = Test(static_cast<int>(i));
+    if (i == 0) first = s;
+  }
+  return first;
+}
+
+std::vector<double> Solver::Test(int id) {
+  LOG(INFO) << "Iteration " << iter_ << ", Testing net (#" << id << ")";
+  Net& net = *test_nets_[id];
+  std::vector<double> scores;
+  double loss = 0;
+  const int iters = param_.test_iter(id);
+  for (int i = 0; i < iters; ++i) {
+    loss += net.Forward();
+    size_t k = 0;
+    for (const Blob* b : net.output_blobs()) {
+      const float* v = b->cpu_data<float>();
+      for (size_t j = 0; j < b->count(); ++j, ++k) {
+        if (scores.size() <= k) scores.push_back(0);
+        scores[k] += v[j];
+      }
+    }
+  }
+  if (param_.test_compute_loss()) LOG(INFO) << "Test loss: " << loss / iters;
+  size_t k = 0;
+  for (size_t j = 0; j < net.output_blobs().size(); ++j) {
+    const int blob = net.output_blob_indices()[j];
+    const double w = net.blob_loss_weight(blob);
+    for (size_t e = 0; e < net.output_blobs()[j]->count(); ++e, ++k) {
+      scores[k] /= iters;
+      const std::string loss_msg = w ? str_cat(" (* ", w, " = ", w * scores[k], " loss)") : "";
+      LOG(INFO) << "    Test net output #" << k << ": " << net.blob_names()[blob] << " = " << scores[k] << loss_msg;
+    }
+  }
+  return scores;
+}
+
+std::string Solver::Snapshot() {
+  std::string prefix = param_.snapshot_prefix();
+  if (prefix.empty()) prefix = param_.net().substr(0, param_.net().rfind('.'));
+  const std::string base = str_cat(prefix, "_iter_", iter_);
+  const std::string model = base + ".caffemodel";
+  NetParameter net_param;
+  net_->ToProto(&net_param, param_.snapshot_diff());
+  LOG(INFO) << "Snapshotting to binary proto file " << model;
+  WriteBinaryProto(model, net_param);
+  SolverState state;
+  state.set_iter(iter_);
+  state.set_learned_net(model);
+  state.set_current_step(current_step_);
+  state.set_rng_state(rng_state());
+  SnapshotState(&state);
+  const std::string state_file = base + ".solverstate";
+  LOG(INFO) << "Snapshotting solver state to binary proto file " << state_file;
+  WriteBinaryProto(state_file, state);
+  return model;
+}
+
+void Solver::Restore(const std::string& state_file) {
+  SolverState state;
+  ReadBinaryProto(state_file, &state);
+  iter_ = state.iter();
+  current_step_ = state.current_step();
+  if (state.has_learned_net()) {
+    const std::string model = ResolvePath(state.learned_net(), state_file);
+    net_->CopyTrainedLayersFrom(model);
+  }
+  RestoreState(state, state_file);
+  if (state.has_rng_state()) set_rng_state(state.rng_state());
+  net_->SeekData(static_cast<int64_t>(iter_) * param_.iter_size());
+}
+
+// ---- SGD ------------------------------------------------------------------------------
+
+SGDSolver::SGDSolver(const SolverParameter& param, const SourceInfo& info) : Solver(param, info) {
+  for (const Blob* p : net_->learnable_params()) history_.push_back(std::make_shared<Blob>(p->shape(), data_type_));
+}
+
+template <typename T>
+void SGDSolver::Update(int id, double rate) {
+  Blob* p = net_->learnable_params()[id];
+  const int64_t n = static_cast<int64_t>(p->count());
+  const double local_rate = rate * net_->params_lr()[id];
+  const double decay = param_.weight_decay() * net_->params_weight_decay()[id];
+  const double momentum = param_.momentum();
+  const double inv_iter = 1.0 / param_.iter_size();
+  const bool l1 = param_.regularization_type() == "L1";
+  const T* g = p->cpu_diff<T>();
+  T* w = p->mutable_cpu_data<T>();
+  T* h = history_[id]->mutable_cpu_data<T>();
+  const T lr = T(local_rate), wd = T(decay), mom = T(momentum), s = T(inv_iter);
+  for (int64_t i = 0; i < n; ++i) {
+    const T reg = l1 ? T((w[i] > 0) - (w[i] < 0)) : w[i];
+    const T grad = g[i] * s + wd * reg;
+    h[i] = mom * h[i] + lr * grad;
+    w[i] -= h[i];
+  }
+}
+
+void SGDSolver::ApplyUpdate() {
+  const double rate = GetLearningRate();
+  for (size_t i = 0; i < net_->learnable_params().size(); ++i) {
+    if (net_->params_lr()[i] == 0) continue;
+    if (data_type_ == DOUBLE) {
+      Update<double>(static_cast<int>(i), rate);
+    } else {
+      Update<float>(static_cast<int>(i), rate);
+    }
+  }
+}
+
+void SGDSolver::SnapshotState(SolverState* state) const {
+  for (const auto& h : history_) h->ToProto(state->add_history());
+}
+
+void SGDSolver::RestoreState(const SolverState& state, const std::string& file) {
+  if (state.history_size() != static_cast<int>(history_.size()))
+    fail(file, ": holds ", state.history_size(), " history blobs, the net has ", history_.size(),
+         " learnable parameters");
+  for (size_t i = 0; i < history_.size(); ++i)
+    history_[i]->FromProto(state.history(static_cast<int>(i)), false, str_cat(file, ": history ", i));
+}
+
+}  // namespace cortado

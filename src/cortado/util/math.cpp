@@ -1,0 +1,189 @@
+// CPU math. float and double go straight to OpenBLAS or to plain loops the
+// compiler vectorizes; float16 widens to float (GEMM/GEMV through a
+// thread-local float scratch) and rounds once on the store.
+#include "cortado/util/math.hpp"
+
+#include <cblas.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace cortado {
+
+namespace {
+CBLAS_TRANSPOSE cb(Trans t) { return t == Trans::No ? CblasNoTrans : CblasTrans; }
+
+// Three reusable float buffers for float16 GEMM operands.
+std::vector<float>& scratch(int i) {
+  thread_local std::vector<float> s[3];
+  return s[i];
+}
+}  // namespace
+
+template <>
+void cpu_gemm<float>(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, const float* B,
+                     float beta, float* C) {
+  const int lda = ta == Trans::No ? K : M, ldb = tb == Trans::No ? N : K;
+  cblas_sgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, N);
+}
+
+template <>
+void cpu_gemm<double>(Trans ta, Trans tb, int M, int N, int K, double alpha, const double* A, const double* B,
+                      double beta, double* C) {
+  const int lda = ta == Trans::No ? K : M, ldb = tb == Trans::No ? N : K;
+  cblas_dgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, N);
+}
+
+template <>
+void cpu_gemm<float16>(Trans ta, Trans tb, int M, int N, int K, float alpha, const float16* A,
+                       const float16* B, float beta, float16* C) {
+  auto& a = scratch(0);
+  auto& b = scratch(1);
+  auto& c = scratch(2);
+  a.resize(static_cast<size_t>(M) * K);
+  b.resize(static_cast<size_t>(K) * N);
+  c.resize(static_cast<size_t>(M) * N);
+  convert_array(static_cast<int64_t>(a.size()), A, a.data());
+  convert_array(static_cast<int64_t>(b.size()), B, b.data());
+  if (beta != 0.f) convert_array(static_cast<int64_t>(c.size()), C, c.data());
+  cpu_gemm<float>(ta, tb, M, N, K, alpha, a.data(), b.data(), beta, c.data());
+  convert_array(static_cast<int64_t>(c.size()), c.data(), C);
+}
+
+template <>
+void cpu_gemv<float>(Trans ta, int M, int N, float alpha, const float* A, const float* x, float beta, float* y) {
+  cblas_sgemv(CblasRowMajor, cb(ta), M, N, alpha, A, N, x, 1, beta, y, 1);
+}
+
+template <>
+void cpu_gemv<double>(Trans ta, int M, int N, double alpha, const double* A, const double* x, double beta,
+                      double* y) {
+  cblas_dgemv(CblasRowMajor, cb(ta), M, N, alpha, A, N, x, 1, beta, y, 1);
+}
+
+template <>
+void cpu_gemv<float16>(Trans ta, int M, int N, float alpha, const float16* A, const float16* x, float beta,
+                       float16* y) {
+  const int xn = ta == Trans::No ? N : M, yn = ta == Trans::No ? M : N;
+  auto& a = scratch(0);
+  auto& b = scratch(1);
+  auto& c = scratch(2);
+  a.resize(static_cast<size_t>(M) * N);
+  b.resize(xn);
+  c.resize(yn);
+  convert_array(static_cast<int64_t>(a.size()), A, a.data());
+  convert_array(xn, x, b.data());
+  if (beta != 0.f) convert_array(yn, y, c.data());
+  cpu_gemv<float>(ta, M, N, alpha, a.data(), b.data(), beta, c.data());
+  convert_array(yn, c.data(), y);
+}
+
+template <typename T> void cpu_set(int64_t n, math_t<T> v, T* y) {
+  const T t(v);
+  for (int64_t i = 0; i < n; ++i) y[i] = t;
+}
+template <typename T> void cpu_copy(int64_t n, const T* x, T* y) {
+  if (x != y && n > 0) std::memcpy(y, x, n * sizeof(T));
+}
+template <typename T> void cpu_axpy(int64_t n, math_t<T> a, const T* x, T* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = T(a * math_t<T>(x[i]) + math_t<T>(y[i]));
+}
+template <typename T> void cpu_axpby(int64_t n, math_t<T> a, const T* x, math_t<T> b, T* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = T(a * math_t<T>(x[i]) + b * math_t<T>(y[i]));
+}
+template <typename T> void cpu_scal(int64_t n, math_t<T> a, T* x) {
+  for (int64_t i = 0; i < n; ++i) x[i] = T(a * math_t<T>(x[i]));
+}
+template <typename T> void cpu_scale(int64_t n, math_t<T> a, const T* x, T* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = T(a * math_t<T>(x[i]));
+}
+
+#define CORTADO_BINARY(name, expr)                                   \
+  template <typename T> void name(int64_t n, const T* a, const T* b, T* y) { \
+    using M = math_t<T>;                                             \
+    for (int64_t i = 0; i < n; ++i) {                                \
+      const M u = M(a[i]), v = M(b[i]);                              \
+      y[i] = T(expr);                                                \
+    }                                                                \
+  }
+CORTADO_BINARY(cpu_add, u + v)
+CORTADO_BINARY(cpu_sub, u - v)
+CORTADO_BINARY(cpu_mul, u * v)
+CORTADO_BINARY(cpu_div, u / v)
+#undef CORTADO_BINARY
+
+#define CORTADO_UNARY(name, expr)                        \
+  template <typename T> void name(int64_t n, const T* x, T* y) { \
+    using M = math_t<T>;                                 \
+    for (int64_t i = 0; i < n; ++i) {                    \
+      const M u = M(x[i]);                               \
+      y[i] = T(expr);                                    \
+    }                                                    \
+  }
+CORTADO_UNARY(cpu_exp, std::exp(u))
+CORTADO_UNARY(cpu_sqr, u * u)
+CORTADO_UNARY(cpu_abs, std::abs(u))
+CORTADO_UNARY(cpu_sign, M((M(0) < u) - (u < M(0))))
+#undef CORTADO_UNARY
+
+template <typename T> void cpu_add_scalar(int64_t n, math_t<T> a, T* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = T(math_t<T>(y[i]) + a);
+}
+template <typename T> void cpu_powx(int64_t n, const T* x, math_t<T> p, T* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = T(std::pow(math_t<T>(x[i]), p));
+}
+template <typename T> double cpu_dot(int64_t n, const T* x, const T* y) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += double(x[i]) * double(y[i]);
+  return s;
+}
+template <typename T> double cpu_asum(int64_t n, const T* x) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::abs(double(x[i]));
+  return s;
+}
+template <typename T> double cpu_sumsq(int64_t n, const T* x) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += double(x[i]) * double(x[i]);
+  return s;
+}
+template <typename T> bool cpu_has_nonfinite(int64_t n, const T* x) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(double(x[i]))) return true;
+  return false;
+}
+
+template <typename Src, typename Dst> void convert_array(int64_t n, const Src* src, Dst* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = Dst(math_t<Src>(src[i]));
+}
+
+#define CORTADO_INSTANTIATE_MATH(T)                                               \
+  template void cpu_set<T>(int64_t, math_t<T>, T*);                                \
+  template void cpu_copy<T>(int64_t, const T*, T*);                                \
+  template void cpu_axpy<T>(int64_t, math_t<T>, const T*, T*);                     \
+  template void cpu_axpby<T>(int64_t, math_t<T>, const T*, math_t<T>, T*);         \
+  template void cpu_scal<T>(int64_t, math_t<T>, T*);                               \
+  template void cpu_scale<T>(int64_t, math_t<T>, const T*, T*);                    \
+  template void cpu_add<T>(int64_t, const T*, const T*, T*);                       \
+  template void cpu_sub<T>(int64_t, const T*, const T*, T*);                       \
+  template void cpu_mul<T>(int64_t, const T*, const T*, T*);                       \
+  template void cpu_div<T>(int64_t, const T*, const T*, T*);                       \
+  template void cpu_add_scalar<T>(int64_t, math_t<T>, T*);                         \
+  template void cpu_exp<T>(int64_t, const T*, T*);                                 \
+  template void cpu_sqr<T>(int64_t, const T*, T*);                                 \
+  template void cpu_powx<T>(int64_t, const T*, math_t<T>, T*);                     \
+  template void cpu_abs<T>(int64_t, const T*, T*);                                 \
+  template void cpu_sign<T>(int64_t, const T*, T*);                                \
+  template double cpu_dot<T>(int64_t, const T*, const T*);                         \
+  template double cpu_asum<T>(int64_t, const T*);                                  \
+  template double cpu_sumsq<T>(int64_t, const T*);                                 \
+  template bool cpu_has_nonfinite<T>(int64_t, const T*);                           \
+  template void convert_array<T, double>(int64_t, const T*, double*);              \
+  template void convert_array<T, float>(int64_t, const T*, float*);                \
+  template void convert_array<T, float16>(int64_t, const T*, float16*);
+CORTADO_INSTANTIATE_MATH(double)
+CORTADO_INSTANTIATE_MATH(float)
+CORTADO_INSTANTIATE_MATH(float16)
+
+}  // namespace cortado

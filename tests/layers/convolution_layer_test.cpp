@@ -1,0 +1,245 @@
+// ConvolutionLayer: hand-computed forwards (padding, stride, dilation, groups,
+// the 1x1 path), parameter validation, im2col/col2im adjointness, finite
+// differences for (double, double) and (float, float), and float16 pairs
+// against the (double, double) reference.
+
+#include "cortado/layers/convolution_layer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "cortado/util/im2col.hpp"
+#include "test_util.hpp"
+
+namespace cortado {
+namespace {
+
+template <typename P>
+class ConvolutionLayerTest : public ::testing::Test {
+ protected:
+  using F = typename P::Ftype;
+  using B = typename P::Btype;
+
+  // Builds the layer directly (not through the registry), sets it up on
+  // `bottom`, overwrites the weights and bias, and runs forward.
+  std::vector<double> Run(const std::string& text, const std::vector<int>& shape, const std::vector<double>& x,
+                          const std::vector<double>& w, const std::vector<double>& b, std::vector<int>* top_shape) {
+    layer_ = std::make_unique<ConvolutionLayer<F, B>>(test::MakeParam<P>(text));
+    bottom_ = std::make_unique<Blob>(shape, type_of<F>());
+    top_ = std::make_unique<Blob>(type_of<F>());
+    test::SetData(bottom_.get(), x);
+    layer_->SetUp({bottom_.get()}, {top_.get()});
+    test::SetData(layer_->blobs()[0].get(), w);
+    if (!b.empty()) test::SetData(layer_->blobs()[1].get(), b);
+    layer_->Forward({bottom_.get()}, {top_.get()});
+    *top_shape = top_->shape();
+    return test::GetData(*top_);
+  }
+
+  std::unique_ptr<ConvolutionLayer<F, B>> layer_;
+  std::unique_ptr<Blob> bottom_, top_;
+};
+
+TYPED_TEST_SUITE(ConvolutionLayerTest, test::AllPairs, test::PairNames);
+
+std::vector<double> Iota(int n, double start = 1) {
+  std::vector<double> v(n);
+  std::iota(v.begin(), v.end(), start);
+  return v;
+}
+
+void ExpectValues(const std::vector<double>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_DOUBLE_EQ(got[i], want[i]) << "index " << i;
+}
+
+// All values below are small integers: exact in every storage type.
+TYPED_TEST(ConvolutionLayerTest, ForwardHandComputed) {
+  std::vector<int> shape;
+  // x = [1 2 3; 4 5 6; 7 8 9], w = [1 2; 3 4], bias 1.
+  auto y = this->Run("type: 'Convolution' convolution_param { num_output: 1 kernel_size: 2 }", {1, 1, 3, 3},
+                     Iota(9), {1, 2, 3, 4}, {1}, &shape);
+  EXPECT_EQ(shape, (std::vector<int>{1, 1, 2, 2}));
+  ExpectValues(y, {38, 48, 68, 78});
+  // pad 1, stride 2: windows start at -1 and 1.
+  y = this->Run("type: 'Convolution' convolution_param { num_output: 1 kernel_size: 2 pad: 1 stride: 2 }",
+                {1, 1, 3, 3}, Iota(9), {1, 2, 3, 4}, {1}, &shape);
+  EXPECT_EQ(shape, (std::vector<int>{1, 1, 2, 2}));
+  ExpectValues(y, {5, 19, 37, 78});
+}
+
+TYPED_TEST(ConvolutionLayerTest, ForwardDilationRectangularNoBias) {
+  std::vector<int> shape;
+  // Dilation 2: the 2x2 kernel taps the corners of the 3x3 image.
+  auto y = this->Run("type: 'Convolution' convolution_param { num_output: 1 kernel_size: 2 dilation: 2 bias_term: false }",
+                     {1, 1, 3, 3}, Iota(9), {1, 2, 3, 4}, {}, &shape);
+  EXPECT_EQ(shape, (std::vector<int>{1, 1, 1, 1}));
+  ExpectValues(y, {1 * 1 + 2 * 3 + 3 * 7 + 4 * 9});
+  // kernel_h/kernel_w 1x3 with stride_h 2, stride_w 1 on a 3x3 image: rows 0 and 2.
+  y = this->Run("type: 'Convolution' convolution_param { num_output: 1 kernel_h: 1 kernel_w: 3 "
+                "stride_h: 2 stride_w: 1 bias_term: false }",
+                {1, 1, 3, 3}, Iota(9), {1, 0, -1}, {}, &shape);
+  EXPECT_EQ(shape, (std::vector<int>{1, 1, 2, 1}));
+  ExpectValues(y, {1 - 3, 7 - 9});
+}
+
+TYPED_TEST(ConvolutionLayerTest, ForwardGroupsAndOneByOne) {
+  std::vector<int> shape;
+  // 4 input channels, 2 groups, 2 outputs, 1x1 (the path without im2col):
+  // output 0 = 1*c0 + 2*c1, output 1 = -1*c2 + 3*c3; bias (10, 20). Batch 2.
+  std::vector<double> x(2 * 4 * 2);
+  for (int n = 0; n < 2; ++n) {
+    for (int c = 0; c < 4; ++c) {
+      for (int j = 0; j < 2; ++j) x[(n * 4 + c) * 2 + j] = (n + 1) * (c + 1) + j;
+    }
+  }
+  auto y = this->Run("type: 'Convolution' convolution_param { num_output: 2 kernel_size: 1 group: 2 }",
+                     {2, 4, 1, 2}, x, {1, 2, -1, 3}, {10, 20}, &shape);
+  EXPECT_EQ(shape, (std::vector<int>{2, 2, 1, 2}));
+  std::vector<double> want;
+  for (int n = 0; n < 2; ++n) {
+    auto at = [&](int c, int j) { return x[(n * 4 + c) * 2 + j]; };
+    for (int j = 0; j < 2; ++j) want.push_back(10 + at(0, j) + 2 * at(1, j));
+    for (int j = 0; j < 2; ++j) want.push_back(20 - at(2, j) + 3 * at(3, j));
+  }
+  ExpectValues(y, want);
+}
+
+TYPED_TEST(ConvolutionLayerTest, BackwardHandComputed) {
+  std::vector<int> shape;
+  this->Run("type: 'Convolution' convolution_param { num_output: 1 kernel_size: 2 }", {1, 1, 3, 3}, Iota(9),
+            {1, 2, 3, 4}, {1}, &shape);
+  auto& layer = *this->layer_;
+  for (auto& p : layer.blobs()) p->diff().set_zero();
+  test::SetDiff(this->top_.get(), {1, 1, 1, 1}, type_of<typename TestFixture::B>());
+  layer.Backward({this->top_.get()}, {true}, {this->bottom_.get()});
+  // dx = full correlation of ones (2x2) with w.
+  ExpectValues(test::GetDiff(*this->bottom_), {1, 3, 2, 4, 10, 6, 3, 7, 4});
+  // dw[i][j] = sum of the 2x2 block of x starting at (i, j); db = 4.
+  ExpectValues(test::GetDiff(*layer.blobs()[0]), {12, 16, 24, 28});
+  ExpectValues(test::GetDiff(*layer.blobs()[1]), {4});
+  // Parameter diffs accumulate.
+  layer.Backward({this->top_.get()}, {false}, {this->bottom_.get()});
+  ExpectValues(test::GetDiff(*layer.blobs()[1]), {8});
+}
+
+const auto kGaussianFill = [](int i, Blob* b) { test::FillGaussian(b, 0, 1, 17 + i); };
+const char* kFillers = " weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'uniform' min: -1 max: 1 }";
+
+// float16 pairs: inputs and parameters are the same rounded values in both
+// runs and every sum runs in float, so the only differences are the final
+// roundings to half: 2 eps forward, 4 eps backward (relative, 1 below 1).
+const test::ReferenceTolerance kTol{2, 4};
+
+TYPED_TEST(ConvolutionLayerTest, Gradient) {
+  test::CheckLayer<TypeParam>(std::string("type: 'Convolution' convolution_param { num_output: 3 kernel_size: 3 "
+                                          "pad: 1 stride: 2") + kFillers + " }",
+                              {{2, 2, 5, 4}}, kGaussianFill, test::GradientSettings(), kTol);
+}
+
+TYPED_TEST(ConvolutionLayerTest, GradientGroupsDilationRectangular) {
+  test::CheckLayer<TypeParam>(std::string("type: 'Convolution' convolution_param { num_output: 4 group: 2 "
+                                          "kernel_h: 2 kernel_w: 3 pad_h: 1 pad_w: 0 stride: 1 dilation: 2") +
+                                  kFillers + " }",
+                              {{2, 4, 5, 6}}, kGaussianFill, test::GradientSettings(), kTol);
+}
+
+TYPED_TEST(ConvolutionLayerTest, GradientOneByOneTwoBottoms) {
+  test::CheckLayer<TypeParam>(std::string("type: 'Convolution' convolution_param { num_output: 3 kernel_size: 1") +
+                                  kFillers + " }",
+                              {{2, 2, 3, 3}, {2, 2, 3, 3}}, kGaussianFill, test::GradientSettings(), kTol, {}, 2);
+}
+
+// ---- validation ----------------------------------------------------------------
+
+std::string SetUpError(const std::string& conv_param, const std::vector<std::vector<int>>& shapes) {
+  ConvolutionLayer<float, float> layer(
+      test::MakeParam<test::TypePair<float, float>>("name: 'c' type: 'Convolution' convolution_param { " + conv_param + " }"));
+  test::Blobs bottom, top;
+  for (const auto& s : shapes) {
+    bottom.add(s, FLOAT);
+    top.add(FLOAT);
+  }
+  try {
+    layer.SetUp(bottom.vec, top.vec);
+  } catch (const FieldError& e) {
+    return e.field() + " | " + e.message();
+  }
+  return "no error";
+}
+
+TEST(ConvolutionLayerValidation, Fields) {
+  const std::vector<std::vector<int>> x{{1, 4, 5, 5}};
+  EXPECT_EQ(SetUpError("kernel_size: 3", x), "convolution_param.num_output | is required");
+  EXPECT_EQ(SetUpError("num_output: 0 kernel_size: 3", x), "convolution_param.num_output | must be positive, got 0");
+  EXPECT_EQ(SetUpError("num_output: 2", x).substr(0, 30), "convolution_param.kernel_size ");
+  EXPECT_EQ(SetUpError("num_output: 2 kernel_size: 0", x).substr(0, 30), "convolution_param.kernel_size ");
+  EXPECT_EQ(SetUpError("num_output: 2 kernel_h: 3", x).substr(0, 27), "convolution_param.kernel_w ");
+  EXPECT_EQ(SetUpError("num_output: 2 kernel_size: 3 stride: 0", x).substr(0, 25), "convolution_param.stride ");
+  EXPECT_EQ(SetUpError("num_output: 3 kernel_size: 3 group: 2", x),
+            "convolution_param.group | = 2 does not divide num_output 3");
+  EXPECT_EQ(SetUpError("num_output: 6 kernel_size: 3 group: 3", x),
+            "convolution_param.group | = 3 does not divide the 4 input channels");
+  EXPECT_EQ(SetUpError("num_output: 2 kernel_size: 7", x),
+            "convolution_param.kernel_size | kernel 7 (dilated 7) is larger than the padded input 5x5 (pad 0)");
+  EXPECT_EQ(SetUpError("num_output: 2 kernel_size: 3 dilation: 3", x),
+            "convolution_param.kernel_size | kernel 3 (dilated 7) is larger than the padded input 5x5 (pad 0)");
+  EXPECT_EQ(SetUpError("num_output: 2 kernel_size: 3 dilation: 3 pad: 1", x), "no error");
+  EXPECT_EQ(SetUpError("num_output: 2 kernel_size: 3 axis: 2", x).substr(0, 24), "convolution_param.axis |");
+  EXPECT_EQ(SetUpError("num_output: 2 kernel_size: 3 weight_filler { type: 'nonsense' }", x).substr(0, 37),
+            "convolution_param.weight_filler.type ");
+  EXPECT_EQ(SetUpError("num_output: 2 kernel_size: 3", {{4, 5, 5}}).substr(0, 8), "bottom |");
+  EXPECT_EQ(SetUpError("num_output: 2 kernel_size: 3", {{1, 4, 5, 5}, {1, 4, 5, 6}}).substr(0, 8), "bottom |");
+  EXPECT_EQ(SetUpError("num_output: 2 kernel_size: 3", {{1, 4, 5, 5}, {1, 4, 5, 5}}), "no error");
+}
+
+TEST(ConvolutionLayerValidation, LoadedWeightsMustMatch) {
+  ConvolutionLayer<float, float> layer(test::MakeParam<test::TypePair<float, float>>(
+      "name: 'c' type: 'Convolution' convolution_param { num_output: 2 kernel_size: 3 }"));
+  layer.blobs().push_back(std::make_shared<Blob>(std::vector<int>{2, 3, 3, 3}, FLOAT));
+  layer.blobs().push_back(std::make_shared<Blob>(std::vector<int>{2}, FLOAT));
+  Blob bottom({1, 4, 5, 5}, FLOAT), top(FLOAT);
+  try {
+    layer.SetUp({&bottom}, {&top});
+    ADD_FAILURE() << "expected a FieldError";
+  } catch (const FieldError& e) {
+    EXPECT_EQ(e.field(), "blobs");
+  }
+}
+
+// ---- im2col / col2im ---------------------------------------------------------------
+
+// col2im is the adjoint of im2col: <im2col(x), c> == <x, col2im(c)>, with
+// padding, stride and dilation; and the column matrix is right at one entry.
+TEST(Im2col, AdjointAndLayout) {
+  const int C = 2, H = 5, W = 4, KH = 3, KW = 2, PH = 1, PW = 2, SH = 2, SW = 1, DH = 1, DW = 2;
+  const int OH = (H + 2 * PH - (DH * (KH - 1) + 1)) / SH + 1, OW = (W + 2 * PW - (DW * (KW - 1) + 1)) / SW + 1;
+  const std::vector<double> x = test::RandomVector(C * H * W, 3);
+  const std::vector<double> c = test::RandomVector(C * KH * KW * OH * OW, 4);
+  std::vector<double> col(c.size()), im(x.size());
+  im2col_cpu<double>(x.data(), C, H, W, KH, KW, PH, PW, SH, SW, DH, DW, col.data());
+  col2im_cpu<double>(c.data(), C, H, W, KH, KW, PH, PW, SH, SW, DH, DW, im.data());
+  double a = 0, b = 0;
+  for (size_t i = 0; i < c.size(); ++i) a += col[i] * c[i];
+  for (size_t i = 0; i < x.size(); ++i) b += x[i] * im[i];
+  EXPECT_NEAR(a, b, 1e-12);
+  // Row (c=1, ky=2, kx=1), output (y=1, x=2): image (1*2-1+2, 2*1-2+1*2) = (3, 2).
+  const int row = (1 * KH + 2) * KW + 1;
+  EXPECT_EQ(col[(row * OH + 1) * OW + 2], x[(1 * H + 3) * W + 2]);
+  // Output (0, 0) of tap (ky=0, kx=0) reads the padding.
+  EXPECT_EQ(col[0], 0.0);
+
+  // float16 col2im sums in float. 1x1 image, 1x3 kernel, pad_w 2: three
+  // outputs, and taps (kx=0, x=2), (1, 1), (2, 0) all land on the pixel, in
+  // that order: 2048 + 1 + 1 is 2050 in float, 2048 if summed in half.
+  std::vector<float16> hc(9, float16(0.0f)), him(1);
+  hc[2] = float16(2048.0f);
+  hc[4] = float16(1.0f);
+  hc[6] = float16(1.0f);
+  col2im_cpu<float16>(hc.data(), 1, 1, 1, 1, 3, 0, 2, 1, 1, 1, 1, him.data());
+  EXPECT_EQ(static_cast<float>(him[0]), 2050.0f);
+}
+
+}  // namespace
+}  // namespace cortado

@@ -1,0 +1,514 @@
+// DataLayer: real LMDB databases of raw, float and encoded (PNG) Datum
+// records, read through the layer; values after scale/mean/crop/mirror,
+// labels exact as float, wrap-around, Seek reproducing an uninterrupted run,
+// and the errors for bad sources, parameters and records.
+
+#include "cortado/layers/data_layer.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cortado/util/db.hpp"
+#include "cortado/util/rng.hpp"
+#include "test_util.hpp"
+
+#ifdef CORTADO_USE_OPENCV
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#endif
+
+namespace cortado {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = fs::path(::testing::TempDir()) /
+            ("cortado_data_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::string Key(int i) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08d", i);
+  return buf;
+}
+
+// Distinct for every (record, c, h, w) in the small shapes below, so that a
+// wrong offset, channel or flip changes the value.
+int Pixel(int i, int c, int h, int w) { return (i * 29 + c * 67 + h * 11 + w * 3) % 256; }
+// Odd and above 2048: float16 cannot hold these, float can.
+int Label(int i) { return 2049 + 2 * i; }
+
+struct Shape3 {
+  int c, h, w;
+};
+
+Datum RawDatum(int i, Shape3 s) {
+  Datum d;
+  d.set_channels(s.c);
+  d.set_height(s.h);
+  d.set_width(s.w);
+  std::string data;
+  for (int c = 0; c < s.c; ++c)
+    for (int h = 0; h < s.h; ++h)
+      for (int w = 0; w < s.w; ++w) data.push_back(static_cast<char>(Pixel(i, c, h, w)));
+  d.set_data(data);
+  d.set_label(Label(i));
+  return d;
+}
+
+/// Writes n records; `edit(i, datum)` may change record i before it is stored.
+void WriteDb(const std::string& path, int n, Shape3 s,
+             const std::function<void(int, Datum*)>& edit = nullptr) {
+  LmdbWriter w(path, 3);
+  for (int i = 0; i < n; ++i) {
+    Datum d = RawDatum(i, s);
+    if (edit) edit(i, &d);
+    w.Put(Key(i), d.SerializeAsString());
+  }
+  w.Close();
+}
+
+template <typename P>
+class DataLayerTest : public ::testing::Test {
+ protected:
+  using F = typename P::Ftype;
+  using B = typename P::Btype;
+
+  /// Sets up the layer from `text` (a Data layer with tops data and label).
+  void SetUp(const std::string& text) {
+    layer_ = std::make_unique<DataLayer<F, B>>(test::MakeParam<P>(text));
+    top_ = test::Blobs();
+    top_.add(type_of<F>());
+    top_.add(type_of<F>());
+    layer_->SetUp({}, top_.vec);
+  }
+  void Forward() { layer_->Forward({}, top_.vec); }
+  std::vector<double> Data() const { return test::GetData(*top_[0]); }
+  std::vector<float> Labels() const {
+    const float* p = top_[1]->cpu_data<float>();
+    return std::vector<float>(p, p + top_[1]->count());
+  }
+
+  std::unique_ptr<DataLayer<F, B>> layer_;
+  test::Blobs top_;
+};
+
+TYPED_TEST_SUITE(DataLayerTest, test::AllPairs, test::PairNames);
+
+std::string DataText(const std::string& source, int batch, const std::string& extra) {
+  return str_cat("name: 'data' type: 'Data' top: 'data' top: 'label' data_param { source: '", source,
+                 "' batch_size: ", batch, " } ", extra);
+}
+
+TYPED_TEST(DataLayerTest, ReadsRecordsInOrderWrapsAndKeepsLabelsExact) {
+  using F = typename TypeParam::Ftype;
+  TempDir dir;
+  const Shape3 s{2, 3, 4};
+  WriteDb(dir / "db", 5, s);
+  this->SetUp(DataText(dir / "db", 3,
+                       "phase: TEST transform_param { scale: 0.25 mean_value: 10 mean_value: 20.5 }"));
+  EXPECT_EQ(this->top_[0]->shape(), (std::vector<int>{3, 2, 3, 4}));
+  EXPECT_EQ(this->top_[1]->shape(), (std::vector<int>{3}));
+  const double mean[2] = {10, 20.5};
+  const std::vector<std::vector<int>> batches = {{0, 1, 2}, {3, 4, 0}, {1, 2, 3}};
+  for (const auto& records : batches) {
+    this->Forward();
+    EXPECT_EQ(this->top_[0]->data().type(), type_of<F>());
+    EXPECT_EQ(this->top_[1]->data().type(), FLOAT);
+    const std::vector<double> got = this->Data();
+    const std::vector<float> labels = this->Labels();
+    for (int n = 0; n < 3; ++n) {
+      const int i = records[n];
+      EXPECT_EQ(labels[n], static_cast<float>(Label(i))) << "record " << i;
+      for (int c = 0; c < 2; ++c)
+        for (int h = 0; h < 3; ++h)
+          for (int w = 0; w < 4; ++w) {
+            const double want = test::RoundTo<F>((Pixel(i, c, h, w) - mean[c]) * 0.25);
+            ASSERT_EQ(got[((n * 2 + c) * 3 + h) * 4 + w], want) << "record " << i << " c" << c << " h" << h << " w" << w;
+          }
+    }
+  }
+}
+
+TYPED_TEST(DataLayerTest, CenterCropAtTest) {
+  using F = typename TypeParam::Ftype;
+  TempDir dir;
+  WriteDb(dir / "db", 2, {2, 5, 6});
+  this->SetUp(DataText(dir / "db", 2, "phase: TEST transform_param { crop_size: 3 mean_value: 3 }"));
+  ASSERT_EQ(this->top_[0]->shape(), (std::vector<int>{2, 2, 3, 3}));
+  this->Forward();
+  const std::vector<double> got = this->Data();
+  const int h0 = 1, w0 = 1;  // ((5 - 3) / 2, (6 - 3) / 2)
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 2; ++c)
+      for (int h = 0; h < 3; ++h)
+        for (int w = 0; w < 3; ++w)
+          EXPECT_EQ(got[((n * 2 + c) * 3 + h) * 3 + w], test::RoundTo<F>(Pixel(n, c, h + h0, w + w0) - 3.0));
+}
+
+// Which (h0, w0, mirrored) crop of record i the image at `out` is; -1 if none.
+std::tuple<int, int, int> FindCrop(const double* out, int i, Shape3 s, int crop) {
+  for (int h0 = 0; h0 <= s.h - crop; ++h0)
+    for (int w0 = 0; w0 <= s.w - crop; ++w0)
+      for (int m = 0; m < 2; ++m) {
+        bool same = true;
+        for (int c = 0; c < s.c && same; ++c)
+          for (int h = 0; h < crop && same; ++h)
+            for (int w = 0; w < crop && same; ++w) {
+              const int sw = m ? crop - 1 - w : w;
+              same = out[(c * crop + h) * crop + w] == Pixel(i, c, h + h0, sw + w0);
+            }
+        if (same) return {h0, w0, m};
+      }
+  return {-1, -1, -1};
+}
+
+TYPED_TEST(DataLayerTest, RandomCropAndMirrorAtTrain) {
+  TempDir dir;
+  const Shape3 s{2, 5, 6};
+  const int crop = 3;
+  WriteDb(dir / "db", 6, s);
+  set_random_seed(3);
+  this->SetUp(DataText(dir / "db", 6, "phase: TRAIN transform_param { crop_size: 3 mirror: true }"));
+  std::set<std::tuple<int, int, int>> seen;
+  for (int epoch = 0; epoch < 4; ++epoch) {
+    this->Forward();
+    const std::vector<double> got = this->Data();
+    for (int n = 0; n < 6; ++n) {
+      const auto found = FindCrop(got.data() + n * s.c * crop * crop, n, s, crop);
+      ASSERT_GE(std::get<0>(found), 0) << "image " << n << " of epoch " << epoch << " is no crop of its record";
+      seen.insert(found);
+    }
+  }
+  // 24 draws over 3*4*2 = 24 possibilities: far more than 4 distinct ones,
+  // and both flips, unless the offsets are not random.
+  EXPECT_GT(seen.size(), 6u);
+  int mirrored = 0;
+  for (const auto& t : seen) mirrored += std::get<2>(t);
+  EXPECT_GT(mirrored, 0);
+  EXPECT_LT(mirrored, static_cast<int>(seen.size()));
+}
+
+TYPED_TEST(DataLayerTest, SeekReproducesAnUninterruptedRun) {
+  TempDir dir;
+  WriteDb(dir / "db", 7, {1, 6, 6});
+  const std::string text =
+      DataText(dir / "db", 3, "phase: TRAIN transform_param { crop_size: 4 mirror: true }");
+  const std::string skip_text = text + " data_param { rand_skip: 5 }";
+  using Run = std::vector<std::pair<std::vector<double>, std::vector<float>>>;
+  auto run = [&](int64_t seed, const std::string& t, int64_t seek, int batches) {
+    set_random_seed(seed);
+    this->SetUp(t);
+    if (seek >= 0) this->layer_->Seek(seek);
+    Run out;
+    for (int b = 0; b < batches; ++b) {
+      this->Forward();
+      out.emplace_back(this->Data(), this->Labels());
+    }
+    return out;
+  };
+  for (const std::string& t : {text, skip_text}) {
+    const Run full = run(1701, t, -1, 6);
+    EXPECT_EQ(run(1701, t, -1, 2), Run(full.begin(), full.begin() + 2)) << "same seed, same batches";
+    EXPECT_EQ(run(1701, t, 4, 2), Run(full.begin() + 4, full.begin() + 6)) << "Seek(4)";
+    // Seek in the middle of a run, with batches already prefetched.
+    set_random_seed(1701);
+    this->SetUp(t);
+    this->Forward();
+    this->Forward();
+    this->layer_->Seek(1);
+    this->Forward();
+    EXPECT_EQ(this->Data(), full[1].first) << "Seek(1) after two batches";
+    this->Forward();
+    EXPECT_EQ(this->Data(), full[2].first);
+    EXPECT_NE(run(1702, t, -1, 6), full) << "another seed, other crops";
+  }
+}
+
+TYPED_TEST(DataLayerTest, FloatDataRecordsAndLegacyDataParamScale) {
+  using F = typename TypeParam::Ftype;
+  TempDir dir;
+  const Shape3 s{1, 2, 3};
+  WriteDb(dir / "db", 2, s, [](int i, Datum* d) {
+    d->clear_data();
+    for (int j = 0; j < 6; ++j) d->add_float_data(i * 8 + j * 0.5f - 1.0f);
+  });
+  this->SetUp(DataText(dir / "db", 2, "phase: TEST data_param { scale: 2 } transform_param { mean_value: 0.5 }"));
+  this->Forward();
+  const std::vector<double> got = this->Data();
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 6; ++j)
+      EXPECT_EQ(got[i * 6 + j], test::RoundTo<F>((i * 8 + j * 0.5 - 1.0 - 0.5) * 2)) << i << "," << j;
+}
+
+TYPED_TEST(DataLayerTest, MeanFileWithCenterCrop) {
+  using F = typename TypeParam::Ftype;
+  TempDir dir;
+  const Shape3 s{2, 4, 4};
+  WriteDb(dir / "db", 1, s);
+  auto mean = [](int c, int h, int w) { return c * 3 + h * 0.5 + w * 0.25; };
+  BlobProto proto;
+  for (int d : {1, 2, 4, 4}) proto.mutable_shape()->add_dim(d);
+  for (int c = 0; c < 2; ++c)
+    for (int h = 0; h < 4; ++h)
+      for (int w = 0; w < 4; ++w) proto.add_data(static_cast<float>(mean(c, h, w)));
+  {
+    std::ofstream f(dir / "mean.binaryproto", std::ios::binary);
+    ASSERT_TRUE(proto.SerializeToOstream(&f));
+  }
+  this->SetUp(DataText(dir / "db", 1,
+                       str_cat("phase: TEST transform_param { crop_size: 2 scale: 0.5 mean_file: '",
+                               dir / "mean.binaryproto", "' }")));
+  this->Forward();
+  const std::vector<double> got = this->Data();
+  for (int c = 0; c < 2; ++c)
+    for (int h = 0; h < 2; ++h)
+      for (int w = 0; w < 2; ++w)
+        EXPECT_EQ(got[(c * 2 + h) * 2 + w],
+                  test::RoundTo<F>((Pixel(0, c, h + 1, w + 1) - mean(c, h + 1, w + 1)) * 0.5));
+}
+
+#ifdef CORTADO_USE_OPENCV
+std::string EncodePng(const cv::Mat& img) {
+  std::vector<uchar> buf;
+  CORTADO_CHECK(cv::imencode(".png", img, buf));
+  return std::string(buf.begin(), buf.end());
+}
+
+// A 4x5 BGR image for record i: channel c at (h, w) is Pixel(i, c, h, w).
+cv::Mat ColorImage(int i) {
+  cv::Mat img(4, 5, CV_8UC3);
+  for (int h = 0; h < 4; ++h)
+    for (int w = 0; w < 5; ++w)
+      for (int c = 0; c < 3; ++c) img.at<cv::Vec3b>(h, w)[c] = static_cast<uchar>(Pixel(i, c, h, w));
+  return img;
+}
+
+TYPED_TEST(DataLayerTest, EncodedPngRecords) {
+  using F = typename TypeParam::Ftype;
+  TempDir dir;
+  // Encoded records carry no dimensions, as Caffe's convert_imageset writes them.
+  WriteDb(dir / "db", 3, {1, 1, 1}, [](int i, Datum* d) {
+    d->clear_channels();
+    d->clear_height();
+    d->clear_width();
+    d->set_encoded(true);
+    d->set_data(EncodePng(ColorImage(i)));
+  });
+  this->SetUp(DataText(dir / "db", 2, "phase: TEST transform_param { scale: 0.5 }"));
+  ASSERT_EQ(this->top_[0]->shape(), (std::vector<int>{2, 3, 4, 5}));
+  for (const std::vector<int> records : {std::vector<int>{0, 1}, std::vector<int>{2, 0}}) {
+    this->Forward();
+    const std::vector<double> got = this->Data();
+    const std::vector<float> labels = this->Labels();
+    for (int n = 0; n < 2; ++n) {
+      const int i = records[n];
+      EXPECT_EQ(labels[n], static_cast<float>(Label(i)));
+      for (int c = 0; c < 3; ++c)
+        for (int h = 0; h < 4; ++h)
+          for (int w = 0; w < 5; ++w)
+            ASSERT_EQ(got[((n * 3 + c) * 4 + h) * 5 + w], test::RoundTo<F>(Pixel(i, c, h, w) * 0.5))
+                << "record " << i << " c" << c << " h" << h << " w" << w;
+    }
+  }
+}
+
+TYPED_TEST(DataLayerTest, EncodedGrayPngWithForceColor) {
+  using F = typename TypeParam::Ftype;
+  TempDir dir;
+  WriteDb(dir / "db", 1, {1, 1, 1}, [](int i, Datum* d) {
+    cv::Mat img(3, 2, CV_8UC1);
+    for (int h = 0; h < 3; ++h)
+      for (int w = 0; w < 2; ++w) img.at<uchar>(h, w) = static_cast<uchar>(Pixel(i, 0, h, w));
+    d->set_encoded(true);
+    d->set_data(EncodePng(img));
+  });
+  this->SetUp(DataText(dir / "db", 1, "phase: TEST transform_param { force_color: true }"));
+  ASSERT_EQ(this->top_[0]->shape(), (std::vector<int>{1, 3, 3, 2}));
+  this->Forward();
+  const std::vector<double> got = this->Data();
+  for (int c = 0; c < 3; ++c)
+    for (int h = 0; h < 3; ++h)
+      for (int w = 0; w < 2; ++w) EXPECT_EQ(got[(c * 3 + h) * 2 + w], test::RoundTo<F>(Pixel(0, 0, h, w)));
+  // force_gray on a color image gives one channel.
+  TempDir dir2;
+  WriteDb(dir2 / "db", 1, {1, 1, 1}, [](int i, Datum* d) {
+    d->set_encoded(true);
+    d->set_data(EncodePng(ColorImage(i)));
+  });
+  this->SetUp(DataText(dir2 / "db", 1, "phase: TEST transform_param { force_gray: true }"));
+  EXPECT_EQ(this->top_[0]->shape(), (std::vector<int>{1, 1, 4, 5}));
+}
+#endif  // CORTADO_USE_OPENCV
+
+// ---- errors (one pair is enough: the checks do not depend on the types) ----------
+
+using FloatLayer = DataLayer<float, float>;
+using FloatPair = test::TypePair<float, float>;
+
+/// Sets up a Data layer from text and returns the FieldError it throws.
+FieldError SetUpError(const std::string& text) {
+  FloatLayer layer(test::MakeParam<FloatPair>(text));
+  test::Blobs top;
+  top.add(FLOAT);
+  top.add(FLOAT);
+  try {
+    layer.SetUp({}, top.vec);
+  } catch (const FieldError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "SetUp did not throw for: " << text;
+  return FieldError("", "", "", "");
+}
+
+TEST(DataLayerErrorTest, MissingSourceNamesFieldAndPath) {
+  TempDir dir;
+  const FieldError e = SetUpError(DataText(dir / "no_such_lmdb", 2, ""));
+  EXPECT_EQ(e.field(), "data_param.source");
+  EXPECT_NE(std::string(e.what()).find(dir / "no_such_lmdb"), std::string::npos) << e.what();
+  EXPECT_EQ(e.layer(), "data");
+}
+
+TEST(DataLayerErrorTest, BadParameters) {
+  TempDir dir;
+  WriteDb(dir / "db", 2, {2, 3, 3});
+  FieldError e = SetUpError(DataText(dir / "db", 2, "data_param { backend: LEVELDB }"));
+  EXPECT_EQ(e.field(), "data_param.backend");
+  EXPECT_NE(std::string(e.what()).find("LEVELDB is not supported, use LMDB"), std::string::npos) << e.what();
+  e = SetUpError(DataText(dir / "db", 0, ""));
+  EXPECT_EQ(e.field(), "data_param.batch_size");
+  e = SetUpError(DataText(dir / "db", 2, "data_param { prefetch: 0 }"));
+  EXPECT_EQ(e.field(), "data_param.prefetch");
+  e = SetUpError(DataText(dir / "db", 2, "transform_param { crop_size: 4 }"));
+  EXPECT_EQ(e.field(), "transform_param.crop_size");
+  e = SetUpError(DataText(dir / "db", 2, "transform_param { mean_value: 1 mean_value: 2 mean_value: 3 }"));
+  EXPECT_EQ(e.field(), "transform_param.mean_value");
+  e = SetUpError(DataText(dir / "db", 2, "transform_param { mean_file: '" + dir / "missing.binaryproto" + "' }"));
+  EXPECT_EQ(e.field(), "transform_param.mean_file");
+  EXPECT_NE(std::string(e.what()).find("missing.binaryproto"), std::string::npos) << e.what();
+  e = SetUpError(DataText(dir / "db", 2, "data_param { scale: 2 } transform_param { scale: 3 }"));
+  EXPECT_EQ(e.field(), "data_param.scale");
+  e = SetUpError(DataText(dir / "db", 2, "transform_param { force_color: true force_gray: true }"));
+  EXPECT_EQ(e.field(), "transform_param.force_gray");
+  TempDir empty;
+  LmdbWriter(empty / "db").Close();
+  e = SetUpError(DataText(empty / "db", 2, ""));
+  EXPECT_EQ(e.field(), "data_param.source");
+  EXPECT_NE(std::string(e.what()).find("no records"), std::string::npos) << e.what();
+}
+
+/// Forwards until one throws; returns its message ("" if none in `max` forwards).
+std::string ForwardError(FloatLayer* layer, const BlobVec& top, int max, int* ok_forwards) {
+  *ok_forwards = 0;
+  for (int k = 0; k < max; ++k) {
+    try {
+      layer->Forward({}, top);
+      ++*ok_forwards;
+    } catch (const Error& e) {
+      return e.what();
+    }
+  }
+  return "";
+}
+
+TEST(DataLayerErrorTest, CorruptRecordNamesSourceAndKey) {
+  TempDir dir;
+  // Record 4 is one byte short.
+  WriteDb(dir / "db", 6, {2, 3, 3}, [](int i, Datum* d) {
+    if (i == 4) d->mutable_data()->pop_back();
+  });
+  FloatLayer layer(test::MakeParam<FloatPair>(DataText(dir / "db", 2, "phase: TEST")));
+  test::Blobs top;
+  top.add(FLOAT);
+  top.add(FLOAT);
+  layer.SetUp({}, top.vec);
+  int ok = 0;
+  const std::string msg = ForwardError(&layer, top.vec, 5, &ok);
+  EXPECT_EQ(ok, 2) << "batches (0, 1) and (2, 3) are good";
+  EXPECT_NE(msg.find(dir / "db"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'00000004'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("17 bytes"), std::string::npos) << msg;
+  // The error stays: later forwards raise it again instead of waiting forever.
+  EXPECT_THROW(layer.Forward({}, top.vec), Error);
+  // Seeking back restarts the reader.
+  layer.Seek(0);
+  EXPECT_NO_THROW(layer.Forward({}, top.vec));
+  EXPECT_EQ(top[1]->cpu_data<float>()[1], static_cast<float>(Label(1)));
+}
+
+TEST(DataLayerErrorTest, RecordOfAnotherShapeOrNotADatum) {
+  TempDir dir;
+  WriteDb(dir / "db", 4, {1, 3, 3}, [](int i, Datum* d) {
+    if (i == 2) *d = RawDatum(i, {1, 4, 3});
+  });
+  FloatLayer layer(test::MakeParam<FloatPair>(DataText(dir / "db", 1, "phase: TEST")));
+  test::Blobs top;
+  top.add(FLOAT);
+  layer.SetUp({}, top.vec);
+  int ok = 0;
+  std::string msg = ForwardError(&layer, top.vec, 4, &ok);
+  EXPECT_EQ(ok, 2);
+  EXPECT_NE(msg.find("'00000002'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("first record"), std::string::npos) << msg;
+
+  TempDir dir2;
+  {
+    LmdbWriter w(dir2 / "db");
+    w.Put(Key(0), RawDatum(0, {1, 2, 2}).SerializeAsString());
+    w.Put(Key(1), std::string("\xff\xff\xff\xff garbage", 12));
+  }
+  FloatLayer layer2(test::MakeParam<FloatPair>(DataText(dir2 / "db", 1, "phase: TEST")));
+  layer2.SetUp({}, top.vec);
+  msg = ForwardError(&layer2, top.vec, 3, &ok);
+  EXPECT_EQ(ok, 1);
+  EXPECT_NE(msg.find("'00000001'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not a Datum"), std::string::npos) << msg;
+}
+
+#ifdef CORTADO_USE_OPENCV
+TEST(DataLayerErrorTest, UndecodableImageNamesKey) {
+  TempDir dir;
+  WriteDb(dir / "db", 3, {1, 1, 1}, [](int i, Datum* d) {
+    d->set_encoded(true);
+    d->set_data(i == 1 ? std::string("\x89PNG but not really") : EncodePng(ColorImage(i)));
+  });
+  FloatLayer layer(test::MakeParam<FloatPair>(DataText(dir / "db", 1, "phase: TEST")));
+  test::Blobs top;
+  top.add(FLOAT);
+  layer.SetUp({}, top.vec);
+  int ok = 0;
+  const std::string msg = ForwardError(&layer, top.vec, 3, &ok);
+  EXPECT_EQ(ok, 1);
+  EXPECT_NE(msg.find("'00000001'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("decode"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(dir / "db"), std::string::npos) << msg;
+}
+#endif
+
+}  // namespace
+}  // namespace cortado

@@ -1,0 +1,213 @@
+// PoolingLayer: hand-computed MAX (with the mask top) and AVE (Caffe's
+// padding-inclusive divisor) on a 4x4 input, output sizes (CEIL and the
+// last-window rule), global pooling, validation, finite differences for
+// (double, double) and (float, float), float16 pairs against (double, double).
+
+#include "cortado/layers/pooling_layer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "test_util.hpp"
+
+namespace cortado {
+namespace {
+
+// 4x4 input; every value distinct so that each window has one maximum.
+const std::vector<double> kX{1, 16, 2, 3,  //
+                             4, 5, 15, 6,  //
+                             14, 7, 8, 9,  //
+                             10, 11, 12, 13};
+
+template <typename P>
+class PoolingLayerTest : public ::testing::Test {
+ protected:
+  using F = typename P::Ftype;
+  using B = typename P::Btype;
+
+  void Init(const std::string& pool_param, const std::vector<int>& shape, const std::vector<double>& x,
+            int num_top = 1) {
+    layer_ = std::make_unique<PoolingLayer<F, B>>(
+        test::MakeParam<P>("type: 'Pooling' pooling_param { " + pool_param + " }"));
+    bottom_ = std::make_unique<Blob>(shape, type_of<F>());
+    test::SetData(bottom_.get(), x);
+    top_.clear();
+    for (int k = 0; k < num_top; ++k) top_.push_back(std::make_unique<Blob>(type_of<F>()));
+    layer_->SetUp({bottom_.get()}, tops());
+    layer_->Forward({bottom_.get()}, tops());
+  }
+
+  BlobVec tops() {
+    BlobVec v;
+    for (auto& t : top_) v.push_back(t.get());
+    return v;
+  }
+
+  std::vector<double> BackwardOnes() {
+    test::SetDiff(top_[0].get(), std::vector<double>(top_[0]->count(), 1.0), type_of<B>());
+    layer_->Backward(tops(), {true}, {bottom_.get()});
+    return test::GetDiff(*bottom_);
+  }
+
+  // Relative tolerance of one value rounded to the storage type.
+  template <typename T>
+  static double Tol(double v) {
+    return (std::is_same_v<T, float16> ? 1e-3 : 1e-6) * std::max(1.0, std::fabs(v));
+  }
+
+  void ExpectTop(const std::vector<double>& want) {
+    const std::vector<double> got = test::GetData(*top_[0]);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], Tol<F>(want[i])) << "index " << i;
+  }
+
+  std::unique_ptr<PoolingLayer<F, B>> layer_;
+  std::unique_ptr<Blob> bottom_;
+  std::vector<std::unique_ptr<Blob>> top_;
+};
+
+TYPED_TEST_SUITE(PoolingLayerTest, test::AllPairs, test::PairNames);
+
+TYPED_TEST(PoolingLayerTest, MaxHandComputedWithMask) {
+  this->Init("pool: MAX kernel_size: 2 stride: 2", {1, 1, 4, 4}, kX, 2);
+  EXPECT_EQ(this->top_[0]->shape(), (std::vector<int>{1, 1, 2, 2}));
+  EXPECT_EQ(this->top_[1]->shape(), (std::vector<int>{1, 1, 2, 2}));
+  this->ExpectTop({16, 15, 14, 13});
+  EXPECT_EQ(test::GetData(*this->top_[1]), (std::vector<double>{1, 6, 8, 15}));
+  std::vector<double> want(16, 0.0);
+  for (int i : {1, 6, 8, 15}) want[i] = 1;
+  EXPECT_EQ(this->BackwardOnes(), want);
+}
+
+TYPED_TEST(PoolingLayerTest, MaxPaddedOverlapping) {
+  // kernel 3, stride 2, pad 1: OH = ceil((4 + 2 - 3) / 2) + 1 = 3; windows overlap.
+  this->Init("pool: MAX kernel_size: 3 stride: 2 pad: 1", {1, 1, 4, 4}, kX);
+  EXPECT_EQ(this->top_[0]->shape(), (std::vector<int>{1, 1, 3, 3}));
+  this->ExpectTop({16, 16, 6, 14, 15, 13, 11, 13, 13});
+  // Argmaxes 1, 1, 7, 8, 6, 15, 13, 15, 15: repeated ones collect every diff.
+  std::vector<double> want(16, 0.0);
+  want[1] = 2;
+  want[6] = want[7] = want[8] = want[13] = 1;
+  want[15] = 3;
+  EXPECT_EQ(this->BackwardOnes(), want);
+}
+
+TYPED_TEST(PoolingLayerTest, AvePaddedCaffeDivisor) {
+  // The divisor counts the window clipped to the padded image [-1, 5): 9 in
+  // the interior, 6 on the last row/column (2 rows fit), 4 in the corner.
+  this->Init("pool: AVE kernel_size: 3 stride: 2 pad: 1", {1, 1, 4, 4}, kX);
+  EXPECT_EQ(this->top_[0]->shape(), (std::vector<int>{1, 1, 3, 3}));
+  this->ExpectTop({26.0 / 9, 47.0 / 9, 9.0 / 6, 51.0 / 9, 86.0 / 9, 28.0 / 6, 21.0 / 6, 36.0 / 6, 13.0 / 4});
+  const std::vector<double> dx = this->BackwardOnes();
+  using B = typename TestFixture::B;
+  const double want00 = 1.0 / 9, want11 = 4.0 / 9, want33 = 1.0 / 9 + 2.0 / 6 + 1.0 / 4;
+  EXPECT_NEAR(dx[0], want00, TestFixture::template Tol<B>(want00));
+  EXPECT_NEAR(dx[5], want11, TestFixture::template Tol<B>(want11));
+  EXPECT_NEAR(dx[15], want33, TestFixture::template Tol<B>(want33));
+}
+
+TYPED_TEST(PoolingLayerTest, AveNoPad) {
+  this->Init("pool: AVE kernel_h: 2 kernel_w: 4 stride_h: 2 stride_w: 1", {1, 1, 4, 4}, kX);
+  EXPECT_EQ(this->top_[0]->shape(), (std::vector<int>{1, 1, 2, 1}));
+  this->ExpectTop({52.0 / 8, 84.0 / 8});
+}
+
+TYPED_TEST(PoolingLayerTest, Global) {
+  std::vector<double> x = kX;
+  for (double v : kX) x.push_back(2 * v);  // channel 1 = 2 * channel 0
+  this->Init("pool: AVE global_pooling: true", {1, 2, 4, 4}, x);
+  EXPECT_EQ(this->top_[0]->shape(), (std::vector<int>{1, 2, 1, 1}));
+  this->ExpectTop({8.5, 17});
+  this->Init("pool: MAX global_pooling: true", {1, 2, 4, 4}, x);
+  this->ExpectTop({16, 32});
+}
+
+std::vector<int> OutShape(const std::string& pool_param, const std::vector<int>& shape) {
+  PoolingLayer<float, float> layer(test::MakeParam<test::TypePair<float, float>>(
+      "name: 'p' type: 'Pooling' pooling_param { " + pool_param + " }"));
+  Blob bottom(shape, FLOAT), top(FLOAT);
+  layer.SetUp({&bottom}, {&top});
+  return top.shape();
+}
+
+TEST(PoolingLayerShape, CeilAndLastWindowRule) {
+  // CEIL: a partial last window is kept (rows 4 of 5).
+  EXPECT_EQ(OutShape("kernel_size: 2 stride: 2", {1, 1, 5, 5}), (std::vector<int>{1, 1, 3, 3}));
+  // ceil((4 + 4 - 3) / 3) + 1 = 3, but the third window starts at 4 >= H: dropped.
+  EXPECT_EQ(OutShape("kernel_size: 3 stride: 3 pad: 2", {1, 1, 4, 4}), (std::vector<int>{1, 1, 2, 2}));
+  // Without padding too (Caffe would emit a window at 6, outside the 5 rows).
+  EXPECT_EQ(OutShape("kernel_size: 1 stride: 3", {1, 1, 5, 7}), (std::vector<int>{1, 1, 2, 3}));
+  EXPECT_EQ(OutShape("kernel_h: 3 kernel_w: 1 pad_h: 1 stride_h: 2 stride_w: 1", {2, 3, 6, 2}),
+            (std::vector<int>{2, 3, 3, 2}));
+}
+
+std::string SetUpError(const std::string& pool_param, const std::vector<int>& shape) {
+  PoolingLayer<float, float> layer(test::MakeParam<test::TypePair<float, float>>(
+      "name: 'p' type: 'Pooling' pooling_param { " + pool_param + " }"));
+  Blob bottom(shape, FLOAT), top(FLOAT);
+  try {
+    layer.SetUp({&bottom}, {&top});
+  } catch (const FieldError& e) {
+    return e.field() + " | " + e.message();
+  }
+  return "no error";
+}
+
+TEST(PoolingLayerValidation, Fields) {
+  const std::vector<int> x{1, 1, 4, 4};
+  EXPECT_EQ(SetUpError("kernel_size: 2 pad: 2", x), "pooling_param.pad | pad 2x2 must be smaller than the kernel 2x2");
+  EXPECT_EQ(SetUpError("kernel_h: 3 kernel_w: 2 pad_w: 2", x),
+            "pooling_param.pad | pad 0x2 must be smaller than the kernel 3x2");
+  EXPECT_EQ(SetUpError("pool: AVE", x).substr(0, 27), "pooling_param.kernel_size |");
+  EXPECT_EQ(SetUpError("kernel_size: 0", x).substr(0, 27), "pooling_param.kernel_size |");
+  EXPECT_EQ(SetUpError("kernel_h: 2", x).substr(0, 24), "pooling_param.kernel_w |");
+  EXPECT_EQ(SetUpError("kernel_size: 2 stride: 0", x).substr(0, 22), "pooling_param.stride |");
+  EXPECT_EQ(SetUpError("global_pooling: true kernel_size: 2", x).substr(0, 27), "pooling_param.kernel_size |");
+  EXPECT_EQ(SetUpError("global_pooling: true stride: 2", x).substr(0, 22), "pooling_param.stride |");
+  EXPECT_EQ(SetUpError("kernel_size: 5", x),
+            "pooling_param.kernel_size | kernel 5x5 is larger than the padded input 4x4 (pad 0x0)");
+  EXPECT_EQ(SetUpError("kernel_size: 2", {4, 4}).substr(0, 8), "bottom |");
+  EXPECT_EQ(SetUpError("kernel_size: 5 pad: 1", x), "no error");
+}
+
+// ---- gradients -------------------------------------------------------------------
+
+// Distinct values 1/16 apart (exact in float16), shuffled: a perturbation of
+// 1e-2 never changes which element of a window is the maximum.
+void FillDistinct(int i, Blob* b) {
+  std::vector<double> v(b->count());
+  for (size_t j = 0; j < v.size(); ++j) v[j] = (static_cast<double>(j) - v.size() / 2.0) / 16;
+  std::shuffle(v.begin(), v.end(), std::mt19937(11 + i));
+  test::SetData(b, v);
+}
+
+// float16 pairs: inputs are the same rounded values; MAX is exact and AVE
+// sums in float, so only the final roundings differ.
+const test::ReferenceTolerance kTol{2, 4};
+
+TYPED_TEST(PoolingLayerTest, GradientMaxPadded) {
+  test::CheckLayer<TypeParam>("type: 'Pooling' pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 }",
+                              {{2, 2, 5, 5}}, FillDistinct, test::GradientSettings(), kTol);
+}
+
+TYPED_TEST(PoolingLayerTest, GradientMaxWithMaskTop) {
+  test::CheckLayer<TypeParam>("type: 'Pooling' pooling_param { pool: MAX kernel_h: 2 kernel_w: 3 stride: 2 }",
+                              {{2, 1, 4, 5}}, FillDistinct, test::GradientSettings(), kTol, {}, 2);
+}
+
+TYPED_TEST(PoolingLayerTest, GradientAvePaddedRectangular) {
+  test::CheckLayer<TypeParam>("type: 'Pooling' pooling_param { pool: AVE kernel_h: 3 kernel_w: 2 "
+                              "stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 1 }",
+                              {{2, 2, 5, 4}}, FillDistinct, test::GradientSettings(), kTol);
+}
+
+TYPED_TEST(PoolingLayerTest, GradientGlobalAve) {
+  test::CheckLayer<TypeParam>("type: 'Pooling' pooling_param { pool: AVE global_pooling: true }", {{2, 3, 3, 4}},
+                              FillDistinct, test::GradientSettings(), kTol);
+}
+
+}  // namespace
+}  // namespace cortado

@@ -1,0 +1,200 @@
+// trainer: the command-line front end, in the shape of Caffe's `caffe` tool.
+//   trainer train --solver=S [--snapshot=F | --weights=W] [--gpu=...]
+//   trainer test  --model=M --weights=W [--iterations=N]
+//   trainer time  --model=M [--iterations=N]
+//   trainer device_query [--gpu=N]
+// A user error (bad prototxt, missing file, bad flag) prints one message and
+// exits with status 1.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "cortado/solver.hpp"
+#include "cortado/util/device.hpp"
+#include "cortado/util/signals.hpp"
+
+DEFINE_string(solver, "", "The solver prototxt (train).");
+DEFINE_string(model, "", "The net prototxt (test, time).");
+DEFINE_string(weights, "", "Comma-separated .caffemodel files to initialize from (train: fine-tune; test).");
+DEFINE_string(snapshot, "", "A .solverstate to resume training from.");
+DEFINE_int32(iterations, 50, "Iterations for test and time.");
+DEFINE_string(phase, "", "TRAIN or TEST: the phase of --model (test defaults to TEST, time to TRAIN).");
+DEFINE_int32(level, 0, "The net state level.");
+DEFINE_string(stage, "", "Comma-separated net state stages.");
+DEFINE_string(gpu, "", "GPU ids ('0', '0,1', 'all'); empty runs on the CPU.");
+DEFINE_string(sigint_effect, "stop", "What SIGINT does during training: snapshot, stop or none.");
+DEFINE_string(sighup_effect, "snapshot", "What SIGHUP does during training: snapshot, stop or none.");
+
+namespace {
+
+using namespace cortado;
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+void require(const std::string& value, const char* flag, const char* command) {
+  if (value.empty()) fail(command, " needs --", flag);
+}
+
+void check_gpu() {
+  if (FLAGS_gpu.empty()) return;
+  const std::vector<int> ids = ParseGpuFlag(FLAGS_gpu);
+  fail("--gpu=", FLAGS_gpu, ": ", ids.size(), " device(s) found, but the GPU backend of the layers is not part of this "
+       "version of Cortado yet; run on the CPU (omit --gpu)");
+}
+
+Phase phase_flag(Phase fallback) {
+  if (FLAGS_phase.empty()) return fallback;
+  if (FLAGS_phase == "TRAIN") return TRAIN;
+  if (FLAGS_phase == "TEST") return TEST;
+  fail("--phase=", FLAGS_phase, ": expected TRAIN or TEST");
+}
+
+int train() {
+  require(FLAGS_solver, "solver", "train");
+  if (!FLAGS_snapshot.empty() && !FLAGS_weights.empty())
+    fail("give --snapshot (resume) or --weights (fine-tune), not both");
+  check_gpu();
+  const SolverAction on_int = ParseSolverAction("sigint_effect", FLAGS_sigint_effect.c_str());
+  const SolverAction on_hup = ParseSolverAction("sighup_effect", FLAGS_sighup_effect.c_str());
+  SolverParameter param;
+  SourceInfo info;
+  ReadTextProto(FLAGS_solver, &param, &info);
+  if (!FLAGS_stage.empty() || FLAGS_level) {
+    param.mutable_train_state()->set_level(FLAGS_level);
+    for (const std::string& s : split(FLAGS_stage)) param.mutable_train_state()->add_stage(s);
+  }
+  std::unique_ptr<Solver> solver = Solver::Create(param, info);
+  SignalHandler signals(on_int, on_hup);
+  solver->set_action_function([&signals] { return signals.CheckForSignals(); });
+  for (const std::string& w : split(FLAGS_weights)) {
+    LOG(INFO) << "Fine-tuning from " << w;
+    solver->net()->CopyTrainedLayersFrom(w);
+  }
+  LOG(INFO) << "Starting Optimization";
+  solver->Solve(FLAGS_snapshot);
+  return 0;
+}
+
+std::unique_ptr<Net> load_model(Phase phase) {
+  std::vector<std::string> stages = split(FLAGS_stage);
+  auto net = std::make_unique<Net>(FLAGS_model, phase, FLAGS_level, stages);
+  for (const std::string& w : split(FLAGS_weights)) net->CopyTrainedLayersFrom(w);
+  return net;
+}
+
+int test() {
+  require(FLAGS_model, "model", "test");
+  check_gpu();
+  std::unique_ptr<Net> net = load_model(phase_flag(TEST));
+  LOG(INFO) << "Running for " << FLAGS_iterations << " iterations.";
+  std::vector<double> scores;
+  std::vector<std::string> names;
+  double loss = 0;
+  for (int i = 0; i < FLAGS_iterations; ++i) {
+    loss += net->Forward();
+    size_t k = 0;
+    for (size_t j = 0; j < net->output_blobs().size(); ++j) {
+      const Blob* b = net->output_blobs()[j];
+      const float* v = b->cpu_data<float>();
+      for (size_t e = 0; e < b->count(); ++e, ++k) {
+        if (scores.size() <= k) {
+          scores.push_back(0);
+          names.push_back(net->blob_names()[net->output_blob_indices()[j]]);
+        }
+        scores[k] += v[e];
+      }
+    }
+  }
+  LOG(INFO) << "Loss: " << loss / FLAGS_iterations;
+  for (size_t k = 0; k < scores.size(); ++k) LOG(INFO) << names[k] << " = " << scores[k] / FLAGS_iterations;
+  return 0;
+}
+
+int time_net() {
+  require(FLAGS_model, "model", "time");
+  check_gpu();
+  std::unique_ptr<Net> net = load_model(phase_flag(TRAIN));
+  using clock = std::chrono::steady_clock;
+  const auto& layers = net->layers();
+  std::vector<double> fwd(layers.size(), 0), bwd(layers.size(), 0);
+  LOG(INFO) << "Performing Forward (warm-up)";
+  net->Forward();
+  net->Backward();
+  double total_f = 0, total_b = 0;
+  for (int it = 0; it < FLAGS_iterations; ++it) {
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const auto t0 = clock::now();
+      layers[i]->Forward(net->bottom_vecs()[i], net->top_vecs()[i]);
+      fwd[i] += std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    }
+    for (int i = static_cast<int>(layers.size()) - 1; i >= 0; --i) {
+      if (!net->layer_need_backward()[i]) continue;
+      const auto t0 = clock::now();
+      layers[i]->Backward(net->top_vecs()[i], net->bottom_need_backward()[i], net->bottom_vecs()[i]);
+      bwd[i] += std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    }
+  }
+  LOG(INFO) << "Average time per layer (" << FLAGS_iterations << " iterations):";
+  for (size_t i = 0; i < layers.size(); ++i) {
+    LOG(INFO) << std::setw(20) << layers[i]->name() << "\tforward: " << fwd[i] / FLAGS_iterations << " ms.";
+    LOG(INFO) << std::setw(20) << layers[i]->name() << "\tbackward: " << bwd[i] / FLAGS_iterations << " ms.";
+    total_f += fwd[i];
+    total_b += bwd[i];
+  }
+  LOG(INFO) << "Average Forward pass: " << total_f / FLAGS_iterations << " ms.";
+  LOG(INFO) << "Average Backward pass: " << total_b / FLAGS_iterations << " ms.";
+  LOG(INFO) << "Average Forward-Backward: " << (total_f + total_b) / FLAGS_iterations << " ms.";
+  return 0;
+}
+
+int device_query() {
+  const std::vector<int> ids = ParseGpuFlag(FLAGS_gpu.empty() ? "all" : FLAGS_gpu);
+  for (int id : ids) std::cout << DeviceQuery(id) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  FLAGS_alsologtostderr = 1;
+  gflags::SetUsageMessage(
+      "command [flags]\ncommands:\n"
+      "  train         train or fine-tune a model (--solver, --snapshot or --weights)\n"
+      "  test          score a model (--model, --weights, --iterations)\n"
+      "  time          benchmark a model's forward and backward (--model, --iterations)\n"
+      "  device_query  show GPU diagnostic information");
+  gflags::SetVersionString(CORTADO_VERSION);
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  google::InitGoogleLogging(argv[0]);
+  google::InstallFailureSignalHandler();
+  if (argc != 2) {
+    gflags::ShowUsageWithFlagsRestrict(argv[0], "tools/trainer");
+    return 1;
+  }
+  static const std::map<std::string, int (*)()> commands = {
+      {"train", &train}, {"test", &test}, {"time", &time_net}, {"device_query", &device_query}};
+  auto it = commands.find(argv[1]);
+  if (it == commands.end()) {
+    std::cerr << "trainer: unknown command '" << argv[1] << "'; commands: train, test, time, device_query\n";
+    return 1;
+  }
+  try {
+    return it->second();
+  } catch (const cortado::Error& e) {
+    std::cerr << "trainer " << argv[1] << ": error: " << e.what() << std::endl;
+    return 1;
+  }
+}
