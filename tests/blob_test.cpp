@@ -1,1 +1,99 @@
-// placeholder
+// Tensor's lazy conversion and Blob's shapes and serialization.
+#include "cortado/blob.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace cortado {
+namespace {
+
+TEST(Tensor, ConvertsLazilyAndCachesUntilWrite) {
+  Tensor t(FLOAT, 4);
+  float* f = t.mutable_data<float>();
+  f[0] = 1.f;
+  f[1] = 1.f + std::ldexp(1.f, -12);  // not representable in half: rounds to 1
+  f[2] = 70000.f;                      // overflows half
+  f[3] = -2.5f;
+  const float16* h = t.data<float16>();
+  EXPECT_EQ(t.type(), FLOAT);  // reading does not change the current type
+  EXPECT_EQ(float(h[0]), 1.f);
+  EXPECT_EQ(float(h[1]), 1.f);
+  EXPECT_TRUE(isinf(h[2]));
+  EXPECT_EQ(float(h[3]), -2.5f);
+  EXPECT_EQ(t.data<float16>(), h);  // cached
+  // The float copy still holds the unrounded values.
+  EXPECT_EQ(t.data<float>()[1], 1.f + std::ldexp(1.f, -12));
+  // Writing as float16 makes it current and drops the float copy.
+  float16* hw = t.mutable_data<float16>();
+  hw[3] = float16(4.f);
+  EXPECT_EQ(t.type(), FLOAT16);
+  EXPECT_EQ(t.data<float>()[3], 4.f);
+  EXPECT_EQ(t.data<float>()[1], 1.f);  // the rounded value now
+  EXPECT_EQ(t.data<double>()[0], 1.0);
+}
+
+TEST(Tensor, SetZeroAndGrowth) {
+  Tensor t(FLOAT16, 3);
+  t.mutable_data<float16>()[1] = float16(2.f);
+  t.set_zero();
+  EXPECT_EQ(t.data<double>()[1], 0.0);
+  t.resize(100);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(t.data<float>()[i], 0.f);
+}
+
+TEST(Blob, ShapeAndCounts) {
+  Blob b({2, 3, 4, 5});
+  EXPECT_EQ(b.count(), 120u);
+  EXPECT_EQ(b.count(1), 60u);
+  EXPECT_EQ(b.count(1, 3), 12u);
+  EXPECT_EQ(b.shape(-1), 5);
+  EXPECT_EQ(b.CanonicalAxisIndex(-2), 2);
+  EXPECT_EQ(b.offset(1, 2, 3, 4), 119u);
+  EXPECT_EQ(b.shape_string(), "(2, 3, 4, 5)");
+  b.Reshape({7});
+  EXPECT_EQ(b.num(), 7);
+  EXPECT_EQ(b.channels(), 1);
+}
+
+TEST(Blob, ProtoRoundTripKeepsFloatValuesOfHalfBlob) {
+  Blob b({2, 2}, FLOAT16);
+  float16* d = b.mutable_cpu_data<float16>();
+  d[0] = float16(0.5f);
+  d[1] = float16(-3.f);
+  d[2] = float16(1e-5f);
+  d[3] = float16(60000.f);
+  BlobProto p;
+  b.ToProto(&p);
+  ASSERT_EQ(p.data_size(), 4);  // stored as float: BVLC Caffe reads it
+  EXPECT_EQ(p.data(2), float(float16(1e-5f)));
+  Blob c({2, 2}, FLOAT);
+  c.FromProto(p, false);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(c.cpu_data<float>()[i], float(d[i]));
+  Blob wrong({4, 1});
+  EXPECT_THROW(wrong.FromProto(p, false), Error);
+  Blob legacy({1, 1, 2, 2});
+  EXPECT_NO_THROW(legacy.FromProto(p, false));  // legacy 4D shapes match
+}
+
+TEST(Blob, DoubleBlobWritesDoubleData) {
+  Blob b({3}, DOUBLE);
+  b.mutable_cpu_data<double>()[1] = 0.1;
+  BlobProto p;
+  b.ToProto(&p);
+  EXPECT_EQ(p.data_size(), 0);
+  ASSERT_EQ(p.double_data_size(), 3);
+  EXPECT_EQ(p.double_data(1), 0.1);
+}
+
+TEST(Blob, SharedDataSeesWrites) {
+  Blob a({4}), b({4});
+  b.ShareData(a);
+  a.mutable_cpu_data<float>()[2] = 7.f;
+  EXPECT_EQ(b.cpu_data<float>()[2], 7.f);
+  EXPECT_DOUBLE_EQ(b.asum_data(), 7.0);
+  EXPECT_DOUBLE_EQ(a.sumsq_data(), 49.0);
+}
+
+}  // namespace
+}  // namespace cortado

@@ -48,7 +48,8 @@ class Solver {
   /// Runs every test net; returns the mean of each output value of net 0.
   std::vector<double> TestAll();
 
-  double GetLearningRate() const;
+  double GetLearningRate() const { return GetLearningRate(iter_); }
+  double GetLearningRate(int iter) const;
   int iter() const { return iter_; }
   const SolverParameter& param() const { return param_; }
   Net* net() { return net_.get(); }

@@ -25,6 +25,8 @@ std::unique_ptr<Solver> Solver::Create(const SolverParameter& param, const Sourc
 Solver::Solver(const SolverParameter& param, const SourceInfo& info) : param_(param), info_(info) {
   Validate();
   if (param_.random_seed() >= 0) set_random_seed(param_.random_seed());
+  if (param_.solver_mode() == SolverParameter::GPU && param_.has_solver_mode())
+    LOG(INFO) << "solver_mode: GPU is not used to choose the device; trainer's --gpu flag does";
   InitNets();
   data_type_ = net_->layers().empty() ? FLOAT : net_->layers().front()->forward_type() == DOUBLE ? DOUBLE : FLOAT;
 }
@@ -116,17 +118,17 @@ void Solver::InitNets() {
   }
 }
 
-double Solver::GetLearningRate() const {
+double Solver::GetLearningRate(int iter) const {
   const std::string& policy = param_.lr_policy();
   const double base = param_.base_lr(), gamma = param_.gamma(), power = param_.power();
-  const double it = iter_;
+  const double it = iter;
   if (policy == "fixed") return base;
   if (policy == "step") return base * std::pow(gamma, std::floor(it / param_.stepsize()));
   if (policy == "exp") return base * std::pow(gamma, it);
   if (policy == "inv") return base * std::pow(1 + gamma * it, -power);
   if (policy == "multistep") {
     int step = 0;
-    while (step < param_.stepvalue_size() && iter_ >= param_.stepvalue(step)) ++step;
+    while (step < param_.stepvalue_size() && iter >= param_.stepvalue(step)) ++step;
     return base * std::pow(gamma, step);
   }
   if (policy == "poly") return base * std::pow(1 - it / param_.max_iter(), power);

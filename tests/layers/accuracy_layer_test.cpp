@@ -1,1 +1,121 @@
-// placeholder
+#include "cortado/layers/accuracy_layer.hpp"
+
+#include "test_util.hpp"
+
+namespace cortado {
+namespace {
+
+template <typename P>
+class AccuracyLayerTest : public ::testing::Test {
+ protected:
+  using F = typename P::Ftype;
+  // 5 samples x 4 classes; the top-2 classes of each row are noted.
+  const std::vector<double> scores_ = {
+      0.1, 0.7, 0.15, 0.05,   // top1 1, top2 {1, 2}
+      0.4, 0.3, 0.2, 0.1,     // top1 0, top2 {0, 1}
+      0.0, 0.25, 0.5, 0.25,   // top1 2, then a tie 1/3
+      0.3, 0.3, 0.2, 0.2,     // tie 0/1 on top
+      0.05, 0.05, 0.1, 0.8};  // top1 3, top2 {3, 2}
+  std::vector<double> Run(const std::string& text, const std::vector<double>& labels, int num_top = 1) {
+    auto layer = test::NewLayer<P>("name: 'acc' type: 'Accuracy' " + text);
+    test::Blobs bottom, top;
+    bottom.add({5, 4}, type_of<F>(), scores_);
+    bottom.add({5}, type_of<F>(), labels);
+    for (int k = 0; k < num_top; ++k) top.add(type_of<F>());
+    layer->SetUp(bottom.vec, top.vec);
+    EXPECT_FALSE(layer->AllowForceBackward(0));
+    EXPECT_EQ(layer->loss(0), 0.0);  // not a loss layer
+    layer->Forward(bottom.vec, top.vec);
+    EXPECT_EQ(top[0]->shape(), std::vector<int>{});
+    std::vector<double> out = test::GetData(*top[0]);
+    if (num_top > 1) {
+      EXPECT_EQ(top[1]->shape(), std::vector<int>{4});
+      const std::vector<double> per_class = test::GetData(*top[1]);
+      out.insert(out.end(), per_class.begin(), per_class.end());
+    }
+    return out;
+  }
+};
+TYPED_TEST_SUITE(AccuracyLayerTest, test::AllPairs, test::PairNames);
+
+TYPED_TEST(AccuracyLayerTest, Top1) {
+  // Correct: rows 0 (1), 1 (0), 4 (3); row 2 label 1 is wrong; row 3 label 0
+  // ties with class 1, which counts against it.
+  const std::vector<double> acc = this->Run("", {1, 0, 1, 0, 3});
+  EXPECT_FLOAT_EQ(acc[0], 3.0 / 5);
+}
+
+TYPED_TEST(AccuracyLayerTest, Top2) {
+  // Row 2 label 1: classes 2 (0.5) and 3 (0.25, a tie) score at least as high: wrong.
+  // Row 3 label 0: only class 1 ties: right.
+  const std::vector<double> acc = this->Run("accuracy_param { top_k: 2 }", {2, 1, 1, 0, 0});
+  // Rows: 0 right (2 in {1,2}), 1 right, 2 wrong, 3 right, 4 wrong (class 0 below 2 and 3).
+  EXPECT_FLOAT_EQ(acc[0], 3.0 / 5);
+}
+
+TYPED_TEST(AccuracyLayerTest, IgnoreLabelAndPerClass) {
+  const std::vector<double> acc = this->Run("accuracy_param { ignore_label: 3 }", {1, 0, 2, 3, 1}, 2);
+  // Ignored: row 3. Rows 0 (1) right, 1 (0) right, 2 (2) right, 4 (1) wrong.
+  EXPECT_FLOAT_EQ(acc[0], 3.0 / 4);
+  EXPECT_FLOAT_EQ(acc[1], 1.0);  // class 0: 1 of 1
+  EXPECT_FLOAT_EQ(acc[2], 0.5);  // class 1: 1 of 2
+  EXPECT_FLOAT_EQ(acc[3], 1.0);  // class 2: 1 of 1
+  EXPECT_FLOAT_EQ(acc[4], 0.0);  // class 3: never counted
+}
+
+TYPED_TEST(AccuracyLayerTest, SpatialAxis) {
+  using F = typename TypeParam::Ftype;
+  // (1, 3, 2): classes on axis 1, two positions.
+  auto layer = test::NewLayer<TypeParam>("type: 'Accuracy'");
+  test::Blobs bottom, top;
+  bottom.add({1, 3, 2}, type_of<F>(), {1, 0, 2, 0, 3, 5});  // position 0: class 2; position 1: class 2
+  bottom.add({1, 2}, type_of<F>(), {2, 1});
+  top.add(type_of<F>());
+  layer->SetUp(bottom.vec, top.vec);
+  layer->Forward(bottom.vec, top.vec);
+  EXPECT_FLOAT_EQ(test::GetData(*top[0])[0], 0.5);
+}
+
+TYPED_TEST(AccuracyLayerTest, Float16ScoresCloseTogether) {
+  using F = typename TypeParam::Ftype;
+  // 1000.25 is stored exactly in float and double but rounds to 1000 in
+  // float16 (ulp 0.5, ties to even): there the true class ties with class 1,
+  // and a tie counts against it.
+  auto layer = test::NewLayer<TypeParam>("type: 'Accuracy'");
+  test::Blobs bottom, top;
+  bottom.add({1, 2}, type_of<F>(), {1000.25, 1000});
+  bottom.add({1}, type_of<F>(), {0});
+  top.add(type_of<F>());
+  layer->SetUp(bottom.vec, top.vec);
+  layer->Forward(bottom.vec, top.vec);
+  EXPECT_FLOAT_EQ(test::GetData(*top[0])[0], std::is_same_v<F, float16> ? 0.0 : 1.0);
+}
+
+TYPED_TEST(AccuracyLayerTest, BadTopK) {
+  using F = typename TypeParam::Ftype;
+  auto layer = test::NewLayer<TypeParam>("name: 'acc' type: 'Accuracy' accuracy_param { top_k: 5 }");
+  test::Blobs bottom, top;
+  bottom.add({5, 4}, type_of<F>());
+  bottom.add({5}, type_of<F>());
+  top.add(type_of<F>());
+  try {
+    layer->SetUp(bottom.vec, top.vec);
+    ADD_FAILURE() << "top_k 5 with 4 classes was accepted";
+  } catch (const FieldError& e) {
+    EXPECT_EQ(e.field(), "accuracy_param.top_k");
+  }
+}
+
+TYPED_TEST(AccuracyLayerTest, BadLabel) {
+  try {
+    this->Run("", {0, 1, 4, 0, 0});
+    ADD_FAILURE() << "label 4 with 4 classes was accepted";
+  } catch (const FieldError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("label value 4"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[0, 4)"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace cortado

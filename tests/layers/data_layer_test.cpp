@@ -120,9 +120,11 @@ class DataLayerTest : public ::testing::Test {
 
 TYPED_TEST_SUITE(DataLayerTest, test::AllPairs, test::PairNames);
 
-std::string DataText(const std::string& source, int batch, const std::string& extra) {
+/// A Data layer; data_extra goes inside data_param, extra after it.
+std::string DataText(const std::string& source, int batch, const std::string& extra,
+                     const std::string& data_extra = "") {
   return str_cat("name: 'data' type: 'Data' top: 'data' top: 'label' data_param { source: '", source,
-                 "' batch_size: ", batch, " } ", extra);
+                 "' batch_size: ", batch, " ", data_extra, " } ", extra);
 }
 
 TYPED_TEST(DataLayerTest, ReadsRecordsInOrderWrapsAndKeepsLabelsExact) {
@@ -217,9 +219,9 @@ TYPED_TEST(DataLayerTest, RandomCropAndMirrorAtTrain) {
 TYPED_TEST(DataLayerTest, SeekReproducesAnUninterruptedRun) {
   TempDir dir;
   WriteDb(dir / "db", 7, {1, 6, 6});
-  const std::string text =
-      DataText(dir / "db", 3, "phase: TRAIN transform_param { crop_size: 4 mirror: true }");
-  const std::string skip_text = text + " data_param { rand_skip: 5 }";
+  const std::string transform = "phase: TRAIN transform_param { crop_size: 4 mirror: true }";
+  const std::string text = DataText(dir / "db", 3, transform);
+  const std::string skip_text = DataText(dir / "db", 3, transform, "rand_skip: 5");
   using Run = std::vector<std::pair<std::vector<double>, std::vector<float>>>;
   auto run = [&](int64_t seed, const std::string& t, int64_t seek, int batches) {
     set_random_seed(seed);
@@ -258,7 +260,7 @@ TYPED_TEST(DataLayerTest, FloatDataRecordsAndLegacyDataParamScale) {
     d->clear_data();
     for (int j = 0; j < 6; ++j) d->add_float_data(i * 8 + j * 0.5f - 1.0f);
   });
-  this->SetUp(DataText(dir / "db", 2, "phase: TEST data_param { scale: 2 } transform_param { mean_value: 0.5 }"));
+  this->SetUp(DataText(dir / "db", 2, "phase: TEST transform_param { mean_value: 0.5 }", "scale: 2"));
   this->Forward();
   const std::vector<double> got = this->Data();
   for (int i = 0; i < 2; ++i)
@@ -397,12 +399,12 @@ TEST(DataLayerErrorTest, MissingSourceNamesFieldAndPath) {
 TEST(DataLayerErrorTest, BadParameters) {
   TempDir dir;
   WriteDb(dir / "db", 2, {2, 3, 3});
-  FieldError e = SetUpError(DataText(dir / "db", 2, "data_param { backend: LEVELDB }"));
+  FieldError e = SetUpError(DataText(dir / "db", 2, "", "backend: LEVELDB"));
   EXPECT_EQ(e.field(), "data_param.backend");
   EXPECT_NE(std::string(e.what()).find("LEVELDB is not supported, use LMDB"), std::string::npos) << e.what();
   e = SetUpError(DataText(dir / "db", 0, ""));
   EXPECT_EQ(e.field(), "data_param.batch_size");
-  e = SetUpError(DataText(dir / "db", 2, "data_param { prefetch: 0 }"));
+  e = SetUpError(DataText(dir / "db", 2, "", "prefetch: 0"));
   EXPECT_EQ(e.field(), "data_param.prefetch");
   e = SetUpError(DataText(dir / "db", 2, "transform_param { crop_size: 4 }"));
   EXPECT_EQ(e.field(), "transform_param.crop_size");
@@ -411,7 +413,7 @@ TEST(DataLayerErrorTest, BadParameters) {
   e = SetUpError(DataText(dir / "db", 2, "transform_param { mean_file: '" + dir / "missing.binaryproto" + "' }"));
   EXPECT_EQ(e.field(), "transform_param.mean_file");
   EXPECT_NE(std::string(e.what()).find("missing.binaryproto"), std::string::npos) << e.what();
-  e = SetUpError(DataText(dir / "db", 2, "data_param { scale: 2 } transform_param { scale: 3 }"));
+  e = SetUpError(DataText(dir / "db", 2, "transform_param { scale: 3 }", "scale: 2"));
   EXPECT_EQ(e.field(), "data_param.scale");
   e = SetUpError(DataText(dir / "db", 2, "transform_param { force_color: true force_gray: true }"));
   EXPECT_EQ(e.field(), "transform_param.force_gray");

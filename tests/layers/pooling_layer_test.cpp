@@ -141,7 +141,7 @@ TEST(PoolingLayerShape, CeilAndLastWindowRule) {
   // Without padding too (Caffe would emit a window at 6, outside the 5 rows).
   EXPECT_EQ(OutShape("kernel_size: 1 stride: 3", {1, 1, 5, 7}), (std::vector<int>{1, 1, 2, 3}));
   EXPECT_EQ(OutShape("kernel_h: 3 kernel_w: 1 pad_h: 1 stride_h: 2 stride_w: 1", {2, 3, 6, 2}),
-            (std::vector<int>{2, 3, 3, 2}));
+            (std::vector<int>{2, 3, 4, 2}));
 }
 
 std::string SetUpError(const std::string& pool_param, const std::vector<int>& shape) {

@@ -1,1 +1,159 @@
-// placeholder
+#include "cortado/layers/softmax_with_loss_layer.hpp"
+
+#include <cmath>
+
+#include "test_util.hpp"
+
+namespace cortado {
+namespace {
+
+template <typename P>
+class SoftmaxWithLossLayerTest : public ::testing::Test {
+ protected:
+  using F = typename P::Ftype;
+  // x: (2, 3, 2) scores, labels: (2, 1, 2).
+  void Build(const std::string& text, const std::vector<double>& labels, int num_top = 1) {
+    layer_ = test::NewLayer<P>("name: 'loss' type: 'SoftmaxWithLoss' " + text);
+    bottom_.add({2, 3, 2}, type_of<F>(), x_);
+    bottom_.add({2, 1, 2}, type_of<F>(), labels);
+    for (int k = 0; k < num_top; ++k) top_.add(type_of<F>());
+    layer_->SetUp(bottom_.vec, top_.vec);
+  }
+  // -log p(label) of column (n, i), computed in double from the scores.
+  double NegLogP(int n, int i, int label) const {
+    double z = 0;
+    for (int c = 0; c < 3; ++c) z += std::exp(x_[n * 6 + c * 2 + i]);
+    return -(x_[n * 6 + label * 2 + i] - std::log(z));
+  }
+  double P(int n, int c, int i) const {
+    double z = 0;
+    for (int k = 0; k < 3; ++k) z += std::exp(x_[n * 6 + k * 2 + i]);
+    return std::exp(x_[n * 6 + c * 2 + i]) / z;
+  }
+
+  const std::vector<double> x_ = {0.5, -1, 1.5, 2, -0.25, 0, 1, 1, 3, -2, 0.75, 0.5};
+  std::unique_ptr<LayerBase> layer_;
+  test::Blobs bottom_, top_;
+};
+TYPED_TEST_SUITE(SoftmaxWithLossLayerTest, test::AllPairs, test::PairNames);
+
+// float16 tolerances: the loss is computed in float from the (rounded) inputs
+// and stays float; the gradient p - onehot is rounded once to Btype.
+const test::ReferenceTolerance kTol{1, 2};
+
+TYPED_TEST(SoftmaxWithLossLayerTest, ForwardValueAndDefaultLossWeight) {
+  this->Build("", {2, 0, 1, 2});
+  const double loss = this->layer_->Forward(this->bottom_.vec, this->top_.vec);
+  const double want =
+      (this->NegLogP(0, 0, 2) + this->NegLogP(0, 1, 0) + this->NegLogP(1, 0, 1) + this->NegLogP(1, 1, 2)) / 4;
+  EXPECT_EQ(this->top_[0]->shape(), std::vector<int>{});
+  EXPECT_NEAR(test::GetData(*this->top_[0])[0], want, 1e-6 * want);
+  EXPECT_EQ(this->layer_->loss(0), 1.0);  // a loss layer weighs 1 by default
+  EXPECT_NEAR(loss, want, 1e-6 * want);
+}
+
+TYPED_TEST(SoftmaxWithLossLayerTest, Normalization) {
+  // Labels with two of the four positions ignored (label 1).
+  const std::vector<double> labels = {2, 1, 1, 0};
+  const double sum = this->NegLogP(0, 0, 2) + this->NegLogP(1, 1, 0);
+  const std::vector<std::pair<std::string, double>> cases = {
+      {"normalization: FULL", sum / 4},   {"normalization: VALID", sum / 2},
+      {"normalization: BATCH_SIZE", sum / 2}, {"normalization: NONE", sum},
+      {"normalize: true", sum / 2},       {"normalize: false", sum / 2},
+  };
+  for (const auto& [mode, want] : cases) {
+    SCOPED_TRACE(mode);
+    this->bottom_ = test::Blobs();
+    this->top_ = test::Blobs();
+    this->Build("loss_param { ignore_label: 1 " + mode + " }", labels);
+    this->layer_->Forward(this->bottom_.vec, this->top_.vec);
+    EXPECT_NEAR(test::GetData(*this->top_[0])[0], want, 1e-6 * want);
+  }
+}
+
+TYPED_TEST(SoftmaxWithLossLayerTest, BackwardValuesWithIgnoredLabel) {
+  using B = typename TypeParam::Btype;
+  this->Build("loss_param { ignore_label: 1 normalization: NONE }", {2, 1, 0, 0});
+  this->layer_->Forward(this->bottom_.vec, this->top_.vec);
+  test::SetDiff(this->top_[0], {0.5}, type_of<B>());
+  this->layer_->Backward(this->top_.vec, {true, false}, this->bottom_.vec);
+  const std::vector<int> label = {2, -1, 0, 0};  // per (n, i); -1 ignored
+  std::vector<double> want(12);
+  for (int n = 0; n < 2; ++n) {
+    for (int c = 0; c < 3; ++c) {
+      for (int i = 0; i < 2; ++i) {
+        const int l = label[n * 2 + i];
+        want[n * 6 + c * 2 + i] = l < 0 ? 0.0 : 0.5 * (this->P(n, c, i) - (c == l ? 1 : 0));
+      }
+    }
+  }
+  test::ExpectNear<test::Coarser<TypeParam>>(test::GetDiff(*this->bottom_[0]), want, 1);
+}
+
+TYPED_TEST(SoftmaxWithLossLayerTest, ProbabilityTop) {
+  using F = typename TypeParam::Ftype;
+  this->Build("", {0, 0, 0, 0}, 2);
+  EXPECT_EQ(this->layer_->loss(0), 1.0);
+  EXPECT_EQ(this->layer_->loss(1), 0.0);
+  this->layer_->Forward(this->bottom_.vec, this->top_.vec);
+  ASSERT_EQ(this->top_[1]->shape(), (std::vector<int>{2, 3, 2}));
+  std::vector<double> want(12);
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 3; ++c)
+      for (int i = 0; i < 2; ++i) want[n * 6 + c * 2 + i] = this->P(n, c, i);
+  test::ExpectNear<F>(test::GetData(*this->top_[1]), want, 1);
+}
+
+TYPED_TEST(SoftmaxWithLossLayerTest, BadLabel) {
+  for (double bad : {3.0, -1.0, 0.5}) {
+    this->bottom_ = test::Blobs();
+    this->top_ = test::Blobs();
+    this->Build("", {0, 1, bad, 2});
+    try {
+      this->layer_->Forward(this->bottom_.vec, this->top_.vec);
+      ADD_FAILURE() << "label " << bad << " was accepted";
+    } catch (const FieldError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("label value " + str_cat(static_cast<float>(bad))), std::string::npos) << msg;
+      EXPECT_NE(msg.find("[0, 3)"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("'loss'"), std::string::npos) << msg;
+    }
+  }
+}
+
+TYPED_TEST(SoftmaxWithLossLayerTest, LabelCountMismatch) {
+  using F = typename TypeParam::Ftype;
+  auto layer = test::NewLayer<TypeParam>("name: 'loss' type: 'SoftmaxWithLoss'");
+  test::Blobs bottom, top;
+  bottom.add({2, 3, 2}, type_of<F>());
+  bottom.add({2}, type_of<F>());
+  top.add(type_of<F>());
+  try {
+    layer->SetUp(bottom.vec, top.vec);
+    ADD_FAILURE() << "2 labels for 4 predictions were accepted";
+  } catch (const FieldError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs 4"), std::string::npos) << e.what();
+  }
+}
+
+TYPED_TEST(SoftmaxWithLossLayerTest, Gradient) {
+  auto fill = [](int i, Blob* b) {
+    if (i == 0) test::FillGaussian(b, 0, 2, 8);
+    else test::FillLabels(b, 5, 9);
+  };
+  test::CheckLayer<TypeParam>("type: 'SoftmaxWithLoss'", {{3, 5, 2, 2}, {3, 1, 2, 2}}, fill,
+                              test::GradientSettings(), kTol, {true, false});
+}
+
+TYPED_TEST(SoftmaxWithLossLayerTest, GradientIgnoreLabelFullNormalization) {
+  auto fill = [](int i, Blob* b) {
+    if (i == 0) test::FillGaussian(b, 0, 2, 10);
+    else test::FillLabels(b, 4, 11);
+  };
+  test::CheckLayer<TypeParam>(
+      "type: 'SoftmaxWithLoss' softmax_param { axis: 2 } loss_param { ignore_label: 3 normalization: FULL }",
+      {{2, 3, 4}, {2, 3}}, fill, test::GradientSettings(), kTol, {true, false});
+}
+
+}  // namespace
+}  // namespace cortado

@@ -3,7 +3,7 @@
 //
 // Axes [axis, axis + num_axes) of the bottom are replaced by reshape_param.shape:
 //   a dimension 0 copies the bottom's dimension at the same position
-//   (bottom axis `axis + i`); a dimension -1 (at most one) is inferred so that
+//   (bottom axis `axis + i`, which must exist); a dimension -1 (at most one) is inferred so that
 //   the count is unchanged. Axes outside the range are kept.
 // The top shares the bottom's data and diff (Blob::ShareData/ShareDiff).
 // Bottoms: 1. Tops: 1.

@@ -19,7 +19,9 @@
 // - LmdbWriter creates the directory if needed and commits a transaction every
 //   `commit_every` puts; Close() commits the rest. The destructor commits too
 //   but swallows errors (call Close() to see them). The map size is 1 TiB on
-//   64-bit hosts: LMDB reserves address space, not disk.
+//   64-bit hosts (LMDB reserves address space, not disk); where the address
+//   space is limited it falls back to smaller maps, down to 1 GiB.
+// - A cursor maps only the size of data.mdb, whatever map size the writer used.
 
 #include <cstddef>
 #include <cstdint>

@@ -3,7 +3,9 @@
 // the line of any field in user errors.
 //
 // - ReadTextProto parses a prototxt. A syntax error, an unknown field or an
-//   unknown enum value throws Error "file:line:col: message (in layer 'x')".
+//   unknown enum value throws Error "file:line:col: message (in layer 'x',
+//   field convolution_param.num_output)" (the line of an unknown enum value
+//   is the value's own, not that of the token after it).
 // - A SourceInfo remembers the file and the parse tree, so that
 //   field_line(layer_index, "convolution_param.num_output") gives the 1-based
 //   line of that field (or of the layer when the field is absent).
@@ -32,6 +34,8 @@ class SourceInfo {
   /// 1-based line of `field` (dotted path inside LayerParameter) of the layer
   /// at index `layer` in the NetParameter as written; falls back to the
   /// deepest part of the path that exists, then to the layer; 0 if unknown.
+  /// A part may name one value of a repeated field: "bottom[1]",
+  /// "input_param.shape[2]" (index 0 when absent).
   int field_line(int layer, const std::string& field) const;
   /// 1-based line of a NetParameter field path (relative to the net).
   int net_field_line(const std::string& field) const;

@@ -51,6 +51,26 @@ void validate_filler(const L& layer, const FillerParameter& f, const std::string
   }
 }
 
+// y (rows, cols) += b broadcast along the rows.
+template <typename M>
+void add_bias(int rows, int cols, const M* b, M* y) {
+  for (int o = 0; o < rows; ++o) {
+    M* row = y + static_cast<size_t>(o) * cols;
+    for (int j = 0; j < cols; ++j) row[j] += b[o];
+  }
+}
+
+// s[o] += sum of row o of x (rows, cols).
+template <typename M>
+void add_row_sums(int rows, int cols, const M* x, M* s) {
+  for (int o = 0; o < rows; ++o) {
+    const M* row = x + static_cast<size_t>(o) * cols;
+    M sum = 0;
+    for (int j = 0; j < cols; ++j) sum += row[j];
+    s[o] += sum;
+  }
+}
+
 }  // namespace
 
 template <typename Ftype, typename Btype>
@@ -189,12 +209,7 @@ void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Bl
         cpu_gemm<M>(Trans::No, Trans::No, mg, ohw, kg, M(1), w + static_cast<size_t>(g) * mg * kg,
                     c + static_cast<size_t>(g) * kg * ohw, M(0), yn + static_cast<size_t>(g) * mg * ohw);
       }
-      if (b) {
-        for (int o = 0; o < num_output_; ++o) {
-          M* row = yn + static_cast<size_t>(o) * ohw;
-          for (int j = 0; j < ohw; ++j) row[j] += b[o];
-        }
-      }
+      if (b) add_bias(num_output_, ohw, b, yn);
     }
     y.store();
   }
@@ -226,15 +241,7 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
     if (do_x) xd.emplace(bottom[i]->template mutable_cpu_diff<Btype>(), bottom[i]->count(), false);
     for (int n = 0; n < num_; ++n) {
       const M* tdn = td + n * top_image;
-      if (do_b) {
-        M* bdiff = bd->get();
-        for (int o = 0; o < num_output_; ++o) {
-          const M* row = tdn + static_cast<size_t>(o) * ohw;
-          M s = 0;
-          for (int j = 0; j < ohw; ++j) s += row[j];
-          bdiff[o] += s;
-        }
-      }
+      if (do_b) add_row_sums(num_output_, ohw, tdn, bd->get());
       if (do_w) {
         const M* c = x + n * chw;
         if (!is_1x1_) {

@@ -44,9 +44,9 @@ void ReshapeLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& t
   for (int64_t d : p.shape().dim()) shape.push_back(static_cast<int>(d));
   shape.insert(shape.end(), in.begin() + end, in.end());
   for (int i : copy_axes_) {
-    if (start + i >= end) {
+    if (start + i >= n) {
       this->field_error("reshape_param.shape", "dim ", i, " is 0 (copy) but there is no bottom axis ", start + i,
-                        " to copy in the replaced range of ", bottom[0]->shape_string());
+                        " to copy in ", bottom[0]->shape_string());
     }
     shape[start + i] = in[start + i];
   }

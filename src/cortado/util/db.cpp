@@ -45,7 +45,13 @@ LmdbCursor::LmdbCursor(const std::string& path, bool wrap_around)
     : path_(path), wrap_around_(wrap_around) {
   require_directory(path);
   check(mdb_env_create(&env_), path_, "mdb_env_create");
-  int rc = mdb_env_open(env_, path_.c_str(), MDB_RDONLY | MDB_NOTLS, 0664);
+  // Map only what the file holds, not the writer's 1 TiB: many readers (and
+  // processes with a limited address space) can then open it.
+  std::error_code ec;
+  const auto file_size = fs::file_size(fs::path(path_) / "data.mdb", ec);
+  int rc = MDB_SUCCESS;
+  if (!ec && file_size > 0) rc = mdb_env_set_mapsize(env_, static_cast<size_t>(file_size));
+  if (rc == MDB_SUCCESS) rc = mdb_env_open(env_, path_.c_str(), MDB_RDONLY | MDB_NOTLS, 0664);
   if (rc != MDB_SUCCESS) {
     mdb_env_close(env_);
     env_ = nullptr;
@@ -113,13 +119,17 @@ LmdbWriter::LmdbWriter(const std::string& path, int commit_every)
   fs::create_directories(path_, ec);
   if (ec) fail("LMDB '", path_, "': cannot create the directory: ", ec.message());
   require_directory(path_);
-  check(mdb_env_create(&env_), path_, "mdb_env_create");
-  int rc = mdb_env_set_mapsize(env_, kMapSize);
-  if (rc == MDB_SUCCESS) rc = mdb_env_open(env_, path_.c_str(), 0, 0664);
-  if (rc != MDB_SUCCESS) {
+  // Where the address space is limited (ulimit -v, sanitizers), a 1 TiB map
+  // fails with ENOMEM: retry with smaller maps down to 1 GiB.
+  int rc = MDB_SUCCESS;
+  for (size_t map = kMapSize;; map /= 4) {
+    check(mdb_env_create(&env_), path_, "mdb_env_create");
+    rc = mdb_env_set_mapsize(env_, map);
+    if (rc == MDB_SUCCESS) rc = mdb_env_open(env_, path_.c_str(), 0, 0664);
+    if (rc == MDB_SUCCESS) break;
     mdb_env_close(env_);
     env_ = nullptr;
-    lmdb_fail(path_, "mdb_env_open", rc);
+    if (rc != ENOMEM || map / 4 < (size_t{1} << 30)) lmdb_fail(path_, "mdb_env_open", rc);
   }
 }
 

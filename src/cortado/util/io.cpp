@@ -7,7 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -21,50 +24,206 @@ using Tree = pb::TextFormat::ParseInfoTree;
 
 namespace {
 
-// Collects parse errors as "file:line:col: message".
+// Collects parse errors (0-based line and column, as the tokenizer gives them).
 class Collector : public pb::io::ErrorCollector {
  public:
   explicit Collector(std::string name) : name_(std::move(name)) {}
   void AddError(int line, int column, const std::string& message) override {
-    if (first_line < 0) first_line = line + 1;
-    errors += str_cat(errors.empty() ? "" : "\n", name_, ":", line + 1, ":", column + 1, ": ", message);
+    errors.push_back({line, column, message});
   }
   void AddWarning(int line, int column, const std::string& message) override {
     LOG(WARNING) << name_ << ":" << line + 1 << ":" << column + 1 << ": " << message;
   }
-  std::string errors;
-  int first_line = -1;
+  struct Item {
+    int line, column;
+    std::string message;
+  };
+  std::vector<Item> errors;
 
  private:
   std::string name_;
 };
 
-// The name of the `layer { ... }` block enclosing 1-based `line`, found by
-// scanning the text (the parse failed, so there is no tree to ask).
-std::string enclosing_layer(const std::string& text, int line) {
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
   std::istringstream is(text);
-  std::string l, name;
-  int depth = 0, n = 0, layer_depth = -1;
-  while (std::getline(is, l) && ++n <= line) {
-    const size_t hash = l.find('#');
-    if (hash != std::string::npos) l.resize(hash);
-    const size_t lp = l.find("layer");
-    if (depth == 0 && lp != std::string::npos && l.find('{') != std::string::npos) {
-      layer_depth = 1;
-      name.clear();
+  std::string l;
+  while (std::getline(is, l)) lines.push_back(l);
+  return lines;
+}
+
+// The text of `line` without its comment (a '#' outside quotes).
+std::string strip_comment(const std::string& line) {
+  char quote = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quote) {
+      if (c == '\\') ++i;
+      else if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '#') {
+      return line.substr(0, i);
     }
-    if (layer_depth == 1 && depth <= 1) {
-      const size_t np = l.find("name:");
-      if (np != std::string::npos) {
-        const size_t q1 = l.find_first_of("\"'", np);
-        const size_t q2 = q1 == std::string::npos ? q1 : l.find(l[q1], q1 + 1);
-        if (q2 != std::string::npos) name = l.substr(q1 + 1, q2 - q1 - 1);
-      }
-    }
-    for (char c : l) depth += (c == '{') - (c == '}');
-    if (depth == 0 && n < line) layer_depth = -1;
   }
-  return layer_depth == 1 ? name : std::string();
+  return line;
+}
+
+// Protobuf reports an unknown enum value at the token after it (often the
+// next line). Moves such an error back to the line and column of the value.
+void fix_enum_position(const std::vector<std::string>& lines, Collector::Item* e) {
+  static const std::string kPrefix = "Unknown enumeration value of \"";
+  if (e->message.compare(0, kPrefix.size(), kPrefix) != 0) return;
+  const size_t q = e->message.find('"', kPrefix.size());
+  if (q == std::string::npos) return;
+  const std::string value = e->message.substr(kPrefix.size(), q - kPrefix.size());
+  for (int l = std::min<int>(e->line, static_cast<int>(lines.size()) - 1); l >= 0 && l >= e->line - 50; --l) {
+    const std::string text = strip_comment(lines[l]);
+    const size_t end_col = l == e->line ? static_cast<size_t>(std::max(e->column, 0)) : text.size();
+    size_t pos = text.rfind(value, end_col);
+    while (pos != std::string::npos) {
+      const auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; };
+      const bool starts = pos == 0 || !ident(text[pos - 1]);
+      const bool ends = pos + value.size() >= text.size() || !ident(text[pos + value.size()]);
+      if (starts && ends && pos + value.size() <= end_col) {
+        e->line = l;
+        e->column = static_cast<int>(pos);
+        return;
+      }
+      if (pos == 0) break;
+      pos = text.rfind(value, pos - 1);
+    }
+  }
+}
+
+// Where a parse error lies: the enclosing `layer { ... }` block's name and
+// the dotted path of the field (relative to that layer, or to the file's
+// message outside any layer), found by scanning the text (the parse failed,
+// so there is no tree to ask).
+struct Place {
+  std::string layer;
+  std::string field;
+};
+
+Place locate(const std::vector<std::string>& lines, int err_line, int err_col) {
+  struct Block {
+    std::string name;
+    std::string layer_name;  // for "layer" blocks
+  };
+  std::vector<Block> stack;
+  std::vector<Block> at_error;  // the stack when the error position was reached
+  bool reached = false;
+  std::string key_at_error;     // last key on the error line before the column
+  std::string last_ident;       // the previous token, if an identifier in key position
+  bool after_colon = false;     // the previous token was ':'
+  bool expect_name = false;     // inside a layer block, after "name:"
+  size_t layer_depth_at_error = std::string::npos;
+  bool done = false;            // the error's layer block was scanned to its end
+  Place place;
+  for (int l = 0; l < static_cast<int>(lines.size()); ++l) {
+    const std::string& text = lines[l];
+    size_t i = 0;
+    while (i < text.size()) {
+      const char c = text[i];
+      const int col = static_cast<int>(i);
+      if (!reached && (l > err_line || (l == err_line && col >= err_col))) {
+        reached = true;
+        at_error = stack;
+        for (size_t k = at_error.size(); k-- > 0;)
+          if (at_error[k].name == "layer") {
+            layer_depth_at_error = k;
+            break;
+          }
+      }
+      if (done) break;
+      if (c == '#') break;
+      if (std::isspace(static_cast<unsigned char>(c))) {
+        ++i;
+        continue;
+      }
+      if (c == '"' || c == '\'') {
+        size_t j = i + 1;
+        while (j < text.size() && text[j] != c) j += text[j] == '\\' ? 2 : 1;
+        if (expect_name && !stack.empty() && stack.back().name == "layer" && stack.back().layer_name.empty())
+          stack.back().layer_name = text.substr(i + 1, std::min(j, text.size()) - i - 1);
+        expect_name = false;
+        after_colon = false;
+        last_ident.clear();
+        i = j + 1;
+        continue;
+      }
+      if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+        size_t j = i;
+        while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
+        const std::string ident = text.substr(i, j - i);
+        if (after_colon) {
+          last_ident.clear();  // a value (an enum name, true/false)
+        } else {
+          last_ident = ident;
+          if (!reached && l == err_line) key_at_error = ident;
+        }
+        after_colon = false;
+        i = j;
+        continue;
+      }
+      if (c == ':') {
+        expect_name = last_ident == "name";
+        after_colon = true;
+      } else if (c == '{' || c == '<') {
+        stack.push_back({last_ident, ""});
+        last_ident.clear();
+        after_colon = false;
+        expect_name = false;
+      } else if (c == '}' || c == '>') {
+        if (reached && layer_depth_at_error != std::string::npos && stack.size() == layer_depth_at_error + 1) {
+          // The layer around the error closes: its name is known by now.
+          if (stack.back().name == "layer") at_error[layer_depth_at_error].layer_name = stack.back().layer_name;
+          done = true;
+        }
+        if (!stack.empty()) stack.pop_back();
+        last_ident.clear();
+        after_colon = false;
+        expect_name = false;
+      } else {
+        // A number or other value: not a key.
+        size_t j = i + 1;
+        while (j < text.size() && !std::isspace(static_cast<unsigned char>(text[j])) &&
+               std::string("{}<>:#\"'").find(text[j]) == std::string::npos)
+          ++j;
+        last_ident.clear();
+        after_colon = false;
+        expect_name = false;
+        i = j;
+        continue;
+      }
+      ++i;
+    }
+    if (!reached && l == err_line) {
+      reached = true;
+      at_error = stack;
+      for (size_t k = at_error.size(); k-- > 0;)
+        if (at_error[k].name == "layer") {
+          layer_depth_at_error = k;
+          break;
+        }
+    }
+    if (done || (reached && layer_depth_at_error == std::string::npos)) break;
+  }
+  if (!reached) at_error = stack;
+  size_t first = 0;
+  for (size_t k = at_error.size(); k-- > 0;)
+    if (at_error[k].name == "layer") {
+      place.layer = at_error[k].layer_name;
+      if (place.layer.empty()) place.layer = "?";
+      first = k + 1;
+      break;
+    }
+  for (size_t k = first; k < at_error.size(); ++k) {
+    if (at_error[k].name.empty()) continue;
+    place.field += (place.field.empty() ? "" : ".") + at_error[k].name;
+  }
+  if (!key_at_error.empty()) place.field += (place.field.empty() ? "" : ".") + key_at_error;
+  return place;
 }
 
 }  // namespace
@@ -76,9 +235,23 @@ void ParseTextProto(const std::string& text, const std::string& name, pb::Messag
   auto tree = std::make_shared<Tree>();
   parser.WriteLocationsTo(tree.get());
   if (!parser.ParseFromString(text, msg)) {
-    std::string msg_text = collector.errors.empty() ? name + ": cannot parse" : collector.errors;
-    const std::string layer = enclosing_layer(text, collector.first_line);
-    if (!layer.empty()) msg_text += " (in layer '" + layer + "')";
+    if (collector.errors.empty()) fail(name, ": cannot parse as a text ", msg->GetTypeName());
+    const std::vector<std::string> lines = split_lines(text);
+    std::string msg_text;
+    for (size_t k = 0; k < collector.errors.size(); ++k) {
+      Collector::Item e = collector.errors[k];
+      fix_enum_position(lines, &e);
+      msg_text += str_cat(k ? "\n" : "", name, ":", e.line + 1, ":", e.column + 1, ": ", e.message);
+      if (k == 0) {
+        const Place place = locate(lines, e.line, e.column);
+        if (!place.layer.empty() && !place.field.empty())
+          msg_text += " (in layer '" + place.layer + "', field " + place.field + ")";
+        else if (!place.layer.empty())
+          msg_text += " (in layer '" + place.layer + "')";
+        else if (!place.field.empty())
+          msg_text += " (field " + place.field + ")";
+      }
+    }
     throw Error(msg_text);
   }
   if (info) *info = SourceInfo(name, tree, tree.get());
@@ -147,14 +320,23 @@ int walk(const Tree* tree, const pb::Descriptor* desc, const std::string& path, 
   size_t start = 0;
   while (tree && desc && start <= path.size()) {
     const size_t dot = path.find('.', start);
-    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    int index = 0;  // "bottom[1]": the second value of a repeated field
+    const size_t bracket = part.find('[');
+    if (bracket != std::string::npos && part.back() == ']') {
+      index = std::atoi(part.c_str() + bracket + 1);
+      part.resize(bracket);
+    }
     const pb::FieldDescriptor* f = desc->FindFieldByName(part);
     if (!f) break;
-    const pb::TextFormat::ParseLocation loc = tree->GetLocation(f, f->is_repeated() ? 0 : -1);
+    const int at = f->is_repeated() ? index : -1;
+    pb::TextFormat::ParseLocation loc = tree->GetLocation(f, at);
+    if (loc.line < 0 && at > 0) loc = tree->GetLocation(f, 0);  // fewer values than the index
     if (loc.line < 0) break;
     line = loc.line + 1;
     if (dot == std::string::npos || f->type() != pb::FieldDescriptor::TYPE_MESSAGE) break;
-    tree = tree->GetTreeForNested(f, f->is_repeated() ? 0 : -1);
+    tree = tree->GetTreeForNested(f, at);
+    if (!tree) break;
     desc = f->message_type();
     start = dot + 1;
   }

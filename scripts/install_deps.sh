@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs Cortado's build and run dependencies from Debian 12's archive.
+# Quick and quiet when everything is already installed.
+set -euo pipefail
+
+PACKAGES=(
+  cmake ninja-build g++ pkg-config ccache
+  protobuf-compiler libprotobuf-dev
+  libgoogle-glog-dev libgflags-dev
+  liblmdb-dev libopenblas-dev libopencv-dev zlib1g-dev
+  libgtest-dev
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install_deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
