@@ -13,6 +13,7 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <new>
 #include <sstream>
 
 #include "cortado/solver.hpp"
@@ -95,8 +96,13 @@ std::unique_ptr<Net> load_model(Phase phase) {
   return net;
 }
 
+void require_iterations() {
+  if (FLAGS_iterations <= 0) fail("--iterations=", FLAGS_iterations, ": must be positive");
+}
+
 int test() {
   require(FLAGS_model, "model", "test");
+  require_iterations();
   check_gpu();
   std::unique_ptr<Net> net = load_model(phase_flag(TEST));
   LOG(INFO) << "Running for " << FLAGS_iterations << " iterations.";
@@ -125,6 +131,7 @@ int test() {
 
 int time_net() {
   require(FLAGS_model, "model", "time");
+  require_iterations();
   check_gpu();
   std::unique_ptr<Net> net = load_model(phase_flag(TRAIN));
   using clock = std::chrono::steady_clock;
@@ -194,6 +201,15 @@ int main(int argc, char** argv) {
   try {
     return it->second();
   } catch (const cortado::Error& e) {
+    std::cerr << "trainer " << argv[1] << ": error: " << e.what() << std::endl;
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "trainer " << argv[1] << ": error: out of memory (are the batch size and the blob shapes "
+              << "what you meant?)" << std::endl;
+    return 1;
+  } catch (const std::exception& e) {
+    // Not a user error Cortado recognized; still one message and status 1,
+    // never an abort trace.
     std::cerr << "trainer " << argv[1] << ": error: " << e.what() << std::endl;
     return 1;
   }

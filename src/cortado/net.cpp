@@ -1,5 +1,6 @@
 #include "cortado/net.hpp"
 
+#include <new>
 #include <set>
 
 #include "cortado/layer_factory.hpp"
@@ -193,6 +194,15 @@ void Net::Init(const NetParameter& in_param) {
       layer->SetUp(bottom_vecs_[layer_id], top_vecs_[layer_id]);
     } catch (const FieldError& e) {
       LayerFail(layer_id, e.field(), e.message());
+    } catch (const Error& e) {
+      LayerFail(layer_id, "", e.what());
+    } catch (const std::bad_alloc&) {
+      std::string shapes;
+      for (size_t t = 0; t < top_vecs_[layer_id].size(); ++t)
+        shapes += str_cat(t ? ", " : "", "'", blob_names_[top_id_vecs_[layer_id][t]], "' ",
+                          top_vecs_[layer_id][t]->shape_string());
+      LayerFail(layer_id, "", str_cat("out of memory while setting up the layer",
+                                      shapes.empty() ? "" : " (tops: " + shapes + ")"));
     }
     VLOG(1) << "Created layer " << lp.name() << " (" << lp.type() << ", " << type_name(lp.forward_type()) << "/"
             << type_name(lp.backward_type()) << ")";
@@ -270,7 +280,7 @@ int Net::AppendBottom(const NetParameter& param, int layer_id, int bottom_id, st
   const LayerParameter& lp = param.layer(layer_id);
   const std::string& name = lp.bottom(bottom_id);
   if (!available->count(name)) {
-    LayerFail(layer_id, "bottom", str_cat("bottom blob '", name, "' (bottom #", bottom_id,
+    LayerFail(layer_id, str_cat("bottom[", bottom_id, "]"), str_cat("bottom blob '", name, "' (bottom #", bottom_id,
                                           ") is not produced by any earlier layer in this phase"));
   }
   const int blob_id = blob_index_[name];
@@ -290,7 +300,7 @@ void Net::AppendTop(const NetParameter& param, int layer_id, int top_id, std::ma
     top_vecs_[layer_id].push_back(blobs_[id].get());
     top_id_vecs_[layer_id].push_back(id);
   } else if (blob_index_.count(name)) {
-    LayerFail(layer_id, "top", str_cat("top blob '", name, "' is already produced by another layer"));
+    LayerFail(layer_id, str_cat("top[", top_id, "]"), str_cat("top blob '", name, "' is already produced by another layer"));
   } else {
     const int id = static_cast<int>(blobs_.size());
     blobs_.push_back(std::make_shared<Blob>(lp.forward_type()));
@@ -330,7 +340,7 @@ void Net::AppendParam(const NetParameter& param, int layer_id, int param_id) {
   const Blob& mine = *params_[net_param_id];
   const Blob& theirs = *params_[owner];
   const std::string& owner_layer = layer_names_[param_layer_indices_[owner].first];
-  const std::string field = str_cat("param");
+  const std::string field = str_cat("param[", param_id, "]");
   if (spec.share_mode() == ParamSpec::PERMISSIVE) {
     if (mine.count() != theirs.count())
       LayerFail(layer_id, field, str_cat("shared parameter '", pname, "' has ", mine.count(), " values here and ",
@@ -348,15 +358,27 @@ void Net::AppendParam(const NetParameter& param, int layer_id, int param_id) {
 
 // ---- running ----------------------------------------------------------------------
 
+// A FieldError found while running (a label out of range, a shape that
+// changed, a corrupt record) gets the prototxt line like one found in Init.
 double Net::Forward() {
   double loss = 0;
-  for (size_t i = 0; i < layers_.size(); ++i) loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+  size_t i = 0;
+  try {
+    for (; i < layers_.size(); ++i) loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+  } catch (const FieldError& e) {
+    LayerFail(static_cast<int>(i), e.field(), e.message());
+  }
   return loss;
 }
 
 void Net::Backward() {
-  for (int i = static_cast<int>(layers_.size()) - 1; i >= 0; --i) {
-    if (layer_need_backward_[i]) layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
+  int i = static_cast<int>(layers_.size()) - 1;
+  try {
+    for (; i >= 0; --i) {
+      if (layer_need_backward_[i]) layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
+    }
+  } catch (const FieldError& e) {
+    LayerFail(i, e.field(), e.message());
   }
 }
 
@@ -367,7 +389,12 @@ double Net::ForwardBackward() {
 }
 
 void Net::Reshape() {
-  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->Reshape(bottom_vecs_[i], top_vecs_[i]);
+  size_t i = 0;
+  try {
+    for (; i < layers_.size(); ++i) layers_[i]->Reshape(bottom_vecs_[i], top_vecs_[i]);
+  } catch (const FieldError& e) {
+    LayerFail(static_cast<int>(i), e.field(), e.message());
+  }
 }
 
 void Net::ClearParamDiffs() {
@@ -404,9 +431,8 @@ void Net::CopyTrainedLayersFrom(const NetParameter& param, const std::string& so
            blobs.size(), " in the net");
     for (int j = 0; j < src.blobs_size(); ++j) {
       if (!blobs[j]->ShapeEquals(src.blobs(j))) {
-        Blob tmp;
-        tmp.FromProto(src.blobs(j), true);
-        fail(source, ": layer '", src.name(), "' parameter ", j, " has shape ", tmp.shape_string(),
+        std::vector<int> file_shape(src.blobs(j).shape().dim().begin(), src.blobs(j).shape().dim().end());
+        fail(source, ": layer '", src.name(), "' parameter ", j, " has shape ", shape_string(file_shape),
              " in the file and ", blobs[j]->shape_string(), " in the net");
       }
       blobs[j]->FromProto(src.blobs(j), false, str_cat(source, ": layer '", src.name(), "' parameter ", j));

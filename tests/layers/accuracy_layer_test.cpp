@@ -88,7 +88,8 @@ TYPED_TEST(AccuracyLayerTest, Float16ScoresCloseTogether) {
   top.add(type_of<F>());
   layer->SetUp(bottom.vec, top.vec);
   layer->Forward(bottom.vec, top.vec);
-  EXPECT_FLOAT_EQ(test::GetData(*top[0])[0], std::is_same_v<F, float16> ? 0.0 : 1.0);
+  const double want = std::is_same_v<F, float16> ? 0.0 : 1.0;
+  EXPECT_FLOAT_EQ(test::GetData(*top[0])[0], want);
 }
 
 TYPED_TEST(AccuracyLayerTest, BadTopK) {

@@ -112,6 +112,9 @@ TEST(DummyDataLayerErrorTest, BadParameters) {
   const FieldError e = SetUpError("dummy_data_param { shape { dim: 2 } data_filler { type: 'nonsense' } }", 1);
   EXPECT_EQ(e.field(), "dummy_data_param.data_filler");
   EXPECT_NE(std::string(e.what()).find("nonsense"), std::string::npos) << e.what();
+  EXPECT_EQ(SetUpError("dummy_data_param { shape { dim: 2 } data_filler { type: 'uniform' min: 2 max: 1 } }", 1)
+                .field(),
+            "dummy_data_param.data_filler");
   EXPECT_EQ(SetUpError("dummy_data_param { shape { dim: 2 } data_filler { } data_filler { } }", 3).field(),
             "dummy_data_param.data_filler");
 }

@@ -59,7 +59,7 @@ TYPED_TEST(EltwiseLayerTest, Sum) {
 
 TYPED_TEST(EltwiseLayerTest, SumWithCoefficients) {
   const std::vector<double> y = this->Run("operation: SUM coeff: 1 coeff: -0.5 coeff: 2", {1, 2, 3, 4});
-  EXPECT_EQ(y, (std::vector<double>{-6, 2, 9.5, 4.375}));
+  EXPECT_EQ(y, (std::vector<double>{-6, -2, 9.5, 4.375}));
   EXPECT_EQ(test::GetDiff(*this->bottom_[1]), (std::vector<double>{-0.5, -1, -1.5, -2}));
   EXPECT_EQ(test::GetDiff(*this->bottom_[2]), (std::vector<double>{2, 4, 6, 8}));
 }

@@ -25,7 +25,7 @@ class SoftmaxWithLossLayerTest : public ::testing::Test {
     for (int c = 0; c < 3; ++c) z += std::exp(x_[n * 6 + c * 2 + i]);
     return -(x_[n * 6 + label * 2 + i] - std::log(z));
   }
-  double P(int n, int c, int i) const {
+  double Prob(int n, int c, int i) const {
     double z = 0;
     for (int k = 0; k < 3; ++k) z += std::exp(x_[n * 6 + k * 2 + i]);
     return std::exp(x_[n * 6 + c * 2 + i]) / z;
@@ -83,7 +83,7 @@ TYPED_TEST(SoftmaxWithLossLayerTest, BackwardValuesWithIgnoredLabel) {
     for (int c = 0; c < 3; ++c) {
       for (int i = 0; i < 2; ++i) {
         const int l = label[n * 2 + i];
-        want[n * 6 + c * 2 + i] = l < 0 ? 0.0 : 0.5 * (this->P(n, c, i) - (c == l ? 1 : 0));
+        want[n * 6 + c * 2 + i] = l < 0 ? 0.0 : 0.5 * (this->Prob(n, c, i) - (c == l ? 1 : 0));
       }
     }
   }
@@ -100,7 +100,7 @@ TYPED_TEST(SoftmaxWithLossLayerTest, ProbabilityTop) {
   std::vector<double> want(12);
   for (int n = 0; n < 2; ++n)
     for (int c = 0; c < 3; ++c)
-      for (int i = 0; i < 2; ++i) want[n * 6 + c * 2 + i] = this->P(n, c, i);
+      for (int i = 0; i < 2; ++i) want[n * 6 + c * 2 + i] = this->Prob(n, c, i);
   test::ExpectNear<F>(test::GetData(*this->top_[1]), want, 1);
 }
 

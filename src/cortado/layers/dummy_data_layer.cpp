@@ -62,16 +62,21 @@ void DummyDataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobV
     FillerParameter f;  // default: constant 0
     if (num_fillers > 0) f = p.data_filler(num_fillers == 1 ? 0 : i);
     try {
-      ValidateFiller(f, "dummy_data_param.data_filler");
+      ValidateFiller(f, "type");
     } catch (const Error& e) {
       this->field_error("dummy_data_param.data_filler", e.what());
     }
     fillers_.push_back(f);
     refill_.push_back(f.type() != "constant");
   }
+  // The first fill also checks the filler's values (uniform min <= max ...).
   for (int i = 0; i < num_top; ++i) {
     top[i]->Reshape(shapes[i]);
-    Fill(fillers_[i], top[i], "dummy_data_param.data_filler");
+    try {
+      Fill(fillers_[i], top[i], "filler");
+    } catch (const Error& e) {
+      this->field_error("dummy_data_param.data_filler", e.what());
+    }
   }
 }
 
