@@ -47,7 +47,7 @@ TEST(Solver, LearningRatePolicies) {
       {"lr_policy: 'inv' gamma: 0.0001 power: 0.75", [&](int it) { return b * std::pow(1 + 0.0001 * it, -0.75); }},
       {"lr_policy: 'multistep' gamma: 0.1 stepvalue: 2 stepvalue: 5",
        [&](int it) { return b * std::pow(0.1, (it >= 2) + (it >= 5)); }},
-      {"lr_policy: 'poly' power: 2 max_iter: 10", [&](int it) { return b * std::pow(1 - it / 10.0, 2); }},
+      {"lr_policy: 'poly' power: 2", [&](int it) { return b * std::pow(1 - it / 10.0, 2); }},
       {"lr_policy: 'sigmoid' gamma: -0.5 stepsize: 4", [&](int it) { return b / (1 + std::exp(0.5 * (it - 4))); }},
   };
   for (const Case& c : cases) {

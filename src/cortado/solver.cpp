@@ -170,8 +170,9 @@ void Solver::Step(int iters) {
     net_->ClearParamDiffs();
     if (param_.test_interval() && iter_ % param_.test_interval() == 0 &&
         (iter_ > 0 || param_.test_initialization())) {
+      const auto t0 = std::chrono::steady_clock::now();
       TestAll();
-      last_display = std::chrono::steady_clock::now();  // testing time is not training time
+      last_display += std::chrono::steady_clock::now() - t0;  // testing time is not training time
     }
     const bool display = param_.display() && iter_ % param_.display() == 0;
     double loss = 0;
