@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <ostream>
 #include <set>
 #include <string>
 
@@ -53,12 +54,14 @@ const BadCase kCases[] = {
     {"duplicate_layer_name.prototxt", false, 38, "conv1", "name", "already exists", ""},
     {"shared_param_mismatch.prototxt", false, 81, "ip2", "param", "shared_w", ""},
     {"phase_filtered.prototxt", false, 56, "conv2", "convolution_param.num_output", "got 0", ""},
+    {"include_and_exclude.prototxt", false, 73, "relu1", "exclude", "not both", ""},
     // Shapes and values found by the layers.
     {"eltwise_shape_mismatch.prototxt", false, 41, "sum", "bottom", "(2, 3, 24, 24)", ""},
     {"concat_shape_mismatch.prototxt", false, 41, "concat", "bottom", "(2, 4, 24, 24)", ""},
     {"kernel_too_large.prototxt", false, 44, "conv2", "convolution_param.kernel_size", "13", ""},
     {"pool_kernel_too_large.prototxt", false, 55, "pool2", "pooling_param.kernel_size", "9", ""},
     {"zero_num_output.prototxt", false, 21, "conv1", "convolution_param.num_output", "got 0", ""},
+    {"huge_num_output.prototxt", false, 43, "conv2", "convolution_param.num_output", "4000000000", ""},
     // The field is absent: the line of its enclosing block.
     {"missing_num_output.prototxt", false, 80, "ip2", "inner_product_param.num_output", "required", ""},
     {"bad_input_shape.prototxt", false, 10, "input", "input_param.shape", "3 tops", ""},
@@ -77,6 +80,8 @@ const BadCase kCases[] = {
      "zero_num_output.prototxt"},
     {"solver_net_param_error.prototxt", true, 21, "ip", "inner_product_param.num_output", "got 0", ""},
 };
+
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.file; }
 
 // Files of the corpus that must run cleanly (the controls).
 const char* const kGood[] = {"ok_lenet_dummy.prototxt", "solver_ok.prototxt"};
@@ -115,6 +120,13 @@ void expect_no_crash(const std::string& out) {
   }
 }
 
+// The end of the output, where the error is (the log before it is long).
+std::string tail(const std::string& out) {
+  const size_t keep = 3000;
+  return "trainer output" + std::string(out.size() > keep ? " (end)" : "") + ":\n" +
+         (out.size() > keep ? out.substr(out.size() - keep) : out);
+}
+
 std::string param_name(const std::string& file) {
   std::string s = file.substr(0, file.find('.'));
   for (char& c : s)
@@ -127,7 +139,7 @@ class BadInput : public ::testing::TestWithParam<BadCase> {};
 TEST_P(BadInput, ClearMessageAndExitStatusOne) {
   const BadCase& c = GetParam();
   const TrainerRun r = run_trainer(c.file, c.solver);
-  SCOPED_TRACE("trainer output:\n" + r.output);
+  SCOPED_TRACE(tail(r.output));
   EXPECT_EQ(r.status, 1) << "expected exit status 1 (124: timed out; 128+N or -1: killed by signal N)";
   expect_no_crash(r.output);
   EXPECT_NE(r.output.find(" error: "), std::string::npos) << "no error message";
@@ -156,7 +168,7 @@ class GoodInput : public ::testing::TestWithParam<const char*> {};
 TEST_P(GoodInput, RunsAndExitsZero) {
   const std::string file = GetParam();
   const TrainerRun r = run_trainer(file, file.rfind("solver", 0) == 0);
-  SCOPED_TRACE("trainer output:\n" + r.output);
+  SCOPED_TRACE(tail(r.output));
   EXPECT_EQ(r.status, 0);
   expect_no_crash(r.output);
 }

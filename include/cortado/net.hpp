@@ -90,6 +90,7 @@ class Net {
  private:
   void Init(const NetParameter& param);
   [[noreturn]] void LayerFail(int layer_id, const std::string& field, const std::string& msg) const;
+  [[noreturn]] void OutOfMemory(int layer_id, const char* doing) const;
   void AppendTop(const NetParameter& param, int layer_id, int top_id, std::map<std::string, int>* available);
   int AppendBottom(const NetParameter& param, int layer_id, int bottom_id, std::map<std::string, int>* available);
   void AppendParam(const NetParameter& param, int layer_id, int param_id);

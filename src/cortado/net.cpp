@@ -139,12 +139,26 @@ void Net::LayerFail(int layer_id, const std::string& field, const std::string& m
                       field.empty() ? "" : field + ": ", msg));
 }
 
+void Net::OutOfMemory(int layer_id, const char* doing) const {
+  std::string shapes;
+  for (size_t t = 0; t < top_vecs_[layer_id].size(); ++t)
+    shapes += str_cat(t ? ", " : "", "'", blob_names_[top_id_vecs_[layer_id][t]], "' ",
+                      top_vecs_[layer_id][t]->shape_string());
+  LayerFail(layer_id, "", str_cat("out of memory while ", doing, shapes.empty() ? "" : " (tops: " + shapes + ")"));
+}
+
 void Net::Init(const NetParameter& in_param) {
   name_ = in_param.name();
   phase_ = in_param.state().phase();
   if (in_param.input_size() > 0)
     fail(info_.where(info_.net_field_line("input")),
          "the deprecated net-level 'input' fields are not supported; use an Input layer");
+  for (int i = 0; i < in_param.layer_size(); ++i) {
+    const LayerParameter& lp = in_param.layer(i);
+    if (lp.include_size() && lp.exclude_size())  // FilterNet would say it without the line
+      fail(info_.where(info_.field_line(i, "exclude")), "layer '", lp.name(), "' (", lp.type(),
+           "): exclude: specify either include or exclude rules, not both");
+  }
   std::vector<int> kept;
   NetParameter filtered = FilterNet(in_param, &kept);
   for (LayerParameter& lp : *filtered.mutable_layer()) {
@@ -197,12 +211,7 @@ void Net::Init(const NetParameter& in_param) {
     } catch (const Error& e) {
       LayerFail(layer_id, "", e.what());
     } catch (const std::bad_alloc&) {
-      std::string shapes;
-      for (size_t t = 0; t < top_vecs_[layer_id].size(); ++t)
-        shapes += str_cat(t ? ", " : "", "'", blob_names_[top_id_vecs_[layer_id][t]], "' ",
-                          top_vecs_[layer_id][t]->shape_string());
-      LayerFail(layer_id, "", str_cat("out of memory while setting up the layer",
-                                      shapes.empty() ? "" : " (tops: " + shapes + ")"));
+      OutOfMemory(layer_id, "setting up the layer");
     }
     VLOG(1) << "Created layer " << lp.name() << " (" << lp.type() << ", " << type_name(lp.forward_type()) << "/"
             << type_name(lp.backward_type()) << ")";
@@ -367,6 +376,8 @@ double Net::Forward() {
     for (; i < layers_.size(); ++i) loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
   } catch (const FieldError& e) {
     LayerFail(static_cast<int>(i), e.field(), e.message());
+  } catch (const std::bad_alloc&) {
+    OutOfMemory(static_cast<int>(i), "running forward");
   }
   return loss;
 }
@@ -379,6 +390,8 @@ void Net::Backward() {
     }
   } catch (const FieldError& e) {
     LayerFail(i, e.field(), e.message());
+  } catch (const std::bad_alloc&) {
+    OutOfMemory(i, "running backward");
   }
 }
 

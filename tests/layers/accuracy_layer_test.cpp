@@ -113,6 +113,7 @@ TYPED_TEST(AccuracyLayerTest, BadLabel) {
     ADD_FAILURE() << "label 4 with 4 classes was accepted";
   } catch (const FieldError& e) {
     const std::string msg = e.what();
+    EXPECT_EQ(e.field(), "bottom[1]");
     EXPECT_NE(msg.find("label value 4"), std::string::npos) << msg;
     EXPECT_NE(msg.find("[0, 4)"), std::string::npos) << msg;
   }

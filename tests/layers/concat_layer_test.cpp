@@ -47,8 +47,8 @@ TYPED_TEST(ConcatLayerTest, Errors) {
   using F = typename TypeParam::Ftype;
   struct Case { const char* text; std::vector<int> second; const char* field; const char* message; };
   const Case cases[] = {
-      {"concat_param { axis: 1 }", {2, 4, 5}, "bottom", "bottom 1 has shape"},
-      {"concat_param { axis: 1 }", {2, 4}, "bottom", "all dimensions but axis 1"},
+      {"concat_param { axis: 1 }", {2, 4, 5}, "bottom[1]", "shape (2, 4, 5) does not match"},
+      {"concat_param { axis: 1 }", {2, 4}, "bottom[1]", "all dimensions but axis 1"},
       {"concat_param { axis: 3 }", {2, 3, 4}, "concat_param.axis", "got 3"},
       {"concat_param { axis: 1 concat_dim: 1 }", {2, 3, 4}, "concat_param.concat_dim", "axis only"},
   };

@@ -90,7 +90,7 @@ TYPED_TEST(EltwiseLayerTest, Errors) {
   const Case cases[] = {
       {"operation: PROD coeff: 1 coeff: 2", {2, 3}, "eltwise_param.coeff"},
       {"operation: SUM coeff: 1", {2, 3}, "eltwise_param.coeff"},
-      {"operation: SUM", {3, 2}, "bottom"},
+      {"operation: SUM", {3, 2}, "bottom[1]"},
   };
   for (const Case& c : cases) {
     auto layer = test::NewLayer<TypeParam>(std::string("name: 'e' type: 'Eltwise' eltwise_param { ") + c.param + " }");

@@ -122,6 +122,7 @@ TYPED_TEST(SoftmaxWithLossLayerTest, BadLabel) {
       ADD_FAILURE() << "label " << bad << " was accepted";
     } catch (const FieldError& e) {
       const std::string msg = e.what();
+      EXPECT_EQ(e.field(), "bottom[1]");
       EXPECT_NE(msg.find("label value " + str_cat(static_cast<float>(bad))), std::string::npos) << msg;
       EXPECT_NE(msg.find("[0, 3)"), std::string::npos) << msg;
       EXPECT_NE(msg.find("'loss'"), std::string::npos) << msg;
@@ -140,6 +141,7 @@ TYPED_TEST(SoftmaxWithLossLayerTest, LabelCountMismatch) {
     layer->SetUp(bottom.vec, top.vec);
     ADD_FAILURE() << "2 labels for 4 predictions were accepted";
   } catch (const FieldError& e) {
+    EXPECT_EQ(e.field(), "bottom[1]");
     EXPECT_NE(std::string(e.what()).find("needs 4"), std::string::npos) << e.what();
   }
 }

@@ -29,7 +29,7 @@ void AccuracyLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& 
                       " has only ", channels_, " classes on axis ", axis_);
   }
   if (bottom[1]->count() != static_cast<size_t>(outer_) * inner_) {
-    this->field_error("bottom", "the label bottom holds ", bottom[1]->count(), " values (shape ",
+    this->field_error("bottom[1]", "the label bottom holds ", bottom[1]->count(), " values (shape ",
                       bottom[1]->shape_string(), ") but the prediction ", bottom[0]->shape_string(),
                       " with axis ", axis_, " needs ", static_cast<int64_t>(outer_) * inner_);
   }
@@ -52,7 +52,7 @@ void AccuracyLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobV
       if (has_ignore_label_ && v == static_cast<float>(ignore_label_)) continue;
       const int l = static_cast<int>(v);
       if (!(v >= 0.f) || static_cast<float>(l) != v || l >= channels_) {
-        this->field_error("bottom", "label value ", v, " at position ", pos,
+        this->field_error("bottom[1]", "label value ", v, " at position ", pos,
                           " is not a class index: expected an integer in [0, ", channels_, ")");
       }
       const Ftype* col = x + o * dim + i;

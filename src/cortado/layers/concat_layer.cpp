@@ -29,8 +29,8 @@ void ConcatLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& to
     bool ok = s.size() == shape.size();
     for (size_t a = 0; ok && a < s.size(); ++a) ok = static_cast<int>(a) == axis_ || s[a] == shape[a];
     if (!ok) {
-      this->field_error("bottom", "bottom ", i, " has shape ", bottom[i]->shape_string(), " but bottom 0 has ",
-                        bottom[0]->shape_string(), "; all dimensions but axis ", axis_, " must match");
+      this->field_error(str_cat("bottom[", i, "]"), "shape ", bottom[i]->shape_string(), " does not match bottom[0]'s ",
+                        bottom[0]->shape_string(), ": all dimensions but axis ", axis_, " must be equal");
     }
     shape[axis_] += s[axis_];
   }

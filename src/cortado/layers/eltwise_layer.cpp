@@ -25,7 +25,7 @@ template <typename Ftype, typename Btype>
 void EltwiseLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
   for (size_t i = 0; i < bottom.size(); ++i) {
     if (bottom[i]->shape() != bottom[0]->shape()) {
-      this->field_error("bottom", "bottom ", i, " has shape ", bottom[i]->shape_string(), " but bottom 0 has ",
+      this->field_error(str_cat("bottom[", i, "]"), "shape ", bottom[i]->shape_string(), " differs from bottom[0]'s ",
                         bottom[0]->shape_string(), "; Eltwise needs equal shapes");
     }
     if (bottom[i] == top[0]) this->field_error("top", "Eltwise cannot be computed in place");

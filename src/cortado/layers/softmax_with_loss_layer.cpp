@@ -40,7 +40,7 @@ void SoftmaxWithLossLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const Bl
   channels_ = bottom[0]->shape(axis_);
   inner_ = static_cast<int>(bottom[0]->count(axis_ + 1));
   if (bottom[1]->count() != static_cast<size_t>(outer_) * inner_) {
-    this->field_error("bottom", "the label bottom holds ", bottom[1]->count(), " values (shape ",
+    this->field_error("bottom[1]", "the label bottom holds ", bottom[1]->count(), " values (shape ",
                       bottom[1]->shape_string(), ") but the prediction ", bottom[0]->shape_string(),
                       " with softmax axis ", axis_, " needs ", static_cast<int64_t>(outer_) * inner_);
   }
@@ -55,7 +55,7 @@ bool SoftmaxWithLossLayer<Ftype, Btype>::Ignored(float v, int64_t position) cons
   if (has_ignore_label_ && v == static_cast<float>(ignore_label_)) return true;
   const int l = static_cast<int>(v);
   if (!(v >= 0.f) || static_cast<float>(l) != v || l >= channels_) {
-    this->field_error("bottom", "label value ", v, " at position ", position,
+    this->field_error("bottom[1]", "label value ", v, " at position ", position,
                       " is not a class index: expected an integer in [0, ", channels_, ")",
                       has_ignore_label_ ? str_cat(" or ignore_label ", ignore_label_) : std::string());
   }
