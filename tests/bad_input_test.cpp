@@ -95,9 +95,7 @@ struct TrainerRun {
 };
 
 // Runs trainer on `file` from the repository root; captures stdout and stderr.
-TrainerRun run_trainer(const std::string& file, bool solver) {
-  const std::string args = solver ? "train --solver='" + kDir + file + "'"
-                                  : "time --model='" + kDir + file + "' --iterations=1";
+TrainerRun run_trainer_args(const std::string& args) {
   // GLOG_logtostderr: no log files left in /tmp. `timeout`: a hang fails
   // instead of blocking the suite (it exits 124).
   const std::string cmd = "cd '" + kRoot + "' && GLOG_logtostderr=1 timeout 300 '" +
@@ -111,6 +109,11 @@ TrainerRun run_trainer(const std::string& file, bool solver) {
   const int st = pclose(p);
   if (st != -1 && WIFEXITED(st)) r.status = WEXITSTATUS(st);
   return r;
+}
+
+TrainerRun run_trainer(const std::string& file, bool solver) {
+  return run_trainer_args(solver ? "train --solver='" + kDir + file + "'"
+                                 : "time --model='" + kDir + file + "' --iterations=1");
 }
 
 void expect_no_crash(const std::string& out) {
@@ -193,6 +196,50 @@ TEST(BadInputCorpus, TableMatchesDirectory) {
     }
   }
 }
+
+// ---- paths given on the command line -------------------------------------------
+
+struct PathCase {
+  const char* name;
+  const char* args;  // relative paths are from the repository root
+  const char* expect;  // what the message must hold
+};
+
+const PathCase kPathCases[] = {
+    {"model_is_a_directory", "time --model=tests/bad_input --iterations=1", "tests/bad_input: is a directory"},
+    {"solver_is_a_directory", "train --solver=tests/bad_input", "tests/bad_input: is a directory"},
+    {"missing_solver", "train --solver=tests/bad_input/no_such_solver.prototxt",
+     "tests/bad_input/no_such_solver.prototxt: cannot open"},
+    {"missing_weights",
+     "test --model=tests/bad_input/ok_lenet_dummy.prototxt --weights=tests/bad_input/no_such.caffemodel "
+     "--iterations=1",
+     "tests/bad_input/no_such.caffemodel: cannot open"},
+    {"weights_not_binary",
+     "test --model=tests/bad_input/ok_lenet_dummy.prototxt --weights=tests/bad_input/ok_lenet_dummy.prototxt "
+     "--iterations=1",
+     "tests/bad_input/ok_lenet_dummy.prototxt: not a valid binary"},
+    {"missing_snapshot", "train --solver=tests/bad_input/solver_ok.prototxt --snapshot=tests/bad_input/no_such.solverstate",
+     "tests/bad_input/no_such.solverstate: cannot open"},
+    {"zero_iterations", "time --model=tests/bad_input/ok_lenet_dummy.prototxt --iterations=0", "--iterations=0"},
+    {"bad_phase", "time --model=tests/bad_input/ok_lenet_dummy.prototxt --phase=VAL", "--phase=VAL"},
+};
+
+void PrintTo(const PathCase& c, std::ostream* os) { *os << c.args; }
+
+class BadPath : public ::testing::TestWithParam<PathCase> {};
+
+TEST_P(BadPath, ClearMessageAndExitStatusOne) {
+  const PathCase& c = GetParam();
+  const TrainerRun r = run_trainer_args(c.args);
+  SCOPED_TRACE(tail(r.output));
+  EXPECT_EQ(r.status, 1);
+  expect_no_crash(r.output);
+  EXPECT_NE(r.output.find(" error: "), std::string::npos) << "no error message";
+  EXPECT_NE(r.output.find(c.expect), std::string::npos) << "the message does not hold \"" << c.expect << "\"";
+}
+
+INSTANTIATE_TEST_SUITE_P(CommandLine, BadPath, ::testing::ValuesIn(kPathCases),
+                         [](const ::testing::TestParamInfo<PathCase>& info) { return std::string(info.param.name); });
 
 // ---- the parser's locations, in-process -------------------------------------------
 

@@ -258,14 +258,21 @@ void ParseTextProto(const std::string& text, const std::string& name, pb::Messag
 }
 
 void ReadTextProto(const std::string& path, pb::Message* msg, SourceInfo* info) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    fail(path, ": is a directory, not a ", msg->GetDescriptor()->name(), " prototxt file");
   std::ifstream in(path);
   if (!in) fail(path, ": cannot open the file for reading");
   std::stringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) fail(path, ": read error");
   ParseTextProto(ss.str(), path, msg, info);
 }
 
 void ReadBinaryProto(const std::string& path, pb::Message* msg) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    fail(path, ": is a directory, not a binary ", msg->GetDescriptor()->name(), " file");
   const int fd = open(path.c_str(), O_RDONLY);
   if (fd < 0) fail(path, ": cannot open the file for reading");
   pb::io::FileInputStream raw(fd);
