@@ -12,6 +12,9 @@
 
 namespace cortado {
 
+/// The most values one blob may hold (2^40): larger shapes are user errors.
+constexpr size_t kMaxBlobCount = size_t(1) << 40;
+
 class Blob {
  public:
   Blob() : Blob(FLOAT) {}
@@ -19,6 +22,7 @@ class Blob {
   Blob(const std::vector<int>& shape, Type type = FLOAT) : Blob(type) { Reshape(shape); }
 
   /// Changes the shape; the buffers grow if needed and are then zero.
+  /// Throws Error for a negative dimension or more than kMaxBlobCount values.
   void Reshape(const std::vector<int>& shape);
   void Reshape(const BlobShape& shape);
   void ReshapeLike(const Blob& other) { Reshape(other.shape()); }

@@ -15,7 +15,7 @@ namespace cortado {
 
 void Fill(const FillerParameter& param, Blob* blob, const std::string& where = "filler");
 
-/// Throws Error (naming `where`) if the filler type is unknown.
+/// Throws Error (naming `where`.type, unless `where` is empty) if the filler type is unknown.
 void ValidateFiller(const FillerParameter& param, const std::string& where);
 
 }  // namespace cortado

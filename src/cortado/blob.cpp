@@ -16,10 +16,15 @@ std::string Blob::shape_string() const { return cortado::shape_string(shape_); }
 
 void Blob::Reshape(const std::vector<int>& shape) {
   size_t count = 1;
+  double approx = 1;
   for (int d : shape) {
-    CORTADO_CHECK_GE(d, 0);
+    if (d < 0) fail("blob shape ", cortado::shape_string(shape), " has a negative dimension");
     count *= static_cast<size_t>(d);
+    approx *= d;
   }
+  if (approx > static_cast<double>(kMaxBlobCount))
+    fail("blob shape ", cortado::shape_string(shape), " holds ", approx, " values, more than the ", kMaxBlobCount,
+         " a blob may hold");
   shape_ = shape;
   count_ = count;
   data_->resize(count);

@@ -27,7 +27,7 @@ void ValidateFiller(const FillerParameter& param, const std::string& where) {
     if (param.type() == f) return;
   std::string known;
   for (const char* f : kFillers) known += std::string(known.empty() ? "" : ", ") + f;
-  fail(where, ".type: unknown filler '", param.type(), "'; known fillers: ", known);
+  fail(where.empty() ? "" : where + ".type: ", "unknown filler '", param.type(), "'; known fillers: ", known);
 }
 
 void Fill(const FillerParameter& p, Blob* blob, const std::string& where) {

@@ -120,7 +120,7 @@ std::string SetUpError(const std::string& ip_param, const std::vector<int>& shap
 
 TEST(InnerProductLayerValidation, Fields) {
   EXPECT_EQ(SetUpError("bias_term: false", {2, 3}), "inner_product_param.num_output | is required");
-  EXPECT_EQ(SetUpError("num_output: 0", {2, 3}), "inner_product_param.num_output | must be positive, got 0");
+  EXPECT_EQ(SetUpError("num_output: 0", {2, 3}), "inner_product_param.num_output | must be in 1..2147483647, got 0");
   EXPECT_EQ(SetUpError("num_output: 2 axis: 2", {2, 3}).substr(0, 26), "inner_product_param.axis |");
   EXPECT_EQ(SetUpError("num_output: 2 axis: -3", {2, 3}).substr(0, 26), "inner_product_param.axis |");
   EXPECT_EQ(SetUpError("num_output: 2 weight_filler { type: 'nonsense' }", {2, 3}).substr(0, 39),

@@ -1,5 +1,7 @@
 #include "cortado/layers/convolution_layer.hpp"
 
+#include <climits>
+
 #include <optional>
 
 #include "cortado/filler.hpp"
@@ -45,7 +47,7 @@ void read_pair(const L& layer, const Rep& rep, const std::string& name, const st
 template <typename L>
 void validate_filler(const L& layer, const FillerParameter& f, const std::string& field) {
   try {
-    ValidateFiller(f, field);
+    ValidateFiller(f, "");
   } catch (const Error& e) {
     layer.field_error(field + ".type", e.what());
   }
@@ -81,6 +83,8 @@ void ConvolutionLayer<Ftype, Btype>::ReadGeometry() {
   }
   if (!p.has_num_output()) this->field_error("convolution_param.num_output", "is required");
   if (p.num_output() == 0) this->field_error("convolution_param.num_output", "must be positive, got 0");
+  if (p.num_output() > static_cast<uint32_t>(INT_MAX))
+    this->field_error("convolution_param.num_output", "= ", p.num_output(), " is larger than ", INT_MAX);
   if (!p.has_kernel_h() && !p.has_kernel_w() && p.kernel_size_size() == 0) {
     this->field_error(kKernelSize, "is required (or kernel_h and kernel_w)");
   }

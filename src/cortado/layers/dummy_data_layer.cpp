@@ -41,7 +41,16 @@ std::vector<std::vector<int>> DummyDataLayer<Ftype, Btype>::ReadShapes(int num_t
                       " tops; give one for every top or one per top");
   }
   for (int i = 0; i < num_top; ++i) {
-    for (int64_t d : p.shape(p.shape_size() == 1 ? 0 : i).dim()) shapes[i].push_back(check_dim("shape", d));
+    const int s = p.shape_size() == 1 ? 0 : i;
+    double values = 1;
+    for (int64_t d : p.shape(s).dim()) {
+      shapes[i].push_back(check_dim("shape", d));
+      values *= static_cast<double>(d);
+    }
+    if (values > static_cast<double>(kMaxBlobCount)) {
+      this->field_error(str_cat("dummy_data_param.shape[", s, "]"), "holds ", values, " values, more than the ",
+                        kMaxBlobCount, " a blob may hold");
+    }
   }
   return shapes;
 }
@@ -62,7 +71,7 @@ void DummyDataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobV
     FillerParameter f;  // default: constant 0
     if (num_fillers > 0) f = p.data_filler(num_fillers == 1 ? 0 : i);
     try {
-      ValidateFiller(f, "type");
+      ValidateFiller(f, "");
     } catch (const Error& e) {
       this->field_error("dummy_data_param.data_filler", e.what());
     }

@@ -25,11 +25,11 @@ void InnerProductLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const Bl
   const InnerProductParameter& p = this->layer_param().inner_product_param();
   if (!p.has_num_output()) this->field_error("inner_product_param.num_output", "is required");
   if (p.num_output() == 0 || p.num_output() > static_cast<uint32_t>(INT_MAX)) {
-    this->field_error("inner_product_param.num_output", "must be positive, got ", p.num_output());
+    this->field_error("inner_product_param.num_output", "must be in 1..", INT_MAX, ", got ", p.num_output());
   }
   auto validate = [this](const FillerParameter& f, const std::string& field) {
     try {
-      ValidateFiller(f, field);
+      ValidateFiller(f, "");
     } catch (const Error& e) {
       this->field_error(field + ".type", e.what());
     }
