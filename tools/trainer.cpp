@@ -2,6 +2,7 @@
 //   trainer train --solver=S [--snapshot=F | --weights=W] [--gpu=...]
 //   trainer test  --model=M --weights=W [--iterations=N]
 //   trainer time  --model=M [--iterations=N]
+//   trainer grad_stats --model=M [--weights=W] [--iterations=N] [--csv=F] [--plot=F.png]
 //   trainer device_query [--gpu=N]
 // A user error (bad prototxt, missing file, bad flag) prints one message and
 // exits with status 1.
@@ -9,6 +10,7 @@
 #include <glog/logging.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -16,8 +18,11 @@
 #include <new>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "cortado/solver.hpp"
 #include "cortado/util/device.hpp"
+#include "cortado/util/grad_stats.hpp"
 #include "cortado/util/signals.hpp"
 
 DEFINE_string(solver, "", "The solver prototxt (train).");
@@ -31,6 +36,8 @@ DEFINE_string(stage, "", "Comma-separated net state stages.");
 DEFINE_string(gpu, "", "GPU ids ('0', '0,1', 'all'); empty runs on the CPU.");
 DEFINE_string(sigint_effect, "stop", "What SIGINT does during training: snapshot, stop or none.");
 DEFINE_string(sighup_effect, "snapshot", "What SIGHUP does during training: snapshot, stop or none.");
+DEFINE_string(csv, "", "grad_stats: write the gradient histograms to this CSV file.");
+DEFINE_string(plot, "", "grad_stats: plot the overall histograms to this PNG (needs python3-matplotlib).");
 
 namespace {
 
@@ -167,6 +174,65 @@ int time_net() {
   return 0;
 }
 
+// grad_stats: where a net's gradients fall on FP16's range, measured in FP32
+// (see cortado/util/grad_stats.hpp), and the static loss scale that fits them.
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+void plot_grad_stats(const GradStatsResult& result) {
+  const char* env = std::getenv("CORTADO_SCRIPTS_DIR");
+  const std::string dir = env && *env ? env : CORTADO_SOURCE_DIR "/scripts";
+  const std::string script = dir + "/plot_grad_stats.py";
+  if (!FileExists(script)) fail("--plot: ", script, " not found (set CORTADO_SCRIPTS_DIR to the scripts/ folder)");
+  std::string csv = FLAGS_csv;
+  bool temporary = false;
+  if (csv.empty()) {  // the script reads the CSV: write one to a temporary file
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/cortado_grad_stats_XXXXXX";
+    const int fd = mkstemp(pattern.data());
+    if (fd < 0) fail("--plot: cannot create a temporary file in ", pattern.substr(0, pattern.rfind('/')));
+    close(fd);
+    csv = pattern;
+    temporary = true;
+    WriteGradStatsCsv(result, csv);
+  }
+  const std::string command = "python3 " + shell_quote(script) + " " + shell_quote(csv) + " " + shell_quote(FLAGS_plot);
+  const int status = std::system(command.c_str());
+  if (temporary) std::remove(csv.c_str());
+  if (status != 0)
+    fail("--plot: '", command, "' failed (status ", status, "); it needs python3 with matplotlib "
+         "(Debian: python3-matplotlib, see scripts/install_deps.sh)");
+  LOG(INFO) << "Wrote " << FLAGS_plot;
+}
+
+int grad_stats() {
+  require(FLAGS_model, "model", "grad_stats");
+  require_iterations();
+  check_gpu();
+  NetParameter param;
+  SourceInfo info;
+  ReadTextProto(FLAGS_model, &param, &info);
+  param.mutable_state()->set_phase(TRAIN);
+  param.mutable_state()->set_level(FLAGS_level);
+  for (const std::string& s : split(FLAGS_stage)) param.mutable_state()->add_stage(s);
+  ForceFloatTypes(&param);  // measure what FP16 would have to hold, in FP32
+  Net net(param, info);
+  for (const std::string& w : split(FLAGS_weights)) net.CopyTrainedLayersFrom(w);
+  LOG(INFO) << "Collecting gradient statistics over " << FLAGS_iterations << " iterations (FP32).";
+  GradStats stats(&net);
+  const GradStatsResult& result = stats.Run(FLAGS_iterations);
+  std::cout << GradStatsReport(result) << std::flush;
+  if (!FLAGS_csv.empty()) {
+    WriteGradStatsCsv(result, FLAGS_csv);
+    LOG(INFO) << "Wrote " << FLAGS_csv;
+  }
+  if (!FLAGS_plot.empty()) plot_grad_stats(result);
+  return 0;
+}
+
 int device_query() {
   const std::vector<int> ids = ParseGpuFlag(FLAGS_gpu.empty() ? "all" : FLAGS_gpu);
   for (int id : ids) std::cout << DeviceQuery(id) << "\n";
@@ -182,6 +248,8 @@ int main(int argc, char** argv) {
       "  train         train or fine-tune a model (--solver, --snapshot or --weights)\n"
       "  test          score a model (--model, --weights, --iterations)\n"
       "  time          benchmark a model's forward and backward (--model, --iterations)\n"
+      "  grad_stats    histogram of a model's gradients against FP16's range, with a loss scale\n"
+      "                (--model, --weights, --iterations, --csv, --plot)\n"
       "  device_query  show GPU diagnostic information");
   gflags::SetVersionString(CORTADO_VERSION);
   gflags::ParseCommandLineFlags(&argc, &argv, true);
@@ -192,10 +260,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   static const std::map<std::string, int (*)()> commands = {
-      {"train", &train}, {"test", &test}, {"time", &time_net}, {"device_query", &device_query}};
+      {"train", &train}, {"test", &test}, {"time", &time_net},
+      {"grad_stats", &grad_stats}, {"device_query", &device_query}};
   auto it = commands.find(argv[1]);
   if (it == commands.end()) {
-    std::cerr << "trainer: unknown command '" << argv[1] << "'; commands: train, test, time, device_query\n";
+    std::cerr << "trainer: unknown command '" << argv[1] << "'; commands: train, test, time, grad_stats, device_query\n";
     return 1;
   }
   try {

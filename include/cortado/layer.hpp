@@ -84,6 +84,9 @@ class LayerBase {
   virtual bool AllowForceBackward(int bottom_index) const { return true; }
   /// Data layers: position the source as if `batches` batches had been read.
   virtual void Seek(int64_t batches) {}
+  /// Sets the gradient flowing into each loss top to loss_weight * scale
+  /// (the loss scale S of mixed-precision training; 1 means none).
+  void ScaleLossGradients(const BlobVec& top, float scale);
 
   /// Throws FieldError for this layer.
   template <typename... A>

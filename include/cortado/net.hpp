@@ -52,6 +52,11 @@ class Net {
 
   /// Tells data layers that `batches` batches were already consumed.
   void SeekData(int64_t batches);
+  /// Multiplies the gradient of the total loss by `scale` from the next
+  /// backward on (every top with a loss weight, whatever the layer type).
+  void SetLossScale(float scale);
+  /// The net's global_grad_scale (the static loss scale it asks for).
+  float global_grad_scale() const { return global_grad_scale_; }
 
   const std::string& name() const { return name_; }
   Phase phase() const { return phase_; }
@@ -97,6 +102,7 @@ class Net {
 
   std::string name_;
   Phase phase_ = TRAIN;
+  float global_grad_scale_ = 1;
   SourceInfo info_;
   std::vector<int> source_index_;  // layer id -> index in the prototxt as written (-1: inserted)
   std::vector<LayerParameter> layer_params_;

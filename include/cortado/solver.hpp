@@ -4,10 +4,23 @@
 // images/second, snapshots (.caffemodel + .solverstate, written to a
 // temporary name and renamed), resume, and signal actions.
 //
-// The update rule is a subclass (SGDSolver). The solver computes in its data
-// type (FLOAT, or DOUBLE for DOUBLE nets): it reads gradients as that type
-// and writes weights as that type, so with FLOAT16 layers the weights' FP32
-// values are the master copy and the layers read a rounded FP16 copy.
+// Mixed precision. One iteration is: forward; the loss gradient times the
+// loss scale S; backward (gradients in each layer's Btype); a look for
+// Inf/NaN in every weight gradient (a step that overflowed is skipped:
+// weights and history untouched, and with dynamic scaling S shrinks); then
+// per parameter, in FP32: g = dW / (S * iter_size), times the global
+// clipping factor, plus weight decay; the rule's update of the history and
+// the weights, in the solver data type.
+//
+// Solver data type (solver_data_type; DOUBLE for DOUBLE nets):
+// - FLOAT: the weights' data tensor is kept current in FP32 (the master
+//   copy); layers that compute in FP16 read a copy rounded from it, which
+//   the Tensor converts once after each update. Snapshots store the FP32
+//   values.
+// - FLOAT16: weights and history are stored in FP16 (no master copy); the
+//   arithmetic still runs in FP32 and rounds once per stored value.
+//
+// The update rule is a subclass; it sees one ParamUpdate per parameter.
 //
 // Learning-rate policies at iteration it (Caffe's formulas):
 //   fixed      base_lr
@@ -29,6 +42,17 @@
 
 namespace cortado {
 
+/// What an update rule receives for one learnable parameter.
+struct ParamUpdate {
+  int id = 0;              // index into net()->learnable_params()
+  int64_t count = 0;
+  /// dW / (S * iter_size) times the clipping factor, plus the coupled weight
+  /// decay (L2: decay * W, L1: decay * sign(W)) unless the rule decouples it.
+  const float* grad = nullptr;
+  double rate = 0;         // learning rate (policy, warm-up, lr_mult, LARC)
+  double decay = 0;        // weight_decay * decay_mult
+};
+
 class Solver {
  public:
   /// `info` locates fields of the solver prototxt (and its embedded nets).
@@ -37,6 +61,8 @@ class Solver {
   /// Reads a solver prototxt and makes the solver its `type` names.
   static std::unique_ptr<Solver> Create(const std::string& solver_file);
   static std::unique_ptr<Solver> Create(const SolverParameter& param, const SourceInfo& info = SourceInfo());
+  /// The solver types Create knows, sorted.
+  static std::vector<std::string> Types();
 
   /// Trains to max_iter, resuming from a .solverstate first if given.
   void Solve(const std::string& resume_file = "");
@@ -48,6 +74,7 @@ class Solver {
   /// Runs every test net; returns the mean of each output value of net 0.
   std::vector<double> TestAll();
 
+  /// The policy's rate at the current (or a given) iteration, with warm-up.
   double GetLearningRate() const { return GetLearningRate(iter_); }
   double GetLearningRate(int iter) const;
   int iter() const { return iter_; }
@@ -60,11 +87,27 @@ class Solver {
   void set_action_function(std::function<SolverAction()> f) { action_ = std::move(f); }
   virtual const char* type() const = 0;
 
+  /// The current loss scale S (1 without scaling).
+  float loss_scale() const { return loss_scale_; }
+  /// Steps skipped because a gradient held Inf or NaN.
+  int skipped_iterations() const { return skipped_iterations_; }
+  /// Whether the last step was skipped.
+  bool last_step_skipped() const { return last_step_skipped_; }
+  /// The solver data type (DOUBLE, FLOAT or FLOAT16).
+  Type data_type() const { return data_type_; }
+  /// History blob `slot` of parameter `id`, stored in data_type().
+  Blob& history(int id, int slot = 0);
+  /// Called after backward and before the overflow check (tests inject Inf here).
+  void set_after_backward(std::function<void(Solver&)> f) { after_backward_ = std::move(f); }
+
  protected:
-  /// Applies the update for the current iteration to every learnable parameter.
-  virtual void ApplyUpdate() = 0;
-  virtual void SnapshotState(SolverState* state) const = 0;
-  virtual void RestoreState(const SolverState& state, const std::string& file) = 0;
+  /// Applies the rule to one parameter: reads u.grad, updates the history
+  /// and writes the weights in data_type().
+  virtual void UpdateParam(const ParamUpdate& u) = 0;
+  /// History blobs per parameter.
+  virtual int history_slots() const { return 1; }
+  /// Rules with decoupled weight decay (AdamW) get u.grad without it.
+  virtual bool decoupled_decay() const { return false; }
   [[noreturn]] void ParamFail(const std::string& field, const std::string& msg) const;
 
   SolverParameter param_;
@@ -73,7 +116,7 @@ class Solver {
   int current_step_ = 0;
   std::unique_ptr<Net> net_;
   std::vector<std::unique_ptr<Net>> test_nets_;
-  Type data_type_ = FLOAT;  // the solver's compute and history type
+  Type data_type_ = FLOAT;
 
  private:
   void InitNets();
@@ -81,30 +124,34 @@ class Solver {
   std::vector<double> Test(int test_net_id);
   void UpdateSmoothedLoss(double loss, int start_iter);
   void DisplayOutputs(double elapsed_s, int iters);
+  /// Checks gradients, adjusts the loss scale, updates every parameter;
+  /// returns false when the step was skipped.
+  bool ApplyUpdate();
+  void SetLossScale(float s);
 
+  std::vector<std::shared_ptr<Blob>> history_;
+  std::vector<float> grad_;  // FP32 scratch for one parameter's gradient
   std::vector<double> losses_;
   double smoothed_loss_ = 0;
   bool requested_early_exit_ = false;
   std::function<SolverAction()> action_;
+  std::function<void(Solver&)> after_backward_;
+  float loss_scale_ = 1;
+  int clean_iterations_ = 0;
+  int skipped_iterations_ = 0;
+  bool last_step_skipped_ = false;
 };
 
-/// SGD with momentum, L2 or L1 weight decay, lr_mult and decay_mult:
-///   g = dW / iter_size + decay * decay_mult * (W for L2, sign(W) for L1)
-///   H = momentum * H + lr * lr_mult * g;   W = W - H
+/// SGD with momentum (Caffe's rule): H = momentum * H + rate * g; W = W - H.
+/// With FLOAT16 solver data and half_update_scheme ACCUMULATE_GRADIENTS:
+/// H = momentum * H + g; W = W - rate * H, computed in FP32, rounded once.
 class SGDSolver : public Solver {
  public:
-  explicit SGDSolver(const SolverParameter& param, const SourceInfo& info = SourceInfo());
+  using Solver::Solver;
   const char* type() const override { return "SGD"; }
-  const std::vector<std::shared_ptr<Blob>>& history() const { return history_; }
 
  protected:
-  void ApplyUpdate() override;
-  void SnapshotState(SolverState* state) const override;
-  void RestoreState(const SolverState& state, const std::string& file) override;
-
- private:
-  template <typename T> void Update(int param_id, double rate);
-  std::vector<std::shared_ptr<Blob>> history_;
+  void UpdateParam(const ParamUpdate& u) override;
 };
 
 }  // namespace cortado

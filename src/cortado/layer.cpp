@@ -20,13 +20,16 @@ void LayerBase::SetUp(const BlobVec& bottom, const BlobVec& top) {
 double LayerBase::Forward(const BlobVec& bottom, const BlobVec& top) {
   Reshape(bottom, top);
   Forward_impl(bottom, top);
+  // The loss is weight * sum(top), not dot(top, diff): the diff also carries
+  // the loss scale, which must not show in the reported loss.
   double loss = 0;
   for (size_t i = 0; i < top.size(); ++i) {
     if (loss_.size() <= i || loss_[i] == 0) continue;
     const int64_t n = static_cast<int64_t>(top[i]->count());
     const float* d = top[i]->cpu_data<float>();
-    const float* w = top[i]->cpu_diff<float>();
-    for (int64_t k = 0; k < n; ++k) loss += double(d[k]) * double(w[k]);
+    double sum = 0;
+    for (int64_t k = 0; k < n; ++k) sum += d[k];
+    loss += loss_[i] * sum;
   }
   return loss;
 }
@@ -65,6 +68,15 @@ void LayerBase::CheckBlobCounts(const BlobVec& bottom, const BlobVec& top) const
 
 // The loss weight of top i is written into its diff, so that Forward's loss is
 // dot(data, diff) and Backward of a loss layer starts from diff = weight.
+void LayerBase::ScaleLossGradients(const BlobVec& top, float scale) {
+  for (size_t i = 0; i < top.size() && i < loss_.size(); ++i) {
+    if (loss_[i] == 0) continue;
+    float* d = top[i]->mutable_cpu_diff<float>();
+    const float v = static_cast<float>(loss_[i] * scale);
+    for (size_t k = 0; k < top[i]->count(); ++k) d[k] = v;
+  }
+}
+
 void LayerBase::SetLossWeights(const BlobVec& top) {
   const int n = param_.loss_weight_size();
   if (n == 0) return;

@@ -1,6 +1,7 @@
 #include "cortado/net.hpp"
 
 #include <new>
+#include <cmath>
 #include <set>
 
 #include "cortado/layer_factory.hpp"
@@ -150,6 +151,14 @@ void Net::OutOfMemory(int layer_id, const char* doing) const {
 void Net::Init(const NetParameter& in_param) {
   name_ = in_param.name();
   phase_ = in_param.state().phase();
+  if (in_param.global_grad_scale_adaptive())
+    fail(info_.where(info_.net_field_line("global_grad_scale_adaptive")),
+         "global_grad_scale_adaptive: NVCaffe's adaptive scaling is not implemented; use dynamic_loss_scale: true "
+         "in the solver");
+  if (!(in_param.global_grad_scale() > 0) || !std::isfinite(in_param.global_grad_scale()))
+    fail(info_.where(info_.net_field_line("global_grad_scale")), "global_grad_scale: must be positive and finite, got ",
+         in_param.global_grad_scale());
+  global_grad_scale_ = in_param.global_grad_scale();
   if (in_param.input_size() > 0)
     fail(info_.where(info_.net_field_line("input")),
          "the deprecated net-level 'input' fields are not supported; use an Input layer");
@@ -412,6 +421,10 @@ void Net::Reshape() {
 
 void Net::ClearParamDiffs() {
   for (Blob* b : learnable_params_) b->diff().set_zero();
+}
+
+void Net::SetLossScale(float scale) {
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->ScaleLossGradients(top_vecs_[i], scale);
 }
 
 void Net::SeekData(int64_t batches) {

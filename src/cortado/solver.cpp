@@ -2,7 +2,14 @@
 
 #include <chrono>
 #include <cmath>
+#include <type_traits>
 
+#include "cortado/solvers/adadelta_solver.hpp"
+#include "cortado/solvers/adagrad_solver.hpp"
+#include "cortado/solvers/adam_solver.hpp"
+#include "cortado/solvers/nesterov_solver.hpp"
+#include "cortado/solvers/rmsprop_solver.hpp"
+#include "cortado/util/math.hpp"
 #include "cortado/util/rng.hpp"
 
 namespace cortado {
@@ -16,10 +23,37 @@ std::unique_ptr<Solver> Solver::Create(const std::string& solver_file) {
   return Create(param, info);
 }
 
+namespace {
+template <typename S>
+std::unique_ptr<Solver> make_solver(const SolverParameter& p, const SourceInfo& i) {
+  return std::make_unique<S>(p, i);
+}
+struct SolverEntry {
+  const char* type;
+  std::unique_ptr<Solver> (*make)(const SolverParameter&, const SourceInfo&);
+};
+// The one table of update rules, sorted by type string.
+const SolverEntry kSolvers[] = {
+    {"AdaDelta", &make_solver<AdaDeltaSolver>}, {"AdaGrad", &make_solver<AdaGradSolver>},
+    {"Adam", &make_solver<AdamSolver>},         {"AdamW", &make_solver<AdamWSolver>},
+    {"Nesterov", &make_solver<NesterovSolver>}, {"RMSProp", &make_solver<RMSPropSolver>},
+    {"SGD", &make_solver<SGDSolver>},
+};
+}  // namespace
+
+std::vector<std::string> Solver::Types() {
+  std::vector<std::string> v;
+  for (const SolverEntry& e : kSolvers) v.push_back(e.type);
+  return v;
+}
+
 std::unique_ptr<Solver> Solver::Create(const SolverParameter& param, const SourceInfo& info) {
-  if (param.type() == "SGD") return std::make_unique<SGDSolver>(param, info);
+  for (const SolverEntry& e : kSolvers)
+    if (param.type() == e.type) return e.make(param, info);
+  std::string known;
+  for (const SolverEntry& e : kSolvers) known += std::string(known.empty() ? "" : ", ") + e.type;
   const int line = info.root_field_line(SolverParameter::descriptor(), "type");
-  fail(info.where(line), "type: unknown solver type '", param.type(), "'; known types: SGD");
+  fail(info.where(line), "type: unknown solver type '", param.type(), "'; known types: ", known);
 }
 
 Solver::Solver(const SolverParameter& param, const SourceInfo& info) : param_(param), info_(info) {
@@ -28,7 +62,19 @@ Solver::Solver(const SolverParameter& param, const SourceInfo& info) : param_(pa
   if (param_.solver_mode() == SolverParameter::GPU && param_.has_solver_mode())
     LOG(INFO) << "solver_mode: GPU is not used to choose the device; trainer's --gpu flag does";
   InitNets();
-  data_type_ = net_->layers().empty() ? FLOAT : net_->layers().front()->forward_type() == DOUBLE ? DOUBLE : FLOAT;
+  const bool double_net = !net_->layers().empty() && net_->layers().front()->forward_type() == DOUBLE;
+  data_type_ = double_net ? DOUBLE : param_.solver_data_type();
+  loss_scale_ = param_.dynamic_loss_scale() ? param_.loss_scale_init() : net_->global_grad_scale();
+  net_->SetLossScale(loss_scale_);
+}
+
+Blob& Solver::history(int id, int slot) {
+  if (history_.empty()) {
+    // Allocated on first use, after the subclass exists (history_slots() is virtual).
+    for (const Blob* p : net_->learnable_params())
+      for (int k = 0; k < history_slots(); ++k) history_.push_back(std::make_shared<Blob>(p->shape(), data_type_));
+  }
+  return *history_[static_cast<size_t>(id) * history_slots() + slot];
 }
 
 void Solver::ParamFail(const std::string& field, const std::string& msg) const {
@@ -55,6 +101,22 @@ void Solver::Validate() const {
     ParamFail("snapshot_format", "only BINARYPROTO is supported");
   if (param_.regularization_type() != "L2" && param_.regularization_type() != "L1")
     ParamFail("regularization_type", str_cat("unknown type '", param_.regularization_type(), "'; use L2 or L1"));
+  if (param_.larc_policy() != "scale" && param_.larc_policy() != "clip")
+    ParamFail("larc_policy", str_cat("unknown policy '", param_.larc_policy(), "'; use scale or clip"));
+  if (param_.larc() && !(param_.larc_eta() > 0)) ParamFail("larc_eta", "must be positive");
+  if (param_.rampup_interval() < 0) ParamFail("rampup_interval", "must not be negative");
+  if (param_.dynamic_loss_scale()) {
+    if (!(param_.loss_scale_min() > 0) || param_.loss_scale_min() > param_.loss_scale_max())
+      ParamFail("loss_scale_min", "needs 0 < loss_scale_min <= loss_scale_max");
+    if (param_.loss_scale_init() < param_.loss_scale_min() || param_.loss_scale_init() > param_.loss_scale_max())
+      ParamFail("loss_scale_init", str_cat("= ", param_.loss_scale_init(), " is outside [loss_scale_min, loss_scale_max] = [",
+                                           param_.loss_scale_min(), ", ", param_.loss_scale_max(), "]"));
+    if (!(param_.loss_scale_backoff() > 0 && param_.loss_scale_backoff() < 1))
+      ParamFail("loss_scale_backoff", "must be in (0, 1)");
+    if (!(param_.loss_scale_growth() >= 1)) ParamFail("loss_scale_growth", "must be at least 1");
+    if (param_.loss_scale_window() < 1) ParamFail("loss_scale_window", "must be at least 1");
+  }
+  if (param_.solver_data_type() == DOUBLE) ParamFail("solver_data_type", "DOUBLE is only for DOUBLE nets; use FLOAT");
   const int nets = param_.has_net() + param_.has_net_param() + param_.has_train_net() + param_.has_train_net_param();
   if (nets != 1) ParamFail("net", "exactly one of net, net_param, train_net and train_net_param must be set");
 }
@@ -121,6 +183,10 @@ void Solver::InitNets() {
 double Solver::GetLearningRate(int iter) const {
   const std::string& policy = param_.lr_policy();
   const double base = param_.base_lr(), gamma = param_.gamma(), power = param_.power();
+  if (iter < param_.rampup_interval()) {
+    const double alpha = static_cast<double>(iter) / param_.rampup_interval();
+    return param_.rampup_lr() + (base - param_.rampup_lr()) * alpha;
+  }
   const double it = iter;
   if (policy == "fixed") return base;
   if (policy == "step") return base * std::pow(gamma, std::floor(it / param_.stepsize()));
@@ -131,7 +197,7 @@ double Solver::GetLearningRate(int iter) const {
     while (step < param_.stepvalue_size() && iter >= param_.stepvalue(step)) ++step;
     return base * std::pow(gamma, step);
   }
-  if (policy == "poly") return base * std::pow(1 - it / param_.max_iter(), power);
+  if (policy == "poly") return param_.min_lr() + (base - param_.min_lr()) * std::pow(1 - it / param_.max_iter(), power);
   return base / (1 + std::exp(-gamma * (it - param_.stepsize())));  // sigmoid
 }
 
@@ -178,6 +244,7 @@ void Solver::Step(int iters) {
     double loss = 0;
     for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
     loss /= param_.iter_size();
+    if (after_backward_) after_backward_(*this);
     UpdateSmoothedLoss(loss, start_iter);
     if (display) {
       const auto now = std::chrono::steady_clock::now();
@@ -187,8 +254,13 @@ void Solver::Step(int iters) {
       last_display = now;
       last_display_iter = iter_;
     }
+    const float scale_used = loss_scale_;
     ApplyUpdate();
-    if (display) LOG(INFO) << "Iteration " << iter_ << ", lr = " << GetLearningRate();
+    if (display) {
+      LOG(INFO) << "Iteration " << iter_ << ", lr = " << GetLearningRate();
+      if (param_.dynamic_loss_scale() || scale_used != 1 || skipped_iterations_)
+        LOG(INFO) << "    loss scale = " << scale_used << ", skipped steps = " << skipped_iterations_;
+    }
     ++iter_;
     const SolverAction action = action_ ? action_() : SolverAction::NONE;
     if ((param_.snapshot() && iter_ % param_.snapshot() == 0) || action == SolverAction::SNAPSHOT) Snapshot();
@@ -286,7 +358,11 @@ std::string Solver::Snapshot() {
   state.set_learned_net(model);
   state.set_current_step(current_step_);
   state.set_rng_state(rng_state());
-  SnapshotState(&state);
+  state.set_loss_scale(loss_scale_);
+  state.set_clean_iterations(clean_iterations_);
+  state.set_skipped_iterations(skipped_iterations_);
+  for (size_t i = 0; i < net_->learnable_params().size(); ++i)
+    for (int k = 0; k < history_slots(); ++k) history(static_cast<int>(i), k).ToProto(state.add_history());
   const std::string state_file = base + ".solverstate";
   LOG(INFO) << "Snapshotting solver state to binary proto file " << state_file;
   WriteBinaryProto(state_file, state);
@@ -302,60 +378,144 @@ void Solver::Restore(const std::string& state_file) {
     const std::string model = ResolvePath(state.learned_net(), state_file);
     net_->CopyTrainedLayersFrom(model);
   }
-  RestoreState(state, state_file);
+  const size_t slots = net_->learnable_params().size() * history_slots();
+  if (static_cast<size_t>(state.history_size()) != slots)
+    fail(state_file, ": holds ", state.history_size(), " history blobs; this ", type(), " solver over ",
+         net_->learnable_params().size(), " parameters keeps ", slots);
+  for (size_t i = 0; i < net_->learnable_params().size(); ++i)
+    for (int k = 0; k < history_slots(); ++k) {
+      const int j = static_cast<int>(i) * history_slots() + k;
+      history(static_cast<int>(i), k).FromProto(state.history(j), false, str_cat(state_file, ": history ", j));
+    }
   if (state.has_rng_state()) set_rng_state(state.rng_state());
+  if (state.has_loss_scale()) {
+    clean_iterations_ = state.clean_iterations();
+    skipped_iterations_ = state.skipped_iterations();
+    SetLossScale(state.loss_scale());
+  }
   net_->SeekData(static_cast<int64_t>(iter_) * param_.iter_size());
 }
 
-// ---- SGD ------------------------------------------------------------------------------
+// ---- the update -----------------------------------------------------------------------
 
-SGDSolver::SGDSolver(const SolverParameter& param, const SourceInfo& info) : Solver(param, info) {
-  for (const Blob* p : net_->learnable_params()) history_.push_back(std::make_shared<Blob>(p->shape(), data_type_));
+void Solver::SetLossScale(float scale) {
+  loss_scale_ = scale;
+  net_->SetLossScale(scale);
 }
 
-template <typename T>
-void SGDSolver::Update(int id, double rate) {
-  Blob* p = net_->learnable_params()[id];
-  const int64_t n = static_cast<int64_t>(p->count());
-  const double local_rate = rate * net_->params_lr()[id];
-  const double decay = param_.weight_decay() * net_->params_weight_decay()[id];
-  const double momentum = param_.momentum();
-  const double inv_iter = 1.0 / param_.iter_size();
-  const bool l1 = param_.regularization_type() == "L1";
-  const T* g = p->cpu_diff<T>();
-  T* w = p->mutable_cpu_data<T>();
-  T* h = history_[id]->mutable_cpu_data<T>();
-  const T lr = T(local_rate), wd = T(decay), mom = T(momentum), s = T(inv_iter);
-  for (int64_t i = 0; i < n; ++i) {
-    const T reg = l1 ? T((w[i] > 0) - (w[i] < 0)) : w[i];
-    const T grad = g[i] * s + wd * reg;
-    h[i] = mom * h[i] + lr * grad;
-    w[i] -= h[i];
+namespace {
+// Whether any value of the tensor, in its current type, is Inf or NaN.
+bool has_nonfinite(const Tensor& t) {
+  return dispatch_type(t.type(), [&](auto z) {
+    using T = decltype(z);
+    return cpu_has_nonfinite<T>(static_cast<int64_t>(t.count()), t.data<T>());
+  });
+}
+// Sum of squares of the tensor's values, in double.
+double sumsq(const Tensor& t) {
+  return dispatch_type(t.type(), [&](auto z) {
+    using T = decltype(z);
+    return cpu_sumsq<T>(static_cast<int64_t>(t.count()), t.data<T>());
+  });
+}
+}  // namespace
+
+bool Solver::ApplyUpdate() {
+  const std::vector<Blob*>& params = net_->learnable_params();
+  last_step_skipped_ = false;
+  bool overflow = false;
+  for (const Blob* p : params) overflow = overflow || has_nonfinite(p->diff());
+  if (overflow && (param_.dynamic_loss_scale() || param_.skip_nonfinite_steps())) {
+    ++skipped_iterations_;
+    last_step_skipped_ = true;
+    const float before = loss_scale_;
+    if (param_.dynamic_loss_scale()) {
+      clean_iterations_ = 0;
+      SetLossScale(std::max(loss_scale_ * param_.loss_scale_backoff(), param_.loss_scale_min()));
+    }
+    LOG(INFO) << "Iteration " << iter_ << ": a weight gradient holds Inf or NaN; update skipped, loss scale "
+              << before << " -> " << loss_scale_ << " (" << skipped_iterations_ << " skipped steps)";
+    return false;
   }
-}
-
-void SGDSolver::ApplyUpdate() {
-  const double rate = GetLearningRate();
-  for (size_t i = 0; i < net_->learnable_params().size(); ++i) {
-    if (net_->params_lr()[i] == 0) continue;
-    if (data_type_ == DOUBLE) {
-      Update<double>(static_cast<int>(i), rate);
-    } else {
-      Update<float>(static_cast<int>(i), rate);
+  // Unscale and average over iter_size; the global L2 norm for clipping is
+  // taken over all parameters after unscaling.
+  const double inv = 1.0 / (static_cast<double>(loss_scale_) * param_.iter_size());
+  double factor = inv;
+  if (param_.clip_gradients() >= 0) {
+    double ss = 0;
+    for (const Blob* p : params) ss += sumsq(p->diff());
+    const double norm = std::sqrt(ss) * inv;
+    if (norm > param_.clip_gradients()) {
+      const double clip = param_.clip_gradients() / norm;
+      LOG(INFO) << "Gradient clipping: scaling down gradients (L2 norm " << norm << " > " << param_.clip_gradients()
+                << ") by scale factor " << clip;
+      factor *= clip;
     }
   }
+  const double rate = GetLearningRate();
+  const bool l1 = param_.regularization_type() == "L1";
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (net_->params_lr()[i] == 0) continue;
+    Blob* p = params[i];
+    const int64_t n = static_cast<int64_t>(p->count());
+    grad_.resize(n);
+    const float* g = p->cpu_diff<float>();
+    for (int64_t k = 0; k < n; ++k) grad_[k] = static_cast<float>(g[k] * factor);
+    ParamUpdate u;
+    u.id = static_cast<int>(i);
+    u.count = n;
+    u.grad = grad_.data();
+    u.rate = rate * net_->params_lr()[i];
+    u.decay = param_.weight_decay() * net_->params_weight_decay()[i];
+    if (u.decay != 0 && !decoupled_decay()) {
+      const float* w = p->cpu_data<float>();
+      const float d = static_cast<float>(u.decay);
+      for (int64_t k = 0; k < n; ++k) grad_[k] += d * (l1 ? float((w[k] > 0) - (w[k] < 0)) : w[k]);
+    }
+    if (param_.larc()) {
+      const double wn = std::sqrt(sumsq(p->data())), gn = std::sqrt(cpu_sumsq<float>(n, grad_.data()));
+      if (wn > 0 && gn > 0) {
+        const double trust = param_.larc_eta() * wn / gn;
+        u.rate = param_.larc_policy() == "scale" ? u.rate * trust : std::min(u.rate, trust);
+      }
+    }
+    UpdateParam(u);
+  }
+  if (param_.dynamic_loss_scale() && ++clean_iterations_ >= param_.loss_scale_window()) {
+    clean_iterations_ = 0;
+    const float grown = std::min(loss_scale_ * param_.loss_scale_growth(), param_.loss_scale_max());
+    if (grown != loss_scale_) {
+      LOG(INFO) << "Iteration " << iter_ << ": " << param_.loss_scale_window() << " clean steps, loss scale "
+                << loss_scale_ << " -> " << grown;
+      SetLossScale(grown);
+    }
+  }
+  return true;
 }
 
-void SGDSolver::SnapshotState(SolverState* state) const {
-  for (const auto& h : history_) h->ToProto(state->add_history());
-}
-
-void SGDSolver::RestoreState(const SolverState& state, const std::string& file) {
-  if (state.history_size() != static_cast<int>(history_.size()))
-    fail(file, ": holds ", state.history_size(), " history blobs, the net has ", history_.size(),
-         " learnable parameters");
-  for (size_t i = 0; i < history_.size(); ++i)
-    history_[i]->FromProto(state.history(static_cast<int>(i)), false, str_cat(file, ": history ", i));
+void SGDSolver::UpdateParam(const ParamUpdate& u) {
+  Blob* p = net_->learnable_params()[u.id];
+  const bool accumulate_grads = param_.half_update_scheme() == SolverParameter::ACCUMULATE_GRADIENTS;
+  dispatch_type(data_type_, [&](auto z) {
+    using T = decltype(z);
+    using M = math_t<T>;
+    T* w = p->mutable_cpu_data<T>();
+    T* h = history(u.id).mutable_cpu_data<T>();
+    const M m = static_cast<M>(param_.momentum()), r = static_cast<M>(u.rate);
+    if (std::is_same_v<T, float16> && accumulate_grads) {
+      // No learning rate inside the momentum: small gradients stay above
+      // FP16's underflow; the product with the rate is formed in FP32.
+      for (int64_t k = 0; k < u.count; ++k) {
+        h[k] = T(m * M(h[k]) + M(u.grad[k]));
+        w[k] = T(M(w[k]) - r * M(h[k]));
+      }
+    } else {
+      for (int64_t k = 0; k < u.count; ++k) {
+        h[k] = T(m * M(h[k]) + r * M(u.grad[k]));
+        w[k] = T(M(w[k]) - M(h[k]));
+      }
+    }
+  });
 }
 
 }  // namespace cortado
