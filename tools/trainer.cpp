@@ -18,6 +18,7 @@
 #include <new>
 #include <sstream>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cortado/solver.hpp"
@@ -199,12 +200,15 @@ void plot_grad_stats(const GradStatsResult& result) {
     temporary = true;
     WriteGradStatsCsv(result, csv);
   }
-  const std::string command = "python3 " + shell_quote(script) + " " + shell_quote(csv) + " " + shell_quote(FLAGS_plot);
+  const char* python = std::getenv("CORTADO_PYTHON");  // e.g. /usr/bin/python3 beside a virtualenv's
+  const std::string command = std::string(python && *python ? python : "python3") + " " + shell_quote(script) +
+                              " " + shell_quote(csv) + " " + shell_quote(FLAGS_plot);
   const int status = std::system(command.c_str());
   if (temporary) std::remove(csv.c_str());
   if (status != 0)
-    fail("--plot: '", command, "' failed (status ", status, "); it needs python3 with matplotlib "
-         "(Debian: python3-matplotlib, see scripts/install_deps.sh)");
+    fail("--plot: `", command, "` failed (", WIFEXITED(status) ? str_cat("exit status ", WEXITSTATUS(status)) :
+         std::string("killed"), "); it needs python3 with matplotlib (Debian: python3-matplotlib, see "
+         "scripts/install_deps.sh; CORTADO_PYTHON names another interpreter)");
   LOG(INFO) << "Wrote " << FLAGS_plot;
 }
 
@@ -221,6 +225,7 @@ int grad_stats() {
   ForceFloatTypes(&param);  // measure what FP16 would have to hold, in FP32
   Net net(param, info);
   for (const std::string& w : split(FLAGS_weights)) net.CopyTrainedLayersFrom(w);
+  if (FLAGS_weights.empty()) LOG(INFO) << "No --weights: measuring the gradients of the freshly initialized net.";
   LOG(INFO) << "Collecting gradient statistics over " << FLAGS_iterations << " iterations (FP32).";
   GradStats stats(&net);
   const GradStatsResult& result = stats.Run(FLAGS_iterations);

@@ -25,12 +25,17 @@ RuleCase AdaDelta() {
 }
 
 TEST(AdaDeltaSolver, Registered) {
-  EXPECT_STREQ(MakeSolver("type: 'AdaDelta' base_lr: 1 lr_policy: 'fixed' momentum: 0.95", RuleNet(FLOAT))->type(), "AdaDelta");
+  auto s = MakeSolver("type: 'AdaDelta' base_lr: 1 lr_policy: 'fixed' momentum: 0.95", RuleNet(FLOAT));
+  EXPECT_STREQ(s->type(), "AdaDelta");
 }
 TEST(AdaDeltaSolver, ThreeStepsFloat) { CheckRuleFloat(AdaDelta()); }
 TEST(AdaDeltaSolver, ThreeStepsDouble) { CheckRuleDouble(AdaDelta()); }
 TEST(AdaDeltaSolver, ThreeStepsHalfData) { CheckRuleHalfData(AdaDelta()); }
 TEST(AdaDeltaSolver, HalfLayersKeepFloatMasterWeights) { CheckHalfLayersKeepFloatMaster(AdaDelta()); }
+TEST(AdaDeltaSolver, ResumeIsBitIdentical) {
+  CheckResumeIsBitIdentical(AdaDelta(), FLOAT);
+  CheckResumeIsBitIdentical(AdaDelta(), FLOAT16);
+}
 
 TEST(AdaDeltaSolver, MomentumOutOfRangeNamesTheField) {
   try {

@@ -26,6 +26,10 @@ TEST(AdaGradSolver, ThreeStepsFloat) { CheckRuleFloat(AdaGrad()); }
 TEST(AdaGradSolver, ThreeStepsDouble) { CheckRuleDouble(AdaGrad()); }
 TEST(AdaGradSolver, ThreeStepsHalfData) { CheckRuleHalfData(AdaGrad()); }
 TEST(AdaGradSolver, HalfLayersKeepFloatMasterWeights) { CheckHalfLayersKeepFloatMaster(AdaGrad()); }
+TEST(AdaGradSolver, ResumeIsBitIdentical) {
+  CheckResumeIsBitIdentical(AdaGrad(), FLOAT);
+  CheckResumeIsBitIdentical(AdaGrad(), FLOAT16);
+}
 
 TEST(AdaGradSolver, MomentumIsAnErrorNamingTheField) {
   try {

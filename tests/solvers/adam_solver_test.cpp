@@ -51,6 +51,11 @@ TEST(AdamSolver, ThreeStepsFloat) { CheckRuleFloat(Adam()); }
 TEST(AdamSolver, ThreeStepsDouble) { CheckRuleDouble(Adam()); }
 TEST(AdamSolver, ThreeStepsHalfData) { CheckRuleHalfData(Adam()); }
 TEST(AdamSolver, HalfLayersKeepFloatMasterWeights) { CheckHalfLayersKeepFloatMaster(Adam()); }
+TEST(AdamSolver, ResumeIsBitIdentical) {
+  CheckResumeIsBitIdentical(Adam(), FLOAT);
+  CheckResumeIsBitIdentical(Adam(), FLOAT16);
+}
+TEST(AdamWSolver, ResumeIsBitIdentical) { CheckResumeIsBitIdentical(AdamW(), FLOAT); }
 
 TEST(AdamWSolver, ThreeStepsFloat) { CheckRuleFloat(AdamW()); }
 TEST(AdamWSolver, ThreeStepsDouble) { CheckRuleDouble(AdamW()); }
@@ -60,8 +65,10 @@ TEST(AdamWSolver, L1DecayIsDecoupledToo) { CheckRuleFloat(AdamW("L1")); }
 
 TEST(AdamSolver, BetasOutOfRangeNameTheField) {
   const std::pair<const char*, const char*> cases[] = {
-      {"type: 'Adam' base_lr: 0.1 lr_policy: 'fixed'\nmomentum: 1", "solver.prototxt:2: momentum: (beta1) must lie in [0, 1) for Adam"},
-      {"type: 'AdamW' base_lr: 0.1 lr_policy: 'fixed'\nmomentum2: -0.5", "solver.prototxt:2: momentum2: (beta2) must lie in [0, 1) for AdamW"},
+      {"type: 'Adam' base_lr: 0.1 lr_policy: 'fixed'\nmomentum: 1",
+       "solver.prototxt:2: momentum: (beta1) must lie in [0, 1) for Adam"},
+      {"type: 'AdamW' base_lr: 0.1 lr_policy: 'fixed'\nmomentum2: -0.5",
+       "solver.prototxt:2: momentum2: (beta2) must lie in [0, 1) for AdamW"},
   };
   for (const auto& [text, want] : cases) {
     try {

@@ -25,6 +25,10 @@ TEST(NesterovSolver, ThreeStepsFloat) { CheckRuleFloat(Nesterov()); }
 TEST(NesterovSolver, ThreeStepsDouble) { CheckRuleDouble(Nesterov()); }
 TEST(NesterovSolver, ThreeStepsHalfData) { CheckRuleHalfData(Nesterov()); }
 TEST(NesterovSolver, HalfLayersKeepFloatMasterWeights) { CheckHalfLayersKeepFloatMaster(Nesterov()); }
+TEST(NesterovSolver, ResumeIsBitIdentical) {
+  CheckResumeIsBitIdentical(Nesterov(), FLOAT);
+  CheckResumeIsBitIdentical(Nesterov(), FLOAT16);
+}
 
 }  // namespace
 }  // namespace cortado::test

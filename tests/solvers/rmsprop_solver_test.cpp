@@ -27,11 +27,16 @@ TEST(RMSPropSolver, ThreeStepsFloat) { CheckRuleFloat(RMSProp()); }
 TEST(RMSPropSolver, ThreeStepsDouble) { CheckRuleDouble(RMSProp()); }
 TEST(RMSPropSolver, ThreeStepsHalfData) { CheckRuleHalfData(RMSProp()); }
 TEST(RMSPropSolver, HalfLayersKeepFloatMasterWeights) { CheckHalfLayersKeepFloatMaster(RMSProp()); }
+TEST(RMSPropSolver, ResumeIsBitIdentical) {
+  CheckResumeIsBitIdentical(RMSProp(), FLOAT);
+  CheckResumeIsBitIdentical(RMSProp(), FLOAT16);
+}
 
 TEST(RMSPropSolver, BadFieldsNameTheField) {
   const std::pair<const char*, const char*> cases[] = {
       {"type: 'RMSProp' base_lr: 0.1 lr_policy: 'fixed'\nmomentum: 0.5", "solver.prototxt:2: momentum: must be 0"},
-      {"type: 'RMSProp' base_lr: 0.1 lr_policy: 'fixed'\nrms_decay: 1", "solver.prototxt:2: rms_decay: must lie in [0, 1), got 1"},
+      {"type: 'RMSProp' base_lr: 0.1 lr_policy: 'fixed'\nrms_decay: 1",
+       "solver.prototxt:2: rms_decay: must lie in [0, 1), got 1"},
   };
   for (const auto& [text, want] : cases) {
     try {

@@ -7,7 +7,8 @@
 // that names the momentum field, as Caffe does.
 // History: 1 blob per parameter (H), in the solver data type. Arithmetic in
 // math_t<T>, each stored value rounded once. With FLOAT16 solver data H
-// saturates at 65504; use FLOAT solver data for long runs.
+// overflows to Inf past 65504 and the steps of that weight become 0: use FLOAT
+// solver data for long runs.
 
 #include "cortado/solver.hpp"
 

@@ -6,7 +6,8 @@ namespace cortado {
 
 AdaGradSolver::AdaGradSolver(const SolverParameter& param, const SourceInfo& info) : Solver(param, info) {
   if (param_.momentum() != 0)
-    ParamFail("momentum", str_cat("must be 0 (unset) for AdaGrad, which has no momentum term; got ", param_.momentum()));
+    ParamFail("momentum",
+              str_cat("must be 0 (unset) for AdaGrad, which has no momentum term; got ", param_.momentum()));
 }
 
 void AdaGradSolver::UpdateParam(const ParamUpdate& u) {

@@ -16,7 +16,7 @@ void AdamSolver::UpdateParam(const ParamUpdate& u) { AdamUpdate(u, false); }
 void AdamSolver::AdamUpdate(const ParamUpdate& u, bool decoupled) {
   const double b1 = param_.momentum(), b2 = param_.momentum2();
   const double t = iter() + 1.0;
-  const double step = u.rate * 1.0 / (1 - std::pow(b1, t));
+  const double step = u.rate * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t));
   const double wd = decoupled ? u.rate * u.decay : 0.0;
   const bool l1 = param_.regularization_type() == "L1";
   dispatch_type(data_type(), [&](auto z) {

@@ -52,8 +52,8 @@ std::string percent(double share) {
     std::snprintf(buf, sizeof(buf), "0%%");
   else if (share >= 0.9995 && share < 1)
     std::snprintf(buf, sizeof(buf), ">99.9%%");  // never print 100% for "not quite all"
-  else if (share < 0.001)
-    std::snprintf(buf, sizeof(buf), "<0.1%%");
+  else if (share < 0.001)  // small shares are the interesting ones: two significant digits
+    std::snprintf(buf, sizeof(buf), "%.2g%%", 100 * share);
   else
     std::snprintf(buf, sizeof(buf), "%.1f%%", 100 * share);
   return buf;
