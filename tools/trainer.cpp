@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cortado/context.hpp"
 #include "cortado/solver.hpp"
 #include "cortado/util/device.hpp"
 #include "cortado/util/grad_stats.hpp"
@@ -57,11 +58,15 @@ void require(const std::string& value, const char* flag, const char* command) {
   if (value.empty()) fail(command, " needs --", flag);
 }
 
-void check_gpu() {
-  if (FLAGS_gpu.empty()) return;
+// The context --gpu asks for: the CPU when empty, else one CUDA device.
+std::shared_ptr<const Context> device_context() {
+  if (FLAGS_gpu.empty()) return Context::Cpu();
   const std::vector<int> ids = ParseGpuFlag(FLAGS_gpu);
-  fail("--gpu=", FLAGS_gpu, ": ", ids.size(), " device(s) found, but the GPU backend of the layers is not part of this "
-       "version of Cortado yet; run on the CPU (omit --gpu)");
+  if (ids.size() > 1)
+    fail("--gpu=", FLAGS_gpu, ": training on several GPUs needs the communicator, which this version does not have "
+         "yet; give one device");
+  LOG(INFO) << "Using GPU " << ids[0];
+  return Context::Create(ids[0]);
 }
 
 Phase phase_flag(Phase fallback) {
@@ -75,7 +80,7 @@ int train() {
   require(FLAGS_solver, "solver", "train");
   if (!FLAGS_snapshot.empty() && !FLAGS_weights.empty())
     fail("give --snapshot (resume) or --weights (fine-tune), not both");
-  check_gpu();
+  const std::shared_ptr<const Context> ctx = device_context();
   const SolverAction on_int = ParseSolverAction("sigint_effect", FLAGS_sigint_effect.c_str());
   const SolverAction on_hup = ParseSolverAction("sighup_effect", FLAGS_sighup_effect.c_str());
   SolverParameter param;
@@ -85,7 +90,7 @@ int train() {
     param.mutable_train_state()->set_level(FLAGS_level);
     for (const std::string& s : split(FLAGS_stage)) param.mutable_train_state()->add_stage(s);
   }
-  std::unique_ptr<Solver> solver = Solver::Create(param, info);
+  std::unique_ptr<Solver> solver = Solver::Create(param, info, ctx);
   SignalHandler signals(on_int, on_hup);
   solver->set_action_function([&signals] { return signals.CheckForSignals(); });
   for (const std::string& w : split(FLAGS_weights)) {
@@ -97,9 +102,9 @@ int train() {
   return 0;
 }
 
-std::unique_ptr<Net> load_model(Phase phase) {
+std::unique_ptr<Net> load_model(Phase phase, std::shared_ptr<const Context> ctx) {
   std::vector<std::string> stages = split(FLAGS_stage);
-  auto net = std::make_unique<Net>(FLAGS_model, phase, FLAGS_level, stages);
+  auto net = std::make_unique<Net>(FLAGS_model, phase, FLAGS_level, stages, std::move(ctx));
   for (const std::string& w : split(FLAGS_weights)) net->CopyTrainedLayersFrom(w);
   return net;
 }
@@ -111,8 +116,7 @@ void require_iterations() {
 int test() {
   require(FLAGS_model, "model", "test");
   require_iterations();
-  check_gpu();
-  std::unique_ptr<Net> net = load_model(phase_flag(TEST));
+  std::unique_ptr<Net> net = load_model(phase_flag(TEST), device_context());
   LOG(INFO) << "Running for " << FLAGS_iterations << " iterations.";
   std::vector<double> scores;
   std::vector<std::string> names;
@@ -140,8 +144,7 @@ int test() {
 int time_net() {
   require(FLAGS_model, "model", "time");
   require_iterations();
-  check_gpu();
-  std::unique_ptr<Net> net = load_model(phase_flag(TRAIN));
+  std::unique_ptr<Net> net = load_model(phase_flag(TRAIN), device_context());
   using clock = std::chrono::steady_clock;
   const auto& layers = net->layers();
   std::vector<double> fwd(layers.size(), 0), bwd(layers.size(), 0);
@@ -215,7 +218,7 @@ void plot_grad_stats(const GradStatsResult& result) {
 int grad_stats() {
   require(FLAGS_model, "model", "grad_stats");
   require_iterations();
-  check_gpu();
+  const std::shared_ptr<const Context> ctx = device_context();
   NetParameter param;
   SourceInfo info;
   ReadTextProto(FLAGS_model, &param, &info);
@@ -223,7 +226,7 @@ int grad_stats() {
   param.mutable_state()->set_level(FLAGS_level);
   for (const std::string& s : split(FLAGS_stage)) param.mutable_state()->add_stage(s);
   ForceFloatTypes(&param);  // measure what FP16 would have to hold, in FP32
-  Net net(param, info);
+  Net net(param, info, ctx);
   for (const std::string& w : split(FLAGS_weights)) net.CopyTrainedLayersFrom(w);
   if (FLAGS_weights.empty()) LOG(INFO) << "No --weights: measuring the gradients of the freshly initialized net.";
   LOG(INFO) << "Collecting gradient statistics over " << FLAGS_iterations << " iterations (FP32).";

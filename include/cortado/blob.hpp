@@ -49,6 +49,11 @@ class Blob {
   template <typename T> const T* cpu_diff() const { return diff_->data<T>(); }
   template <typename T> T* mutable_cpu_data() { return data_->mutable_data<T>(); }
   template <typename T> T* mutable_cpu_diff() { return diff_->mutable_data<T>(); }
+  // Device pointers (CUDA builds); same conversion rules as the host ones.
+  template <typename T> const T* gpu_data() const { return data_->gpu_data<T>(); }
+  template <typename T> const T* gpu_diff() const { return diff_->gpu_data<T>(); }
+  template <typename T> T* mutable_gpu_data() { return data_->mutable_gpu_data<T>(); }
+  template <typename T> T* mutable_gpu_diff() { return diff_->mutable_gpu_data<T>(); }
 
   Tensor& data() { return *data_; }
   Tensor& diff() { return *diff_; }

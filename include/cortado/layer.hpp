@@ -14,12 +14,17 @@
 // - Bad parameters or shapes are reported with field_error(), which names the
 //   layer, its type and the field; the Net adds the prototxt file and line.
 // - Layers never synchronize a device; the Net and Solver do.
+// - The Net gives every layer its Context before SetUp. On a GPU context
+//   Forward/Backward call Forward_gpu/Backward_gpu; a layer without a GPU path
+//   (HasGpuPath() false) says so once at set-up and runs its CPU path, the
+//   blobs moving between host and device as needed.
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cortado/blob.hpp"
+#include "cortado/context.hpp"
 
 namespace cortado {
 
@@ -51,6 +56,11 @@ class LayerBase {
 
   /// Checks blob counts, then LayerSetUp, Reshape and the loss weights.
   void SetUp(const BlobVec& bottom, const BlobVec& top);
+  void set_context(std::shared_ptr<const Context> ctx) { ctx_ = std::move(ctx); }
+  const Context& context() const { return *ctx_; }
+  bool on_gpu() const { return ctx_->on_gpu(); }
+  /// Whether Forward_gpu/Backward_gpu are real GPU implementations.
+  virtual bool HasGpuPath() const { return false; }
   virtual void LayerSetUp(const BlobVec& bottom, const BlobVec& top) {}
   virtual void Reshape(const BlobVec& bottom, const BlobVec& top) = 0;
 
@@ -100,6 +110,7 @@ class LayerBase {
                              const BlobVec& bottom) = 0;
 
   LayerParameter param_;
+  std::shared_ptr<const Context> ctx_ = Context::Cpu();
   std::vector<std::shared_ptr<Blob>> blobs_;
   std::vector<bool> param_propagate_down_;
   std::vector<double> loss_;
@@ -119,10 +130,26 @@ class Layer : public LayerBase {
   virtual void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                             const BlobVec& bottom) = 0;
 
-  void Forward_impl(const BlobVec& bottom, const BlobVec& top) override { Forward_cpu(bottom, top); }
+  /// GPU paths; the defaults run the CPU path (see HasGpuPath).
+  virtual void Forward_gpu(const BlobVec& bottom, const BlobVec& top) { Forward_cpu(bottom, top); }
+  virtual void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) {
+    Backward_cpu(top, propagate_down, bottom);
+  }
+
+  void Forward_impl(const BlobVec& bottom, const BlobVec& top) override {
+    if (this->on_gpu()) {
+      Forward_gpu(bottom, top);
+    } else {
+      Forward_cpu(bottom, top);
+    }
+  }
   void Backward_impl(const BlobVec& top, const std::vector<bool>& propagate_down,
                      const BlobVec& bottom) override {
-    Backward_cpu(top, propagate_down, bottom);
+    if (this->on_gpu()) {
+      Backward_gpu(top, propagate_down, bottom);
+    } else {
+      Backward_cpu(top, propagate_down, bottom);
+    }
   }
 
   /// Creates a parameter blob stored in Ftype (the solver may keep a master copy).

@@ -25,10 +25,15 @@ namespace cortado {
 
 class Net {
  public:
-  /// `info` locates fields in the prototxt for error messages (may be empty).
-  explicit Net(const NetParameter& param, const SourceInfo& info = SourceInfo());
+  /// `info` locates fields in the prototxt for error messages (may be empty);
+  /// `ctx` is where the net runs (null: the CPU).
+  explicit Net(const NetParameter& param, const SourceInfo& info = SourceInfo(),
+               std::shared_ptr<const Context> ctx = nullptr);
   /// Reads the prototxt at `path`, sets its state's phase (and level/stages).
-  Net(const std::string& path, Phase phase, int level = 0, const std::vector<std::string>& stages = {});
+  Net(const std::string& path, Phase phase, int level = 0, const std::vector<std::string>& stages = {},
+      std::shared_ptr<const Context> ctx = nullptr);
+  const Context& context() const { return *ctx_; }
+  std::shared_ptr<const Context> context_ptr() const { return ctx_; }
 
   /// Forward through every layer; returns the total weighted loss.
   double Forward();
@@ -104,6 +109,7 @@ class Net {
   Phase phase_ = TRAIN;
   float global_grad_scale_ = 1;
   SourceInfo info_;
+  std::shared_ptr<const Context> ctx_;
   std::vector<int> source_index_;  // layer id -> index in the prototxt as written (-1: inserted)
   std::vector<LayerParameter> layer_params_;
   std::vector<std::unique_ptr<LayerBase>> layers_;

@@ -55,12 +55,16 @@ struct ParamUpdate {
 
 class Solver {
  public:
-  /// `info` locates fields of the solver prototxt (and its embedded nets).
-  explicit Solver(const SolverParameter& param, const SourceInfo& info = SourceInfo());
+  /// `info` locates fields of the solver prototxt (and its embedded nets);
+  /// `ctx` is where the nets run (null: the CPU). The device comes from the
+  /// caller (trainer's --gpu), not from solver_mode.
+  explicit Solver(const SolverParameter& param, const SourceInfo& info = SourceInfo(),
+                  std::shared_ptr<const Context> ctx = nullptr);
   virtual ~Solver() = default;
   /// Reads a solver prototxt and makes the solver its `type` names.
-  static std::unique_ptr<Solver> Create(const std::string& solver_file);
-  static std::unique_ptr<Solver> Create(const SolverParameter& param, const SourceInfo& info = SourceInfo());
+  static std::unique_ptr<Solver> Create(const std::string& solver_file, std::shared_ptr<const Context> ctx = nullptr);
+  static std::unique_ptr<Solver> Create(const SolverParameter& param, const SourceInfo& info = SourceInfo(),
+                                        std::shared_ptr<const Context> ctx = nullptr);
   /// The solver types Create knows, sorted.
   static std::vector<std::string> Types();
 
@@ -112,6 +116,7 @@ class Solver {
 
   SolverParameter param_;
   SourceInfo info_;
+  std::shared_ptr<const Context> ctx_;
   int iter_ = 0;
   int current_step_ = 0;
   std::unique_ptr<Net> net_;

@@ -11,6 +11,8 @@
 //   cached copy. Writing through a pointer obtained earlier for another type
 //   is a bug.
 // - A fresh tensor is zero in its initial type.
+// - gpu_data<T>() / mutable_gpu_data<T>() (CUDA builds) do the same on the
+//   device: a conversion there runs as a kernel on the thread's stream.
 // - resize() keeps nothing: all copies are reallocated and zeroed when the
 //   count grows; shrinking keeps the buffers.
 
@@ -39,11 +41,22 @@ class Tensor {
   const void* data_raw(Type t) const;
   void* mutable_data_raw(Type t);
 
+  template <typename T> const T* gpu_data() const {
+    return static_cast<const T*>(gpu_data_raw(type_of<T>()));
+  }
+  template <typename T> T* mutable_gpu_data() {
+    return static_cast<T*>(mutable_gpu_data_raw(type_of<T>()));
+  }
+  const void* gpu_data_raw(Type t) const;
+  void* mutable_gpu_data_raw(Type t);
+  /// Whether the newest values of the current type live on the device.
+  bool head_on_gpu() const;
+
   /// Sets every value to zero in the current type and drops other copies.
   void set_zero();
 
  private:
-  void ensure(Type t) const;  // allocates and fills the copy of type t
+  void ensure(Type t, bool gpu) const;  // allocates and fills the copy of type t on that side
 
   size_t count_ = 0;
   size_t capacity_ = 0;

@@ -12,6 +12,9 @@ LayerBase::LayerBase(const LayerParameter& param) : param_(param) {
 
 void LayerBase::SetUp(const BlobVec& bottom, const BlobVec& top) {
   CheckBlobCounts(bottom, top);
+  if (on_gpu() && !HasGpuPath())
+    LOG(WARNING) << "layer '" << name() << "' (" << type() << ") has no GPU path: it runs on the CPU, its blobs "
+                 << "moving between host and device";
   LayerSetUp(bottom, top);
   Reshape(bottom, top);
   SetLossWeights(top);

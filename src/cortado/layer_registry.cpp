@@ -28,7 +28,7 @@ namespace cortado {
 namespace {
 struct Entry {
   const char* type;
-  std::unique_ptr<LayerBase> (*make)(const LayerParameter&);
+  std::unique_ptr<LayerBase> (*make)(const LayerParameter&, const Context*);
 };
 
 const Entry kRegistry[] = {
@@ -68,7 +68,7 @@ std::vector<std::string> LayerTypes() {
 
 bool IsKnownLayerType(const std::string& type) { return find(type) != nullptr; }
 
-std::unique_ptr<LayerBase> CreateLayer(const LayerParameter& param) {
+std::unique_ptr<LayerBase> CreateLayer(const LayerParameter& param, const Context* ctx) {
   const Entry* e = find(param.type());
   if (!e) {
     std::string known;
@@ -80,7 +80,7 @@ std::unique_ptr<LayerBase> CreateLayer(const LayerParameter& param) {
     throw FieldError(param.name(), param.type(), "forward_type",
                      str_cat("the pair (", type_name(param.forward_type()), ", ", type_name(param.backward_type()),
                              ") is not supported; DOUBLE pairs only with DOUBLE"));
-  return e->make(param);
+  return e->make(param, ctx);
 }
 
 }  // namespace cortado

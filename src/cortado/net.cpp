@@ -121,9 +121,14 @@ NetParameter InsertSplits(const NetParameter& in, std::vector<int>* origin) {
 
 // ---- construction ---------------------------------------------------------------
 
-Net::Net(const NetParameter& param, const SourceInfo& info) : info_(info) { Init(param); }
+Net::Net(const NetParameter& param, const SourceInfo& info, std::shared_ptr<const Context> ctx)
+    : info_(info), ctx_(ctx ? std::move(ctx) : Context::Cpu()) {
+  Init(param);
+}
 
-Net::Net(const std::string& path, Phase phase, int level, const std::vector<std::string>& stages) {
+Net::Net(const std::string& path, Phase phase, int level, const std::vector<std::string>& stages,
+         std::shared_ptr<const Context> ctx)
+    : ctx_(ctx ? std::move(ctx) : Context::Cpu()) {
   NetParameter param;
   ReadTextProto(path, &param, &info_);
   param.mutable_state()->set_phase(phase);
@@ -180,6 +185,7 @@ void Net::Init(const NetParameter& in_param) {
   std::vector<int> origin;
   const NetParameter param = InsertSplits(filtered, &origin);
   for (int o : origin) source_index_.push_back(kept[o]);
+  ctx_->Activate();
   std::map<std::string, int> available;
   const int n = param.layer_size();
   layer_params_.assign(param.layer().begin(), param.layer().end());
@@ -196,7 +202,8 @@ void Net::Init(const NetParameter& in_param) {
       LayerFail(layer_id, "propagate_down", str_cat("has ", lp.propagate_down_size(), " values for ",
                                                     lp.bottom_size(), " bottoms"));
     try {
-      layers_.push_back(CreateLayer(lp));
+      layers_.push_back(CreateLayer(lp, ctx_.get()));
+      layers_.back()->set_context(ctx_);
     } catch (const FieldError& e) {
       LayerFail(layer_id, e.field(), e.message());
     }
@@ -379,6 +386,7 @@ void Net::AppendParam(const NetParameter& param, int layer_id, int param_id) {
 // A FieldError found while running (a label out of range, a shape that
 // changed, a corrupt record) gets the prototxt line like one found in Init.
 double Net::Forward() {
+  ctx_->Activate();
   double loss = 0;
   size_t i = 0;
   try {
@@ -392,6 +400,7 @@ double Net::Forward() {
 }
 
 void Net::Backward() {
+  ctx_->Activate();
   int i = static_cast<int>(layers_.size()) - 1;
   try {
     for (; i >= 0; --i) {

@@ -16,11 +16,11 @@ namespace cortado {
 
 namespace pb = google::protobuf;
 
-std::unique_ptr<Solver> Solver::Create(const std::string& solver_file) {
+std::unique_ptr<Solver> Solver::Create(const std::string& solver_file, std::shared_ptr<const Context> ctx) {
   SolverParameter param;
   SourceInfo info;
   ReadTextProto(solver_file, &param, &info);
-  return Create(param, info);
+  return Create(param, info, std::move(ctx));
 }
 
 namespace {
@@ -28,6 +28,9 @@ template <typename S>
 std::unique_ptr<Solver> make_solver(const SolverParameter& p, const SourceInfo& i) {
   return std::make_unique<S>(p, i);
 }
+// The context reaches the constructors through this (the rules' constructors
+// keep Caffe's two-argument shape).
+thread_local std::shared_ptr<const Context> t_create_ctx;
 struct SolverEntry {
   const char* type;
   std::unique_ptr<Solver> (*make)(const SolverParameter&, const SourceInfo&);
@@ -47,20 +50,32 @@ std::vector<std::string> Solver::Types() {
   return v;
 }
 
-std::unique_ptr<Solver> Solver::Create(const SolverParameter& param, const SourceInfo& info) {
-  for (const SolverEntry& e : kSolvers)
-    if (param.type() == e.type) return e.make(param, info);
+std::unique_ptr<Solver> Solver::Create(const SolverParameter& param, const SourceInfo& info,
+                                       std::shared_ptr<const Context> ctx) {
+  for (const SolverEntry& e : kSolvers) {
+    if (param.type() != e.type) continue;
+    t_create_ctx = std::move(ctx);
+    try {
+      auto solver = e.make(param, info);
+      t_create_ctx.reset();
+      return solver;
+    } catch (...) {
+      t_create_ctx.reset();
+      throw;
+    }
+  }
   std::string known;
   for (const SolverEntry& e : kSolvers) known += std::string(known.empty() ? "" : ", ") + e.type;
   const int line = info.root_field_line(SolverParameter::descriptor(), "type");
   fail(info.where(line), "type: unknown solver type '", param.type(), "'; known types: ", known);
 }
 
-Solver::Solver(const SolverParameter& param, const SourceInfo& info) : param_(param), info_(info) {
+Solver::Solver(const SolverParameter& param, const SourceInfo& info, std::shared_ptr<const Context> ctx)
+    : param_(param), info_(info), ctx_(ctx ? std::move(ctx) : t_create_ctx ? t_create_ctx : Context::Cpu()) {
   Validate();
   if (param_.random_seed() >= 0) set_random_seed(param_.random_seed());
-  if (param_.solver_mode() == SolverParameter::GPU && param_.has_solver_mode())
-    LOG(INFO) << "solver_mode: GPU is not used to choose the device; trainer's --gpu flag does";
+  if (param_.has_solver_mode())
+    LOG(INFO) << "solver_mode is not used to choose the device; trainer's --gpu flag does";
   InitNets();
   const bool double_net = !net_->layers().empty() && net_->layers().front()->forward_type() == DOUBLE;
   data_type_ = double_net ? DOUBLE : param_.solver_data_type();
@@ -148,7 +163,7 @@ void Solver::InitNets() {
   state.MergeFrom(train.state());
   state.MergeFrom(param_.train_state());
   *train.mutable_state() = state;
-  net_ = std::make_unique<Net>(train, train_info);
+  net_ = std::make_unique<Net>(train, train_info, ctx_);
 
   // Test nets: test_net files, test_net_param, or the general net in TEST phase.
   std::vector<std::pair<NetParameter, SourceInfo>> tests;
@@ -175,7 +190,7 @@ void Solver::InitNets() {
     s.set_phase(TEST);
     if (i < static_cast<size_t>(param_.test_state_size())) s.MergeFrom(param_.test_state(i));
     *p.mutable_state() = s;
-    test_nets_.push_back(std::make_unique<Net>(p, tests[i].second));
+    test_nets_.push_back(std::make_unique<Net>(p, tests[i].second, ctx_));
     test_nets_.back()->ShareTrainedLayersWith(*net_);
   }
 }

@@ -4,16 +4,92 @@
 #include <cstring>
 #include <new>
 
+#include "cortado/common.hpp"
+#include "cortado/util/cuda.hpp"
+
 namespace cortado {
 
 SyncedMemory::SyncedMemory(size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
   const size_t rounded = (bytes + 63) / 64 * 64;
-  cpu_ptr_ = std::aligned_alloc(64, rounded);
+#ifdef CORTADO_USE_CUDA
+  if (cuda::available() && cudaMallocHost(&cpu_ptr_, rounded) == cudaSuccess) {
+    pinned_ = true;
+  } else {
+    cudaGetLastError();
+    cpu_ptr_ = nullptr;
+  }
+#endif
+  if (!cpu_ptr_) cpu_ptr_ = std::aligned_alloc(64, rounded);
   if (!cpu_ptr_) throw std::bad_alloc();
   std::memset(cpu_ptr_, 0, rounded);
 }
 
-SyncedMemory::~SyncedMemory() { std::free(cpu_ptr_); }
+SyncedMemory::~SyncedMemory() {
+#ifdef CORTADO_USE_CUDA
+  if (gpu_ptr_) cuda::device_free(gpu_ptr_);
+  if (pinned_) {
+    cudaFreeHost(cpu_ptr_);
+    return;
+  }
+#endif
+  std::free(cpu_ptr_);
+}
+
+void SyncedMemory::to_cpu() {
+#ifdef CORTADO_USE_CUDA
+  if (head_ == Head::GPU) {
+    CORTADO_CUDA_CHECK(cudaMemcpyAsync(cpu_ptr_, gpu_ptr_, size_, cudaMemcpyDeviceToHost, cuda::stream()));
+    CORTADO_CUDA_CHECK(cudaStreamSynchronize(cuda::stream()));
+    head_ = Head::SYNCED;
+  }
+#endif
+}
+
+void SyncedMemory::to_gpu() {
+#ifdef CORTADO_USE_CUDA
+  if (!gpu_ptr_ && size_) gpu_ptr_ = cuda::device_alloc(size_);
+  if (head_ == Head::CPU) {
+    if (size_) CORTADO_CUDA_CHECK(cudaMemcpyAsync(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice, cuda::stream()));
+    head_ = Head::SYNCED;
+  }
+#else
+  fail("GPU memory requested in a build without CUDA");
+#endif
+}
+
+const void* SyncedMemory::cpu_data() {
+  to_cpu();
+  return cpu_ptr_;
+}
+
+void* SyncedMemory::mutable_cpu_data() {
+  to_cpu();
+  head_ = Head::CPU;
+  return cpu_ptr_;
+}
+
+const void* SyncedMemory::gpu_data() {
+  to_gpu();
+  return gpu_ptr_;
+}
+
+void* SyncedMemory::mutable_gpu_data() {
+  to_gpu();
+  head_ = Head::GPU;
+  return gpu_ptr_;
+}
+
+void SyncedMemory::set_zero() {
+  if (size_ == 0) return;
+#ifdef CORTADO_USE_CUDA
+  if (head_ == Head::GPU) {
+    CORTADO_CUDA_CHECK(cudaMemsetAsync(gpu_ptr_, 0, size_, cuda::stream()));
+    return;
+  }
+#endif
+  std::memset(cpu_ptr_, 0, size_);
+  head_ = Head::CPU;
+}
 
 }  // namespace cortado

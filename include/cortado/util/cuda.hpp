@@ -1,0 +1,70 @@
+#pragma once
+// CUDA helpers for .cu files and GPU paths (CUDA builds only): checked
+// calls, the thread's current stream, and the caching device allocator.
+//
+// Every CUDA, cuBLAS and cuDNN call goes through a CORTADO_*_CHECK macro; a
+// failure throws cortado::Error naming the call, the file:line and the
+// library's message (out of memory is a user-facing condition, not a bug).
+
+#include "cortado/config.hpp"
+
+#ifdef CORTADO_USE_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstddef>
+
+#include "cortado/common.hpp"
+
+#define CORTADO_CUDA_CHECK(expr)                                                                          \
+  do {                                                                                                    \
+    const cudaError_t cortado_e_ = (expr);                                                                \
+    if (cortado_e_ != cudaSuccess)                                                                        \
+      ::cortado::fail(__FILE__, ":", __LINE__, ": ", #expr, ": ", cudaGetErrorString(cortado_e_));        \
+  } while (0)
+#define CORTADO_CUBLAS_CHECK(expr)                                                                        \
+  do {                                                                                                    \
+    const cublasStatus_t cortado_s_ = (expr);                                                             \
+    if (cortado_s_ != CUBLAS_STATUS_SUCCESS)                                                              \
+      ::cortado::fail(__FILE__, ":", __LINE__, ": ", #expr, ": ", cublasGetStatusString(cortado_s_));     \
+  } while (0)
+#define CORTADO_CUDNN_CHECK(expr)                                                                         \
+  do {                                                                                                    \
+    const cudnnStatus_t cortado_s_ = (expr);                                                              \
+    if (cortado_s_ != CUDNN_STATUS_SUCCESS)                                                               \
+      ::cortado::fail(__FILE__, ":", __LINE__, ": ", #expr, ": ", cudnnGetErrorString(cortado_s_));       \
+  } while (0)
+/// After a kernel launch.
+#define CORTADO_KERNEL_CHECK() CORTADO_CUDA_CHECK(cudaGetLastError())
+
+namespace cortado {
+namespace cuda {
+
+/// The calling thread's current stream (set by Context::Activate; the
+/// per-thread default stream otherwise).
+cudaStream_t stream();
+void set_stream(cudaStream_t s);
+
+/// Whether a CUDA device is usable in this process.
+bool available();
+
+/// Device memory from a cache of freed blocks (sizes rounded up to powers
+/// of two from 512 bytes): no cudaMalloc/cudaFree per iteration. Blocks
+/// belong to the device that was current when they were allocated.
+void* device_alloc(size_t bytes);
+void device_free(void* p);
+/// Bytes currently handed out and held in the cache, for benchmarks.
+size_t device_bytes_in_use();
+size_t device_bytes_peak();
+
+/// 1D launch geometry: blocks of 256 threads, a grid-stride loop in the kernel.
+constexpr int kThreads = 256;
+inline int blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
+}
+
+}  // namespace cuda
+}  // namespace cortado
+#endif  // CORTADO_USE_CUDA

@@ -1,0 +1,62 @@
+#include "cortado/context.hpp"
+
+#include "cortado/common.hpp"
+#include "cortado/util/cuda.hpp"
+
+namespace cortado {
+
+std::shared_ptr<Context> Context::Cpu() { return std::make_shared<Context>(); }
+
+#ifdef CORTADO_USE_CUDA
+std::shared_ptr<Context> Context::Create(int device) {
+  if (device < 0) return Cpu();
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || device >= n) {
+    cudaGetLastError();
+    fail("CUDA device ", device, " does not exist (", n, " device(s) found)");
+  }
+  auto c = std::shared_ptr<Context>(new Context());
+  c->device_ = device;
+  CORTADO_CUDA_CHECK(cudaSetDevice(device));
+  CORTADO_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking));
+  CORTADO_CUBLAS_CHECK(cublasCreate(&c->cublas_));
+  CORTADO_CUBLAS_CHECK(cublasSetStream(c->cublas_, c->stream_));
+  CORTADO_CUDNN_CHECK(cudnnCreate(&c->cudnn_));
+  CORTADO_CUDNN_CHECK(cudnnSetStream(c->cudnn_, c->stream_));
+  return c;
+}
+
+Context::~Context() {
+  if (device_ < 0) return;
+  cudaSetDevice(device_);
+  if (cudnn_) cudnnDestroy(cudnn_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (stream_) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+}
+
+void Context::Activate() const {
+  if (device_ < 0) {
+    if (cuda::available()) cuda::set_stream(nullptr);
+    return;
+  }
+  CORTADO_CUDA_CHECK(cudaSetDevice(device_));
+  cuda::set_stream(stream_);
+}
+
+void Context::Synchronize() const {
+  if (device_ >= 0) CORTADO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+#else
+std::shared_ptr<Context> Context::Create(int device) {
+  if (device < 0) return Cpu();
+  fail("this build of Cortado has no CUDA backend; rebuild with -DUSE_CUDA=ON to use device ", device);
+}
+Context::~Context() = default;
+void Context::Activate() const {}
+void Context::Synchronize() const {}
+#endif
+
+}  // namespace cortado

@@ -1,0 +1,108 @@
+// The caching device allocator and the thread's current stream.
+#include "cortado/util/cuda.hpp"
+
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace cortado {
+namespace cuda {
+
+namespace {
+thread_local cudaStream_t t_stream = cudaStreamPerThread;
+
+struct Block {
+  size_t bytes;
+  int device;
+};
+
+struct Cache {
+  std::mutex mu;
+  std::map<std::pair<int, size_t>, std::vector<void*>> free;  // (device, bytes) -> blocks
+  std::unordered_map<void*, Block> live;
+  size_t in_use = 0, peak = 0;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache();  // never destroyed: blocks outlive static destructors
+  return *c;
+}
+
+size_t round_up(size_t bytes) {
+  size_t r = 512;
+  while (r < bytes) r <<= 1;
+  return r;
+}
+}  // namespace
+
+cudaStream_t stream() { return t_stream; }
+void set_stream(cudaStream_t s) { t_stream = s ? s : cudaStreamPerThread; }
+
+bool available() {
+  static const bool ok = [] {
+    int n = 0;
+    const bool r = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    cudaGetLastError();
+    return r;
+  }();
+  return ok;
+}
+
+void* device_alloc(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  int device = 0;
+  CORTADO_CUDA_CHECK(cudaGetDevice(&device));
+  const size_t size = round_up(bytes);
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto& list = c.free[{device, size}];
+  void* p = nullptr;
+  if (!list.empty()) {
+    p = list.back();
+    list.pop_back();
+  } else {
+    cudaError_t e = cudaMalloc(&p, size);
+    if (e == cudaErrorMemoryAllocation) {
+      // Give the cached blocks of this device back and try once more.
+      cudaGetLastError();
+      for (auto& [key, blocks] : c.free) {
+        if (key.first != device) continue;
+        for (void* b : blocks) cudaFree(b);
+        blocks.clear();
+      }
+      e = cudaMalloc(&p, size);
+    }
+    if (e != cudaSuccess)
+      fail("out of GPU memory allocating ", size, " bytes on device ", device, " (", c.in_use,
+           " bytes in use): ", cudaGetErrorString(e));
+  }
+  c.live[p] = {size, device};
+  c.in_use += size;
+  if (c.in_use > c.peak) c.peak = c.in_use;
+  return p;
+}
+
+void device_free(void* p) {
+  if (!p) return;
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.live.find(p);
+  CORTADO_CHECK(it != c.live.end()) << "freeing a block the allocator does not know";
+  c.in_use -= it->second.bytes;
+  c.free[{it->second.device, it->second.bytes}].push_back(p);
+  c.live.erase(it);
+}
+
+size_t device_bytes_in_use() {
+  std::lock_guard<std::mutex> lock(cache().mu);
+  return cache().in_use;
+}
+
+size_t device_bytes_peak() {
+  std::lock_guard<std::mutex> lock(cache().mu);
+  return cache().peak;
+}
+
+}  // namespace cuda
+}  // namespace cortado
