@@ -56,6 +56,36 @@ TEST(Solver, LearningRatePolicies) {
   }
 }
 
+TEST(Solver, WarmUpAndPolyFloor) {
+  auto s = make_solver("base_lr: 0.1 lr_policy: 'poly' power: 1 max_iter: 100 min_lr: 0.01 "
+                       "rampup_interval: 10 rampup_lr: 0.02",
+                       kLinear);
+  EXPECT_NEAR(s->GetLearningRate(0), 0.02, 1e-7);
+  EXPECT_NEAR(s->GetLearningRate(5), 0.02 + (0.1 - 0.02) * 0.5, 1e-7);
+  // After the warm-up the policy applies: min_lr + (base - min_lr) * (1 - it/max)^power.
+  EXPECT_NEAR(s->GetLearningRate(10), 0.01 + 0.09 * 0.9, 1e-7);
+  EXPECT_NEAR(s->GetLearningRate(100), 0.01, 1e-7);
+}
+
+TEST(Solver, LarcScaleAndClip) {
+  // Bias: W = (1, 1), g = (2, 2): trust = eta * |W| / |g| = 0.1 * sqrt(2) / sqrt(8) = 0.05.
+  // Weights: g = 0, so LARC leaves them (and they do not move).
+  auto scale = make_solver("base_lr: 0.5 lr_policy: 'fixed' larc: true larc_eta: 0.1 max_iter: 1", kLinear);
+  scale->Step(1);
+  EXPECT_NEAR(scale->net()->learnable_params()[1]->cpu_data<float>()[0], 1 - 0.5 * 0.05 * 2, 1e-6);
+  auto clip = make_solver("base_lr: 0.5 lr_policy: 'fixed' larc: true larc_eta: 0.1 larc_policy: 'clip' max_iter: 1",
+                          kLinear);
+  clip->Step(1);
+  EXPECT_NEAR(clip->net()->learnable_params()[1]->cpu_data<float>()[0], 1 - 0.05 * 2, 1e-6);
+  EXPECT_NEAR(clip->net()->learnable_params()[0]->cpu_data<float>()[0], 0.5, 1e-7);
+  try {
+    make_solver("base_lr: 0.5 lr_policy: 'fixed' larc: true larc_policy: 'squash'", kLinear);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("larc_policy"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Solver, UnknownPolicyNamesTheField) {
   try {
     make_solver("base_lr: 0.1\nlr_policy: 'cosine'", kLinear);

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# LeNet on the GPU, FP32 against FP16 storage: `trainer time --gpu` on
+# models/lenet/lenet_train_test.prototxt and lenet_train_test_fp16.prototxt
+# (batch 64, forward + backward, the Data layer included), REPEATS runs of
+# ITERS timed iterations after WARMUP untimed ones, FP32 and FP16 alternating
+# so that clock or thermal drift hits both. Prints each run, the median over
+# runs of the per-run median ms/iteration, and FP32/FP16 (the FP16 speed-up),
+# then one key=value line (lenet_gpu: ...) for scripts/gpu_check.sh.
+#
+# Needs a CUDA build (BUILD_DIR, default build-gpu, else build) and the
+# Fashion-MNIST LMDBs (data/fashion_mnist/create.sh).
+# Environment: GPU (0), REPEATS (5), ITERS (200), WARMUP (20).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if [ -z "${BUILD_DIR:-}" ]; then
+  BUILD_DIR=build-gpu
+  [ -x "$BUILD_DIR/tools/trainer" ] || BUILD_DIR=build
+fi
+TRAINER=$BUILD_DIR/tools/trainer
+GPU=${GPU:-0}
+REPEATS=${REPEATS:-5}
+ITERS=${ITERS:-200}
+WARMUP=${WARMUP:-20}
+[ -x "$TRAINER" ] || { echo "lenet_gpu: $TRAINER not found; build first" >&2; exit 1; }
+[ -d data/fashion_mnist/train_lmdb ] || { echo "lenet_gpu: data/fashion_mnist/train_lmdb missing; run data/fashion_mnist/create.sh" >&2; exit 1; }
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+kv() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | tail -1; }
+
+declare -A runs=([fp32]="" [fp16]="")
+declare -A model=([fp32]=models/lenet/lenet_train_test.prototxt [fp16]=models/lenet/lenet_train_test_fp16.prototxt)
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+for r in $(seq 1 "$REPEATS"); do
+  for p in fp32 fp16; do
+    if ! out=$("$TRAINER" time --model="${model[$p]}" --gpu="$GPU" --iterations="$ITERS" --warmup="$WARMUP" 2>"$log" | grep '^time:'); then
+      tail -20 "$log" >&2
+      echo "lenet_gpu: trainer time failed for ${model[$p]}" >&2
+      exit 1
+    fi
+    [ "$(kv device "$out")" = "gpu$GPU" ] || { echo "lenet_gpu: trainer did not run on GPU $GPU: $out" >&2; exit 1; }
+    ms=$(kv total_ms_median "$out")
+    batch=$(kv batch "$out")
+    runs[$p]+="$ms "
+    printf 'run %d %s: %s ms/iter (forward %s, backward %s), %s images/s\n' "$r" "$p" "$ms" \
+      "$(kv forward_ms_median "$out")" "$(kv backward_ms_median "$out")" "$(kv images_per_s "$out")"
+  done
+done
+m32=$(echo "${runs[fp32]}" | tr ' ' '\n' | grep . | median)
+m16=$(echo "${runs[fp16]}" | tr ' ' '\n' | grep . | median)
+speedup=$(awk -v a="$m32" -v b="$m16" 'BEGIN { printf "%.2f", a / b }')
+echo "LeNet on GPU $GPU, batch $batch, median of $REPEATS runs x $ITERS iterations:"
+echo "  FP32: $m32 ms/iter ($(awk -v m="$m32" -v b="$batch" 'BEGIN { printf "%.0f", b * 1000 / m }') images/s)"
+echo "  FP16: $m16 ms/iter ($(awk -v m="$m16" -v b="$batch" 'BEGIN { printf "%.0f", b * 1000 / m }') images/s)"
+echo "  FP32/FP16 = $speedup (above 1: FP16 is faster)"
+echo "lenet_gpu: fp32_ms=$m32 fp16_ms=$m16 speedup=$speedup repeats=$REPEATS iterations=$ITERS warmup=$WARMUP batch=$batch gpu=$GPU"
