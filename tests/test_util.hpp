@@ -29,10 +29,16 @@
 #include <vector>
 
 #include "cortado/blob.hpp"
+#include "cortado/config.hpp"
+#include "cortado/context.hpp"
 #include "cortado/layer.hpp"
 #include "cortado/layer_factory.hpp"
 #include "cortado/types.hpp"
 #include "cortado/util/rng.hpp"
+
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/cuda.hpp"
+#endif
 
 namespace cortado::test {
 
@@ -466,6 +472,174 @@ void CheckAgainstDouble(const std::string& param_text, const std::vector<std::ve
     detail::CompareToReference("param diff " + std::to_string(i), GetDiff(*params[i]), GetDiff(*ref_params[i]),
                                tol.backward_eps, &failures);
   }
+}
+
+// ---- GPU against CPU, same pair -------------------------------------------------
+
+/// Tolerance of CheckGpuAgainstCpu, in units of the epsilon of the type the
+/// compared values are stored in (float16: 2^-10, float: 2^-23, double:
+/// 2^-52), relative to max(1, |cpu|):
+///   tops:             forward_ulps  * eps(top's stored type; float for loss
+///                     and accuracy tops)
+///   bottom and param diffs: backward_ulps * eps(coarser of the diff's stored
+///                     type and the pair's Ftype), because a backward reads
+///                     forward values that may already differ by a unit of Ftype.
+/// Elementwise layers that compute the same float expression on both sides
+/// can expect 0-1; reductions whose summation order differs need more.
+struct GpuTolerance {
+  double forward_ulps = 4;
+  double backward_ulps = 8;
+};
+
+namespace detail {
+inline void CompareGpuToCpu(const std::string& what, const std::vector<double>& gpu,
+                            const std::vector<double>& cpu, double unit, int* failures) {
+  if (gpu.size() != cpu.size()) {
+    ADD_FAILURE() << what << ": GPU count " << gpu.size() << " vs CPU " << cpu.size();
+    return;
+  }
+  for (size_t j = 0; j < gpu.size(); ++j) {
+    const double tol = unit * std::max(1.0, std::fabs(cpu[j]));
+    const bool both_nan = std::isnan(gpu[j]) && std::isnan(cpu[j]);
+    if (!both_nan && !(std::fabs(gpu[j] - cpu[j]) <= tol) && !(gpu[j] == cpu[j])) {
+      if (++*failures <= 10) {
+        ADD_FAILURE() << what << " index " << j << ": GPU " << gpu[j] << " CPU " << cpu[j]
+                      << " (tolerance " << tol << ")";
+      }
+    }
+  }
+}
+inline double TypeEps(Type t) {
+  return dispatch_type(t, [](auto tag) { return type_epsilon<decltype(tag)>(); });
+}
+}  // namespace detail
+
+/// Runs the layer described by param_text (without forward_type /
+/// backward_type) in pair P twice, once on the CPU context and once on CUDA
+/// device 0 (Context::Create(0)), and compares the GPU run with the CPU run:
+/// tops, bottom diffs (where propagate_down) and parameter diffs, within
+/// `tol` (see GpuTolerance). Same arguments as CheckAgainstDouble.
+/// - fill(i, blob) fills bottom i of the CPU run in Ftype; the GPU run gets
+///   the same values. The CPU layer's parameters (after SetUp) are copied
+///   bit for bit into the GPU layer.
+/// - The process RNG is reseeded identically before each forward, so a
+///   stochastic layer that draws on the host (Dropout) draws the same numbers.
+/// - Top diffs are the same random values (rounded to Btype) on both sides;
+///   parameter diffs start at zero.
+/// - Results are read back with cpu_data / cpu_diff after the GPU context's
+///   stream has been synchronized.
+/// Skips (GTEST_SKIP) in a build without CUDA or where no device is usable.
+/// Call it as the only statement of a test (the skip returns from the helper).
+template <typename P>
+void CheckGpuAgainstCpu(const std::string& param_text, const std::vector<std::vector<int>>& shapes,
+                        const std::function<void(int, Blob*)>& fill, GpuTolerance tol = {},
+                        std::vector<bool> propagate_down = {}, int num_top = -1, int num_forward = 1) {
+#ifndef CORTADO_USE_CUDA
+  (void)param_text; (void)shapes; (void)fill; (void)tol; (void)propagate_down; (void)num_top; (void)num_forward;
+  GTEST_SKIP() << "no CUDA backend in this build";
+#else
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
+  using F = typename P::Ftype;
+  using B = typename P::Btype;
+  const uint32_t kSeed = 1701;
+  if (propagate_down.empty()) propagate_down.assign(shapes.size(), true);
+  ASSERT_EQ(propagate_down.size(), shapes.size());
+
+  std::shared_ptr<Context> cpu_ctx = Context::Cpu();
+  std::shared_ptr<Context> gpu_ctx = Context::Create(0);
+  // Whatever happens below, the thread must not keep the GPU context's
+  // stream once the context is gone.
+  struct RestoreStream {
+    ~RestoreStream() { Context::Cpu()->Activate(); }
+  } restore;
+
+  auto cpu_layer = NewLayer(MakeParam<P>(param_text));
+  // The GPU layer comes from the factory with its context, as the Net makes
+  // it, so that a type with a GPU engine (cuDNN Convolution) gets that engine.
+  std::unique_ptr<LayerBase> gpu_layer = CreateLayer(MakeParam<P>(param_text), gpu_ctx.get());
+  ASSERT_TRUE(gpu_layer != nullptr);
+  cpu_layer->set_context(cpu_ctx);
+  gpu_layer->set_context(gpu_ctx);
+
+  Blobs cpu_bottom, cpu_top, gpu_bottom, gpu_top;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    Blob* cb = cpu_bottom.add(shapes[i], type_of<F>());
+    fill(static_cast<int>(i), cb);
+    Blob* gb = gpu_bottom.add(shapes[i], cb->data_type());
+    SetData(gb, GetData(*cb));
+  }
+  if (num_top < 0) {
+    num_top = cpu_layer->ExactNumTopBlobs() >= 0 ? cpu_layer->ExactNumTopBlobs()
+                                                 : std::max(1, cpu_layer->MinTopBlobs());
+  }
+  for (int k = 0; k < num_top; ++k) {
+    cpu_top.add(type_of<F>());
+    gpu_top.add(type_of<F>());
+  }
+
+  // Reseeded before each SetUp too: a layer may draw at set-up (fillers, a
+  // data layer's seed).
+  cpu_ctx->Activate();
+  set_random_seed(kSeed);
+  cpu_layer->SetUp(cpu_bottom.vec, cpu_top.vec);
+  gpu_ctx->Activate();
+  set_random_seed(kSeed);
+  gpu_layer->SetUp(gpu_bottom.vec, gpu_top.vec);
+  auto& cpu_params = cpu_layer->blobs();
+  auto& gpu_params = gpu_layer->blobs();
+  ASSERT_EQ(cpu_params.size(), gpu_params.size());
+  for (size_t i = 0; i < cpu_params.size(); ++i) {
+    ASSERT_EQ(cpu_params[i]->shape(), gpu_params[i]->shape()) << "param " << i;
+    ASSERT_EQ(cpu_params[i]->data_type(), gpu_params[i]->data_type()) << "param " << i;
+    SetData(gpu_params[i].get(), GetData(*cpu_params[i]));  // exact: same type on both sides
+  }
+
+  int failures = 0;
+  for (int f = 0; f < num_forward; ++f) {
+    cpu_ctx->Activate();
+    set_random_seed(kSeed + f);
+    cpu_layer->Forward(cpu_bottom.vec, cpu_top.vec);
+    gpu_ctx->Activate();
+    set_random_seed(kSeed + f);
+    gpu_layer->Forward(gpu_bottom.vec, gpu_top.vec);
+    gpu_ctx->Synchronize();
+    const std::string when = num_forward > 1 ? " (forward " + std::to_string(f) + ")" : "";
+    for (int k = 0; k < num_top; ++k) {
+      ASSERT_EQ(gpu_top[k]->shape(), cpu_top[k]->shape()) << "top " << k << when;
+      const double unit = tol.forward_ulps * std::max(detail::TypeEps(cpu_top[k]->data_type()),
+                                                      detail::TypeEps(gpu_top[k]->data_type()));
+      detail::CompareGpuToCpu("top " + std::to_string(k) + when, GetData(*gpu_top[k]), GetData(*cpu_top[k]),
+                              unit, &failures);
+    }
+  }
+
+  for (int k = 0; k < num_top; ++k) {
+    std::vector<double> d = RandomVector(cpu_top[k]->count(), kSeed + 31 * k);
+    for (double& x : d) x = RoundTo<B>(x);
+    SetDiff(cpu_top[k], d, type_of<B>());
+    SetDiff(gpu_top[k], d, type_of<B>());
+  }
+  for (auto& p : cpu_params) p->diff().set_zero();
+  for (auto& p : gpu_params) p->diff().set_zero();
+  cpu_ctx->Activate();
+  cpu_layer->Backward(cpu_top.vec, propagate_down, cpu_bottom.vec);
+  gpu_ctx->Activate();
+  gpu_layer->Backward(gpu_top.vec, propagate_down, gpu_bottom.vec);
+  gpu_ctx->Synchronize();
+
+  const double fwd_eps = type_epsilon<F>();
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (!propagate_down[i]) continue;
+    const double unit = tol.backward_ulps * std::max(fwd_eps, detail::TypeEps(cpu_bottom[i]->diff().type()));
+    detail::CompareGpuToCpu("bottom diff " + std::to_string(i), GetDiff(*gpu_bottom[i]), GetDiff(*cpu_bottom[i]),
+                            unit, &failures);
+  }
+  for (size_t i = 0; i < cpu_params.size(); ++i) {
+    const double unit = tol.backward_ulps * std::max(fwd_eps, detail::TypeEps(cpu_params[i]->diff().type()));
+    detail::CompareGpuToCpu("param diff " + std::to_string(i), GetDiff(*gpu_params[i]), GetDiff(*cpu_params[i]),
+                            unit, &failures);
+  }
+#endif
 }
 
 // ---- one call per layer test ---------------------------------------------------

@@ -1,7 +1,7 @@
 // trainer: the command-line front end, in the shape of Caffe's `caffe` tool.
 //   trainer train --solver=S [--snapshot=F | --weights=W] [--gpu=...]
 //   trainer test  --model=M --weights=W [--iterations=N]
-//   trainer time  --model=M [--iterations=N]
+//   trainer time  --model=M [--iterations=N] [--warmup=N] [--gpu=N]
 //   trainer grad_stats --model=M [--weights=W] [--iterations=N] [--csv=F] [--plot=F.png]
 //   trainer device_query [--gpu=N]
 // A user error (bad prototxt, missing file, bad flag) prints one message and
@@ -9,6 +9,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -32,6 +33,7 @@ DEFINE_string(model, "", "The net prototxt (test, time).");
 DEFINE_string(weights, "", "Comma-separated .caffemodel files to initialize from (train: fine-tune; test).");
 DEFINE_string(snapshot, "", "A .solverstate to resume training from.");
 DEFINE_int32(iterations, 50, "Iterations for test and time.");
+DEFINE_int32(warmup, 5, "time: untimed iterations before the timed ones (at least 1 is run).");
 DEFINE_string(phase, "", "TRAIN or TEST: the phase of --model (test defaults to TEST, time to TRAIN).");
 DEFINE_int32(level, 0, "The net state level.");
 DEFINE_string(stage, "", "Comma-separated net state stages.");
@@ -141,40 +143,118 @@ int test() {
   return 0;
 }
 
+// time: Caffe's benchmark. After --warmup untimed iterations (at least one), each of
+// --iterations timed iterations runs the net twice:
+//  - once whole, forward then backward, with the context's stream
+//    synchronized only at the end of each pass: the forward, backward and
+//    total milliseconds of the iteration (what training pays; on a GPU this
+//    keeps the kernels of consecutive layers overlapping their launches);
+//  - once layer by layer, synchronizing after every layer (a no-op on the
+//    CPU): the per-layer breakdown. The synchronization adds a launch latency
+//    per layer on a GPU, so these columns sum to more than the whole pass.
+// Reports medians (robust to the odd slow iteration), the mean, and
+// images/second = batch size / median total. The timing lives here, in the
+// tool; layers never synchronize.
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / v.size();
+}
+
 int time_net() {
   require(FLAGS_model, "model", "time");
   require_iterations();
+  if (FLAGS_warmup < 0) fail("--warmup=", FLAGS_warmup, ": must be zero or positive");
   std::unique_ptr<Net> net = load_model(phase_flag(TRAIN), device_context());
+  const Context& ctx = net->context();
   using clock = std::chrono::steady_clock;
+  auto ms_since = [](clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  };
   const auto& layers = net->layers();
-  std::vector<double> fwd(layers.size(), 0), bwd(layers.size(), 0);
-  LOG(INFO) << "Performing Forward (warm-up)";
-  net->Forward();
-  net->Backward();
-  double total_f = 0, total_b = 0;
+  const auto& bottoms = net->bottom_vecs();
+  const auto& tops = net->top_vecs();
+  const size_t L = layers.size();
+  auto forward_layer = [&](size_t i) { layers[i]->Forward(bottoms[i], tops[i]); };
+  auto backward_layer = [&](size_t i) {
+    if (net->layer_need_backward()[i]) layers[i]->Backward(tops[i], net->bottom_need_backward()[i], bottoms[i]);
+  };
+
+  int batch = 0;
+  if (L > 0 && !tops[0].empty() && !tops[0][0]->shape().empty()) batch = tops[0][0]->shape()[0];
+  size_t params = 0;
+  for (const Blob* b : net->learnable_params()) params += b->count();
+  LOG(INFO) << "Timing " << FLAGS_model << " on " << (ctx.on_gpu() ? "GPU " + std::to_string(ctx.device()) : "the CPU")
+            << ": " << L << " layers, " << params << " learnable parameters, batch " << batch;
+
+  // Warm-up through the Net (at least once), so that an error in a layer is
+  // reported with its file, line and layer like everywhere else.
+  const int warmup = std::max(1, FLAGS_warmup);
+  LOG(INFO) << "Warm-up: " << warmup << " iterations (not timed)";
+  for (int it = 0; it < warmup; ++it) {
+    net->Forward();
+    net->Backward();
+  }
+  ctx.Synchronize();
+
+  std::vector<double> it_f, it_b, it_t;
+  std::vector<std::vector<double>> lay_f(L), lay_b(L);
   for (int it = 0; it < FLAGS_iterations; ++it) {
-    for (size_t i = 0; i < layers.size(); ++i) {
-      const auto t0 = clock::now();
-      layers[i]->Forward(net->bottom_vecs()[i], net->top_vecs()[i]);
-      fwd[i] += std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    // Whole passes, as training runs them.
+    auto t0 = clock::now();
+    net->Forward();
+    ctx.Synchronize();
+    const double f = ms_since(t0);
+    t0 = clock::now();
+    net->Backward();
+    ctx.Synchronize();
+    const double b = ms_since(t0);
+    it_f.push_back(f);
+    it_b.push_back(b);
+    it_t.push_back(f + b);
+    // Layer by layer.
+    ctx.Activate();
+    for (size_t i = 0; i < L; ++i) {
+      t0 = clock::now();
+      forward_layer(i);
+      ctx.Synchronize();
+      lay_f[i].push_back(ms_since(t0));
     }
-    for (int i = static_cast<int>(layers.size()) - 1; i >= 0; --i) {
+    for (size_t i = L; i-- > 0;) {
       if (!net->layer_need_backward()[i]) continue;
-      const auto t0 = clock::now();
-      layers[i]->Backward(net->top_vecs()[i], net->bottom_need_backward()[i], net->bottom_vecs()[i]);
-      bwd[i] += std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+      t0 = clock::now();
+      backward_layer(i);
+      ctx.Synchronize();
+      lay_b[i].push_back(ms_since(t0));
     }
   }
-  LOG(INFO) << "Average time per layer (" << FLAGS_iterations << " iterations):";
-  for (size_t i = 0; i < layers.size(); ++i) {
-    LOG(INFO) << std::setw(20) << layers[i]->name() << "\tforward: " << fwd[i] / FLAGS_iterations << " ms.";
-    LOG(INFO) << std::setw(20) << layers[i]->name() << "\tbackward: " << bwd[i] / FLAGS_iterations << " ms.";
-    total_f += fwd[i];
-    total_b += bwd[i];
+
+  LOG(INFO) << "Median time per layer over " << FLAGS_iterations
+            << " iterations (stream synchronized after each layer):";
+  for (size_t i = 0; i < L; ++i) {
+    LOG(INFO) << std::setw(20) << layers[i]->name() << "\tforward: " << median_of(lay_f[i]) << " ms.";
+    LOG(INFO) << std::setw(20) << layers[i]->name() << "\tbackward: " << median_of(lay_b[i]) << " ms.";
   }
-  LOG(INFO) << "Average Forward pass: " << total_f / FLAGS_iterations << " ms.";
-  LOG(INFO) << "Average Backward pass: " << total_b / FLAGS_iterations << " ms.";
-  LOG(INFO) << "Average Forward-Backward: " << (total_f + total_b) / FLAGS_iterations << " ms.";
+  const double mf = median_of(it_f), mb = median_of(it_b), mt = median_of(it_t);
+  // Caffe's three lines (its parsers read them), here the medians of whole passes.
+  LOG(INFO) << "Average Forward pass: " << mf << " ms.";
+  LOG(INFO) << "Average Backward pass: " << mb << " ms.";
+  LOG(INFO) << "Average Forward-Backward: " << mt << " ms.";
+  // One line for scripts: key=value.
+  std::ostringstream line;
+  line << std::fixed << std::setprecision(4) << "time: device=" << (ctx.on_gpu() ? "gpu" + std::to_string(ctx.device()) : "cpu")
+       << " iterations=" << FLAGS_iterations << " warmup=" << warmup << " batch=" << batch
+       << " params=" << params << " forward_ms_median=" << mf << " backward_ms_median=" << mb
+       << " total_ms_median=" << mt << " total_ms_mean=" << mean_of(it_t) << std::setprecision(1)
+       << " images_per_s=" << (mt > 0 ? batch * 1000.0 / mt : 0.0);
+  std::cout << line.str() << std::endl;
   return 0;
 }
 
@@ -255,7 +335,8 @@ int main(int argc, char** argv) {
       "command [flags]\ncommands:\n"
       "  train         train or fine-tune a model (--solver, --snapshot or --weights)\n"
       "  test          score a model (--model, --weights, --iterations)\n"
-      "  time          benchmark a model's forward and backward (--model, --iterations)\n"
+      "  time          benchmark a model's forward and backward, median ms per iteration and\n"
+      "                images/s (--model, --iterations, --warmup, --gpu)\n"
       "  grad_stats    histogram of a model's gradients against FP16's range, with a loss scale\n"
       "                (--model, --weights, --iterations, --csv, --plot)\n"
       "  device_query  show GPU diagnostic information");

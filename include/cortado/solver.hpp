@@ -42,6 +42,15 @@
 
 namespace cortado {
 
+/// The update rules that have a fused GPU update (solver_gpu.hpp). A rule
+/// reports its own through Solver::update_rule(); kNone (a rule without one)
+/// runs the host update even on a GPU context.
+enum class UpdateRule { kNone, kSGD, kNesterov, kAdaGrad, kRMSProp, kAdaDelta, kAdam, kAdamW };
+
+namespace gpu {
+class UpdateWorkspace;
+}
+
 /// What an update rule receives for one learnable parameter.
 struct ParamUpdate {
   int id = 0;              // index into net()->learnable_params()
@@ -112,6 +121,10 @@ class Solver {
   virtual int history_slots() const { return 1; }
   /// Rules with decoupled weight decay (AdamW) get u.grad without it.
   virtual bool decoupled_decay() const { return false; }
+  /// Which fused GPU update does this rule's arithmetic (kNone: none). On a
+  /// GPU context the whole update then runs on the device, reading the
+  /// rule's hyperparameters from param_; UpdateParam is the host reference.
+  virtual UpdateRule update_rule() const { return UpdateRule::kNone; }
   [[noreturn]] void ParamFail(const std::string& field, const std::string& msg) const;
 
   SolverParameter param_;
@@ -132,6 +145,17 @@ class Solver {
   /// Checks gradients, adjusts the loss scale, updates every parameter;
   /// returns false when the step was skipped.
   bool ApplyUpdate();
+  /// The same on the device (CUDA builds, GPU context): fused multi-tensor
+  /// kernels and one synchronization (the overflow and clipping read-back).
+  bool ApplyUpdateGpu();
+  /// Whether ApplyUpdateGpu can run this step; says once why not.
+  bool GpuUpdateSupported();
+  /// Shared by both updates: the bookkeeping of a skipped step; the factor
+  /// 1/(S*iter_size) times the clipping factor given the sum of squares of
+  /// the raw gradients; the loss-scale growth after a clean step.
+  void SkipOverflowedStep();
+  double GradientFactor(double raw_sumsq) const;
+  void AfterCleanStep();
   void SetLossScale(float s);
 
   std::vector<std::shared_ptr<Blob>> history_;
@@ -145,6 +169,10 @@ class Solver {
   int clean_iterations_ = 0;
   int skipped_iterations_ = 0;
   bool last_step_skipped_ = false;
+  // Device buffers of the GPU update; a shared_ptr so that the type can stay
+  // incomplete here (CPU builds never create one).
+  std::shared_ptr<gpu::UpdateWorkspace> gpu_;
+  bool gpu_fallback_logged_ = false;
 };
 
 /// SGD with momentum (Caffe's rule): H = momentum * H + rate * g; W = W - H.
@@ -157,6 +185,7 @@ class SGDSolver : public Solver {
 
  protected:
   void UpdateParam(const ParamUpdate& u) override;
+  UpdateRule update_rule() const override { return UpdateRule::kSGD; }
 };
 
 }  // namespace cortado

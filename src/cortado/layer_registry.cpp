@@ -6,6 +6,7 @@
 #include "cortado/layers/accuracy_layer.hpp"
 #include "cortado/layers/concat_layer.hpp"
 #include "cortado/layers/convolution_layer.hpp"
+#include "cortado/layers/cudnn_convolution_layer.hpp"
 #include "cortado/layers/data_layer.hpp"
 #include "cortado/layers/dropout_layer.hpp"
 #include "cortado/layers/dummy_data_layer.hpp"
@@ -34,7 +35,7 @@ struct Entry {
 const Entry kRegistry[] = {
     {"Accuracy", &MakeLayer<AccuracyLayer>},
     {"Concat", &MakeLayer<ConcatLayer>},
-    {"Convolution", &MakeLayer<ConvolutionLayer>},
+    {"Convolution", &MakeConvolution},
     {"Data", &MakeLayer<DataLayer>},
     {"Dropout", &MakeLayer<DropoutLayer>},
     {"DummyData", &MakeLayer<DummyDataLayer>},

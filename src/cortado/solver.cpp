@@ -1,5 +1,6 @@
 #include "cortado/solver.hpp"
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <type_traits>
@@ -11,6 +12,10 @@
 #include "cortado/solvers/rmsprop_solver.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/rng.hpp"
+
+#ifdef CORTADO_USE_CUDA
+#include "cortado/solver_gpu.hpp"
+#endif
 
 namespace cortado {
 
@@ -435,31 +440,25 @@ double sumsq(const Tensor& t) {
 }
 }  // namespace
 
-bool Solver::ApplyUpdate() {
-  const std::vector<Blob*>& params = net_->learnable_params();
-  last_step_skipped_ = false;
-  bool overflow = false;
-  for (const Blob* p : params) overflow = overflow || has_nonfinite(p->diff());
-  if (overflow && (param_.dynamic_loss_scale() || param_.skip_nonfinite_steps())) {
-    ++skipped_iterations_;
-    last_step_skipped_ = true;
-    const float before = loss_scale_;
-    if (param_.dynamic_loss_scale()) {
-      clean_iterations_ = 0;
-      SetLossScale(std::max(loss_scale_ * param_.loss_scale_backoff(), param_.loss_scale_min()));
-    }
-    LOG(INFO) << "Iteration " << iter_ << ": a weight gradient holds Inf or NaN; update skipped, loss scale "
-              << before << " -> " << loss_scale_ << " (" << skipped_iterations_ << " skipped steps)";
-    return false;
+void Solver::SkipOverflowedStep() {
+  ++skipped_iterations_;
+  last_step_skipped_ = true;
+  const float before = loss_scale_;
+  if (param_.dynamic_loss_scale()) {
+    clean_iterations_ = 0;
+    SetLossScale(std::max(loss_scale_ * param_.loss_scale_backoff(), param_.loss_scale_min()));
   }
-  // Unscale and average over iter_size; the global L2 norm for clipping is
-  // taken over all parameters after unscaling.
+  LOG(INFO) << "Iteration " << iter_ << ": a weight gradient holds Inf or NaN; update skipped, loss scale " << before
+            << " -> " << loss_scale_ << " (" << skipped_iterations_ << " skipped steps)";
+}
+
+// Unscale and average over iter_size; the global L2 norm for clipping is
+// taken over all parameters after unscaling.
+double Solver::GradientFactor(double raw_sumsq) const {
   const double inv = 1.0 / (static_cast<double>(loss_scale_) * param_.iter_size());
   double factor = inv;
   if (param_.clip_gradients() >= 0) {
-    double ss = 0;
-    for (const Blob* p : params) ss += sumsq(p->diff());
-    const double norm = std::sqrt(ss) * inv;
+    const double norm = std::sqrt(raw_sumsq) * inv;
     if (norm > param_.clip_gradients()) {
       const double clip = param_.clip_gradients() / norm;
       LOG(INFO) << "Gradient clipping: scaling down gradients (L2 norm " << norm << " > " << param_.clip_gradients()
@@ -467,6 +466,37 @@ bool Solver::ApplyUpdate() {
       factor *= clip;
     }
   }
+  return factor;
+}
+
+void Solver::AfterCleanStep() {
+  if (param_.dynamic_loss_scale() && ++clean_iterations_ >= param_.loss_scale_window()) {
+    clean_iterations_ = 0;
+    const float grown = std::min(loss_scale_ * param_.loss_scale_growth(), param_.loss_scale_max());
+    if (grown != loss_scale_) {
+      LOG(INFO) << "Iteration " << iter_ << ": " << param_.loss_scale_window() << " clean steps, loss scale "
+                << loss_scale_ << " -> " << grown;
+      SetLossScale(grown);
+    }
+  }
+}
+
+bool Solver::ApplyUpdate() {
+#ifdef CORTADO_USE_CUDA
+  if (net_->context().on_gpu() && GpuUpdateSupported()) return ApplyUpdateGpu();
+#endif
+  const std::vector<Blob*>& params = net_->learnable_params();
+  last_step_skipped_ = false;
+  bool overflow = false;
+  for (const Blob* p : params) overflow = overflow || has_nonfinite(p->diff());
+  if (overflow && (param_.dynamic_loss_scale() || param_.skip_nonfinite_steps())) {
+    SkipOverflowedStep();
+    return false;
+  }
+  double ss = 0;
+  if (param_.clip_gradients() >= 0)
+    for (const Blob* p : params) ss += sumsq(p->diff());
+  const double factor = GradientFactor(ss);
   const double rate = GetLearningRate();
   const bool l1 = param_.regularization_type() == "L1";
   for (size_t i = 0; i < params.size(); ++i) {
@@ -496,17 +526,106 @@ bool Solver::ApplyUpdate() {
     }
     UpdateParam(u);
   }
-  if (param_.dynamic_loss_scale() && ++clean_iterations_ >= param_.loss_scale_window()) {
-    clean_iterations_ = 0;
-    const float grown = std::min(loss_scale_ * param_.loss_scale_growth(), param_.loss_scale_max());
-    if (grown != loss_scale_) {
-      LOG(INFO) << "Iteration " << iter_ << ": " << param_.loss_scale_window() << " clean steps, loss scale "
-                << loss_scale_ << " -> " << grown;
-      SetLossScale(grown);
-    }
-  }
+  AfterCleanStep();
   return true;
 }
+
+#ifdef CORTADO_USE_CUDA
+bool Solver::GpuUpdateSupported() {
+  std::string why;
+  if (update_rule() == UpdateRule::kNone) why = str_cat("the ", type(), " rule has no GPU update");
+  for (const Blob* p : net_->learnable_params())
+    if (why.empty() && (p->diff().type() == DOUBLE) != (data_type_ == DOUBLE))
+      why = str_cat("no GPU update for ", type_name(p->diff().type()), " gradients with ", type_name(data_type_),
+                    " solver data");
+  if (why.empty()) return true;
+  if (!gpu_fallback_logged_) LOG(WARNING) << why << ": the update runs on the host, moving the weights there";
+  gpu_fallback_logged_ = true;
+  return false;
+}
+
+// The device twin of ApplyUpdate above: the same decisions on the host, the
+// arithmetic in fused kernels (solver.cu), one launch per gradient type and
+// pass. The only wait on the device is the read-back of the check.
+bool Solver::ApplyUpdateGpu() {
+  const Context& ctx = net_->context();
+  ctx.Activate();  // conversions and copies below go to ctx's stream
+  gpu::gpu_stream stream = ctx.stream();
+  const std::vector<Blob*>& params = net_->learnable_params();
+  if (!gpu_) gpu_ = std::make_shared<gpu::UpdateWorkspace>(static_cast<int>(params.size()), stream);
+  gpu::UpdateWorkspace& ws = *gpu_;
+  last_step_skipped_ = false;
+  const bool skip_overflow = param_.dynamic_loss_scale() || param_.skip_nonfinite_steps();
+  const bool clip = param_.clip_gradients() >= 0;
+  double ss = 0;
+  if (skip_overflow || clip) {
+    std::array<std::vector<gpu::TensorSlot>, kNumTypes> lists;
+    for (const Blob* p : params) {
+      gpu::TensorSlot t;
+      t.grad = p->diff().gpu_data_raw(p->diff().type());
+      t.count = static_cast<int64_t>(p->count());
+      lists[p->diff().type()].push_back(t);
+    }
+    ws.begin_check(stream);
+    for (int g = 0; g < kNumTypes; ++g) {
+      ws.check_list(Type(g)).assign(std::move(lists[g]), stream);
+      gpu::check_gradients(Type(g), ws.check_list(Type(g)), clip, ws.check_device(), stream);
+    }
+    ws.fetch_check(stream);
+    ctx.Synchronize();  // the iteration's one wait
+    if (ws.check_host().nonfinite && skip_overflow) {
+      SkipOverflowedStep();
+      return false;
+    }
+    ss = ws.check_host().sumsq;
+  }
+  gpu::UpdateHyper h;
+  h.rule = update_rule();
+  h.accumulate_gradients =
+      data_type_ == FLOAT16 && param_.half_update_scheme() == SolverParameter::ACCUMULATE_GRADIENTS;
+  h.rate = GetLearningRate();
+  h.factor = GradientFactor(ss);
+  h.momentum = param_.momentum();
+  h.momentum2 = param_.momentum2();
+  h.delta = param_.delta();
+  h.rms_decay = param_.rms_decay();
+  const double t = iter() + 1.0;  // Adam's bias correction, as in AdamSolver::AdamUpdate
+  h.adam_c1 = std::sqrt(1 - std::pow(h.momentum2, t));
+  h.adam_c2 = 1 - std::pow(h.momentum, t);
+  h.l1 = param_.regularization_type() == "L1";
+  h.decoupled = decoupled_decay();
+  h.larc = !param_.larc() ? 0 : param_.larc_policy() == "scale" ? 1 : 2;
+  h.larc_eta = param_.larc_eta();
+  // The weights become current in the solver data type on the device here,
+  // after the skip decision (a skipped step leaves them as they are).
+  std::array<std::vector<gpu::TensorSlot>, kNumTypes> lists;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (net_->params_lr()[i] == 0 || params[i]->count() == 0) continue;
+    Blob* p = params[i];
+    gpu::TensorSlot t;
+    t.grad = p->diff().gpu_data_raw(p->diff().type());
+    t.weight = p->data().mutable_gpu_data_raw(data_type_);
+    CORTADO_CHECK_LE(history_slots(), 2);
+    for (int k = 0; k < history_slots(); ++k)
+      t.hist[k] = history(static_cast<int>(i), k).data().mutable_gpu_data_raw(data_type_);
+    t.count = static_cast<int64_t>(p->count());
+    t.lr_mult = net_->params_lr()[i];
+    t.decay = param_.weight_decay() * net_->params_weight_decay()[i];
+    t.id = static_cast<int64_t>(i);
+    lists[p->diff().type()].push_back(t);
+  }
+  for (int g = 0; g < kNumTypes; ++g) ws.update_list(Type(g)).assign(std::move(lists[g]), stream);
+  const double* norms = nullptr;
+  if (h.larc) {
+    double* sums = ws.clear_larc_norms(stream);
+    for (int g = 0; g < kNumTypes; ++g) gpu::larc_norms(Type(g), data_type_, ws.update_list(Type(g)), h, sums, stream);
+    norms = sums;
+  }
+  for (int g = 0; g < kNumTypes; ++g) gpu::apply_update(Type(g), data_type_, ws.update_list(Type(g)), h, norms, stream);
+  AfterCleanStep();
+  return true;
+}
+#endif  // CORTADO_USE_CUDA
 
 void SGDSolver::UpdateParam(const ParamUpdate& u) {
   Blob* p = net_->learnable_params()[u.id];

@@ -119,5 +119,20 @@ TYPED_TEST(AccuracyLayerTest, BadLabel) {
   }
 }
 
+// GPU against CPU: integer counts on both sides, so identical; top_k, the
+// per-class top, an ignored label and the spatial layout.
+TYPED_TEST(AccuracyLayerTest, GpuMatchesCpu) {
+  auto fill = [](int i, Blob* b) {
+    if (i == 0) test::FillUniform(b, -1, 1, 20); else test::FillLabels(b, 6, 21);
+  };
+  for (const char* param : {"", "accuracy_param { top_k: 3 }", "accuracy_param { ignore_label: 2 }"}) {
+    SCOPED_TRACE(param);
+    test::CheckGpuAgainstCpu<TypeParam>(str_cat("type: 'Accuracy' ", param), {{32, 6}, {32}}, fill,
+                                        test::GpuTolerance{0, 0}, {false, false}, 2);
+  }
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Accuracy' accuracy_param { top_k: 2 }", {{3, 6, 2, 2}, {3, 1, 2, 2}},
+                                      fill, test::GpuTolerance{0, 0}, {false, false}, 2);
+}
+
 }  // namespace
 }  // namespace cortado

@@ -80,5 +80,15 @@ TYPED_TEST(ConcatLayerTest, GradientOneBottomNotPropagated) {
                               test::GradientSettings(), test::ReferenceTolerance{0, 0}, {false, true});
 }
 
+// GPU against CPU: strided copies both ways, identical; one bottom not
+// propagated.
+TYPED_TEST(ConcatLayerTest, GpuMatchesCpu) {
+  auto fill = [](int i, Blob* b) { test::FillUniform(b, -1, 1, 23 + i); };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Concat'", {{2, 3, 2, 2}, {2, 1, 2, 2}, {2, 2, 2, 2}}, fill,
+                                      test::GpuTolerance{0, 0});
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Concat' concat_param { axis: 0 }", {{2, 3}, {1, 3}}, fill,
+                                      test::GpuTolerance{0, 0}, {false, true});
+}
+
 }  // namespace
 }  // namespace cortado

@@ -8,7 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <type_traits>
 
+#include "cortado/layer_factory.hpp"
+#include "cortado/layers/cudnn_convolution_layer.hpp"
 #include "cortado/util/im2col.hpp"
 #include "test_util.hpp"
 
@@ -151,6 +154,95 @@ TYPED_TEST(ConvolutionLayerTest, GradientOneByOneTwoBottoms) {
                               {{2, 2, 3, 3}, {2, 2, 3, 3}}, kGaussianFill, test::GradientSettings(), kTol, {}, 2);
 }
 
+// ---- GPU against CPU ---------------------------------------------------------------
+
+// The GPU computes the same sums in another order (cuBLAS, cuDNN algorithms:
+// implicit GEMM, Winograd, FFT), and with float16 diffs the column matrix of
+// the plain path is rounded to half before col2im sums it. Tolerances in
+// units of the storage epsilon, relative to max(1, |cpu|): float16 pairs 8
+// forward and 16 backward; float and double 256 (FFT and Winograd lose a few
+// bits against a direct sum; a bug is off by O(1)).
+template <typename P>
+test::GpuTolerance ConvGpuTolerance() {
+  constexpr bool half = std::is_same_v<typename P::Ftype, float16> || std::is_same_v<typename P::Btype, float16>;
+  return half ? test::GpuTolerance{8, 16} : test::GpuTolerance{256, 256};
+}
+
+// engine DEFAULT: the factory gives the cuDNN engine on a GPU context.
+TYPED_TEST(ConvolutionLayerTest, GpuMatchesCpu) {
+  test::CheckGpuAgainstCpu<TypeParam>(std::string("type: 'Convolution' convolution_param { num_output: 3 "
+                                                  "kernel_size: 3 pad: 1 stride: 2") + kFillers + " }",
+                                      {{2, 2, 5, 4}}, kGaussianFill, ConvGpuTolerance<TypeParam>());
+}
+
+TYPED_TEST(ConvolutionLayerTest, GpuMatchesCpuGroupsDilationRectangular) {
+  test::CheckGpuAgainstCpu<TypeParam>(std::string("type: 'Convolution' convolution_param { num_output: 4 group: 2 "
+                                                  "kernel_h: 2 kernel_w: 3 pad_h: 1 pad_w: 0 dilation: 2") +
+                                          kFillers + " }",
+                                      {{2, 4, 5, 6}}, kGaussianFill, ConvGpuTolerance<TypeParam>());
+}
+
+TYPED_TEST(ConvolutionLayerTest, GpuMatchesCpuOneByOneTwoBottoms) {
+  test::CheckGpuAgainstCpu<TypeParam>(std::string("type: 'Convolution' convolution_param { num_output: 3 "
+                                                  "kernel_size: 1") + kFillers + " }",
+                                      {{2, 2, 3, 3}, {2, 2, 3, 3}}, kGaussianFill, ConvGpuTolerance<TypeParam>(), {},
+                                      2);
+}
+
+// engine CAFFE: im2col + cuBLAS on the GPU.
+TYPED_TEST(ConvolutionLayerTest, GpuMatchesCpuEngineCaffe) {
+  test::CheckGpuAgainstCpu<TypeParam>(std::string("type: 'Convolution' convolution_param { engine: CAFFE "
+                                                  "num_output: 3 kernel_size: 3 pad: 1 stride: 2") + kFillers + " }",
+                                      {{2, 2, 5, 4}}, kGaussianFill, ConvGpuTolerance<TypeParam>());
+}
+
+TYPED_TEST(ConvolutionLayerTest, GpuMatchesCpuEngineCaffeGroupsDilation) {
+  test::CheckGpuAgainstCpu<TypeParam>(std::string("type: 'Convolution' convolution_param { engine: CAFFE "
+                                                  "num_output: 4 group: 2 kernel_h: 2 kernel_w: 3 pad_h: 1 "
+                                                  "pad_w: 0 dilation: 2") + kFillers + " }",
+                                      {{2, 4, 5, 6}}, kGaussianFill, ConvGpuTolerance<TypeParam>());
+}
+
+TYPED_TEST(ConvolutionLayerTest, GpuMatchesCpuEngineCaffeOneByOne) {
+  test::CheckGpuAgainstCpu<TypeParam>(std::string("type: 'Convolution' convolution_param { engine: CAFFE "
+                                                  "num_output: 3 kernel_size: 1") + kFillers + " }",
+                                      {{2, 2, 3, 3}, {2, 2, 3, 3}}, kGaussianFill, ConvGpuTolerance<TypeParam>(), {},
+                                      2);
+}
+
+// The factory's engine choice: im2col + GEMM on the CPU whatever the engine;
+// on a GPU, cuDNN unless engine: CAFFE.
+TEST(ConvolutionLayerEngine, FactoryChoice) {
+  using Conv = ConvolutionLayer<float, float>;
+  auto param = [](const std::string& engine) {
+    return test::MakeParam<test::TypePair<float, float>>(
+        "type: 'Convolution' convolution_param { num_output: 2 kernel_size: 3 " + engine + " }");
+  };
+  for (const char* engine : {"", "engine: CAFFE", "engine: CUDNN"}) {
+    auto none = CreateLayer(param(engine), nullptr);
+    auto cpu = CreateLayer(param(engine), Context::Cpu().get());
+    EXPECT_TRUE(dynamic_cast<Conv*>(none.get()) != nullptr) << engine;
+    EXPECT_TRUE(dynamic_cast<Conv*>(cpu.get()) != nullptr) << engine;
+#ifdef CORTADO_USE_CUDA
+    using CuConv = CuDNNConvolutionLayer<float, float>;
+    EXPECT_TRUE(dynamic_cast<CuConv*>(none.get()) == nullptr) << engine;
+    EXPECT_TRUE(dynamic_cast<CuConv*>(cpu.get()) == nullptr) << engine;
+#endif
+  }
+#ifndef CORTADO_USE_CUDA
+  GTEST_SKIP() << "no CUDA backend in this build";
+#else
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
+  using CuConv = CuDNNConvolutionLayer<float, float>;
+  auto gpu = Context::Create(0);
+  EXPECT_TRUE(dynamic_cast<CuConv*>(CreateLayer(param(""), gpu.get()).get()) != nullptr);
+  EXPECT_TRUE(dynamic_cast<CuConv*>(CreateLayer(param("engine: CUDNN"), gpu.get()).get()) != nullptr);
+  auto caffe = CreateLayer(param("engine: CAFFE"), gpu.get());
+  EXPECT_TRUE(dynamic_cast<Conv*>(caffe.get()) != nullptr);
+  EXPECT_TRUE(dynamic_cast<CuConv*>(caffe.get()) == nullptr);
+#endif
+}
+
 // ---- validation ----------------------------------------------------------------
 
 std::string SetUpError(const std::string& conv_param, const std::vector<std::vector<int>>& shapes) {
@@ -239,6 +331,40 @@ TEST(Im2col, AdjointAndLayout) {
   hc[6] = float16(1.0f);
   col2im_cpu<float16>(hc.data(), 1, 1, 1, 1, 3, 0, 2, 1, 1, 1, 1, him.data());
   EXPECT_EQ(static_cast<float>(him[0]), 2050.0f);
+}
+
+// im2col_gpu / col2im_gpu give the CPU's results: the same column matrix,
+// bit for bit, and col2im within a few double ulps (another summation order);
+// float16 col2im sums in float on the GPU too.
+TEST(Im2col, GpuMatchesCpu) {
+#ifndef CORTADO_USE_CUDA
+  GTEST_SKIP() << "no CUDA backend in this build";
+#else
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
+  const int C = 3, H = 6, W = 5, KH = 3, KW = 2, PH = 1, PW = 2, SH = 2, SW = 1, DH = 2, DW = 1;
+  const int OH = (H + 2 * PH - (DH * (KH - 1) + 1)) / SH + 1, OW = (W + 2 * PW - (DW * (KW - 1) + 1)) / SW + 1;
+  const int ncol = C * KH * KW * OH * OW;
+  Blob im({C, H, W}, DOUBLE), col({ncol}, DOUBLE), back({C, H, W}, DOUBLE);
+  test::SetData(&im, test::RandomVector(C * H * W, 5));
+  test::SetData(&back, test::RandomVector(C * H * W, 6));
+  im2col_gpu<double>(im.gpu_data<double>(), C, H, W, KH, KW, PH, PW, SH, SW, DH, DW, col.mutable_gpu_data<double>(),
+                     cuda::stream());
+  std::vector<double> want_col(ncol), want_im(C * H * W);
+  im2col_cpu<double>(im.cpu_data<double>(), C, H, W, KH, KW, PH, PW, SH, SW, DH, DW, want_col.data());
+  EXPECT_EQ(test::GetData(col), want_col);
+  col2im_gpu<double>(col.gpu_data<double>(), C, H, W, KH, KW, PH, PW, SH, SW, DH, DW, back.mutable_gpu_data<double>(),
+                     cuda::stream());
+  col2im_cpu<double>(want_col.data(), C, H, W, KH, KW, PH, PW, SH, SW, DH, DW, want_im.data());
+  const std::vector<double> got = test::GetData(back);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want_im[i], 1e-14) << "index " << i;
+
+  // The 2048 + 1 + 1 case of AdjointAndLayout: 2050 only if summed in float.
+  Blob hcol({9}, FLOAT16), him({1}, FLOAT16);
+  test::SetData(&hcol, {0, 0, 2048, 0, 1, 0, 1, 0, 0});
+  col2im_gpu<float16>(hcol.gpu_data<float16>(), 1, 1, 1, 1, 3, 0, 2, 1, 1, 1, 1, him.mutable_gpu_data<float16>(),
+                      cuda::stream());
+  EXPECT_EQ(test::GetData(him)[0], 2050.0);
+#endif
 }
 
 }  // namespace

@@ -512,5 +512,18 @@ TEST(DataLayerErrorTest, UndecodableImageNamesKey) {
 }
 #endif
 
+// GPU against CPU: the batch is copied from pinned memory on the device's
+// stream; the same seed gives the same crops, flips and labels (float).
+// Six forwards over a prefetch of 2, so that the reader refills batches
+// whose device copies it must wait for, and the database wraps around.
+TYPED_TEST(DataLayerTest, GpuMatchesCpu) {
+  TempDir dir;
+  WriteDb(dir / "db", 7, Shape3{2, 5, 6});
+  auto fill = [](int, Blob*) {};
+  const std::string text = DataText(dir / "db", 3, "phase: TRAIN transform_param { crop_size: 3 mirror: true }",
+                                    "prefetch: 2");
+  test::CheckGpuAgainstCpu<TypeParam>(text, {}, fill, test::GpuTolerance{0, 0}, {}, 2, 6);
+}
+
 }  // namespace
 }  // namespace cortado

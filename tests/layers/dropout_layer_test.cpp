@@ -96,5 +96,14 @@ TYPED_TEST(DropoutLayerTest, Gradient) {
                               test::GradientSettings().eltwise(), kTol);
 }
 
+// GPU against CPU: the mask is drawn on the host with the same RNG calls, and
+// the kernel computes the same product: identical, in TRAIN and TEST.
+TYPED_TEST(DropoutLayerTest, GpuMatchesCpu) {
+  auto fill = [](int, Blob* b) { test::FillUniform(b, -1, 1, 14); };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Dropout' dropout_param { dropout_ratio: 0.3 }", {{2, 3, 4, 5}}, fill,
+                                      test::GpuTolerance{0, 0}, {}, -1, 3);
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Dropout' phase: TEST", {{2, 3, 4, 5}}, fill, test::GpuTolerance{0, 0});
+}
+
 }  // namespace
 }  // namespace cortado

@@ -119,5 +119,14 @@ TEST(DummyDataLayerErrorTest, BadParameters) {
             "dummy_data_param.data_filler");
 }
 
+// GPU against CPU: filled on the host from the same RNG draws: identical.
+TYPED_TEST(DummyDataLayerTest, GpuMatchesCpu) {
+  auto fill = [](int, Blob*) {};
+  test::CheckGpuAgainstCpu<TypeParam>(
+      "type: 'DummyData' dummy_data_param { shape { dim: 2 dim: 3 } shape { dim: 4 } "
+      "data_filler { type: 'gaussian' std: 2 } data_filler { type: 'constant' value: 3 } }",
+      {}, fill, test::GpuTolerance{0, 0}, {}, 2);
+}
+
 }  // namespace
 }  // namespace cortado

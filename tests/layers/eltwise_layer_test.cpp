@@ -130,5 +130,21 @@ TYPED_TEST(EltwiseLayerTest, GradientMax) {
                               {{2, 3, 4}, {2, 3, 4}, {2, 3, 4}}, FillSeparated, test::GradientSettings(), kTol);
 }
 
+// GPU against CPU: the kernels round every product and sum on its own, in
+// the CPU's order, so the results agree exactly unless the host compiler
+// fuses a multiply-add (one ulp).
+TYPED_TEST(EltwiseLayerTest, GpuMatchesCpu) {
+  auto fill = [](int i, Blob* b) { test::FillUniform(b, -1, 1, 40 + i); };
+  const std::vector<std::vector<int>> shapes = {{2, 3, 4}, {2, 3, 4}, {2, 3, 4}};
+  const test::GpuTolerance tol{1, 1};
+  for (const char* param : {"operation: SUM coeff: 1 coeff: -2 coeff: 0.5", "operation: PROD",
+                            "operation: PROD stable_prod_grad: false", "operation: MAX"}) {
+    SCOPED_TRACE(param);
+    test::CheckGpuAgainstCpu<TypeParam>(str_cat("type: 'Eltwise' eltwise_param { ", param, " }"), shapes, fill, tol);
+  }
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Eltwise' eltwise_param { operation: MAX }", shapes, fill, tol,
+                                      {true, false, true});
+}
+
 }  // namespace
 }  // namespace cortado

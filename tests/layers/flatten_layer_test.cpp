@@ -63,5 +63,11 @@ TYPED_TEST(FlattenLayerTest, Gradient) {
                               test::GradientSettings(), test::ReferenceTolerance{0, 0});
 }
 
+// GPU against CPU: the shared buffers carry the values; nothing to compute.
+TYPED_TEST(FlattenLayerTest, GpuMatchesCpu) {
+  auto fill = [](int, Blob* b) { test::FillUniform(b, -1, 1, 60); };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Flatten'", {{2, 3, 2, 2}}, fill, test::GpuTolerance{0, 0});
+}
+
 }  // namespace
 }  // namespace cortado

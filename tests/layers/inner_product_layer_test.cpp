@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <type_traits>
+
 #include "test_util.hpp"
 
 namespace cortado {
@@ -100,6 +102,29 @@ TYPED_TEST(InnerProductLayerTest, GradientTransposedAxis2) {
   test::CheckLayer<TypeParam>(
       std::string("type: 'InnerProduct' inner_product_param { num_output: 4 transpose: true axis: 2") + kFillers + " }",
       {{2, 3, 5}}, kFill, test::GradientSettings(), kTol);
+}
+
+// ---- GPU against CPU ---------------------------------------------------------------
+
+// cuBLAS sums in another order than the CPU GEMM (and FP16 storage rounds the
+// GEMM output, then the bias add): float16 pairs 8 eps forward, 16 backward;
+// float and double 64 eps (relative to max(1, |cpu|)).
+template <typename P>
+test::GpuTolerance IpGpuTolerance() {
+  constexpr bool half = std::is_same_v<typename P::Ftype, float16> || std::is_same_v<typename P::Btype, float16>;
+  return half ? test::GpuTolerance{8, 16} : test::GpuTolerance{64, 64};
+}
+
+TYPED_TEST(InnerProductLayerTest, GpuMatchesCpu) {
+  test::CheckGpuAgainstCpu<TypeParam>(
+      std::string("type: 'InnerProduct' inner_product_param { num_output: 5") + kFillers + " }", {{3, 2, 2, 3}},
+      kFill, IpGpuTolerance<TypeParam>());
+}
+
+TYPED_TEST(InnerProductLayerTest, GpuMatchesCpuTransposedAxis2) {
+  test::CheckGpuAgainstCpu<TypeParam>(
+      std::string("type: 'InnerProduct' inner_product_param { num_output: 4 transpose: true axis: 2") + kFillers + " }",
+      {{2, 3, 5}}, kFill, IpGpuTolerance<TypeParam>());
 }
 
 // ---- validation ----------------------------------------------------------------

@@ -91,5 +91,12 @@ TEST(InputLayerErrorTest, BadShapes) {
   EXPECT_THROW(layer.SetUp(bottom.vec, top.vec), FieldError);
 }
 
+// GPU against CPU: nothing to compute; the tops keep their shapes and zeros.
+TYPED_TEST(InputLayerTest, GpuMatchesCpu) {
+  auto fill = [](int, Blob*) {};
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Input' input_param { shape { dim: 2 dim: 3 } }", {}, fill,
+                                      test::GpuTolerance{0, 0}, {}, 2);
+}
+
 }  // namespace
 }  // namespace cortado

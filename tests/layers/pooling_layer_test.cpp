@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 
@@ -207,6 +208,49 @@ TYPED_TEST(PoolingLayerTest, GradientAvePaddedRectangular) {
 TYPED_TEST(PoolingLayerTest, GradientGlobalAve) {
   test::CheckLayer<TypeParam>("type: 'Pooling' pooling_param { pool: AVE global_pooling: true }", {{2, 3, 3, 4}},
                               FillDistinct, test::GradientSettings(), kTol);
+}
+
+// ---- GPU against CPU ---------------------------------------------------------------
+
+// The GPU kernels visit windows and covering outputs in the CPU's order and
+// sum in the same type, so MAX (values, argmax, routed diffs) is exact; AVE
+// may differ by the last bit (1 eps).
+const test::GpuTolerance kMaxGpuTol{0, 0};
+const test::GpuTolerance kAveGpuTol{1, 1};
+
+// Values on a coarse grid: many ties inside a window, so the first-maximum
+// rule is exercised.
+void FillTies(int i, Blob* b) {
+  std::vector<double> v = test::RandomVector(b->count(), 23 + i);
+  for (double& x : v) x = std::round(x * 2) / 2;
+  test::SetData(b, v);
+}
+
+TYPED_TEST(PoolingLayerTest, GpuMatchesCpuMaxPaddedWithMaskTop) {
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Pooling' pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 }",
+                                      {{2, 3, 7, 6}}, FillDistinct, kMaxGpuTol, {}, 2);
+}
+
+TYPED_TEST(PoolingLayerTest, GpuMatchesCpuMaxTiesOverlapping) {
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Pooling' pooling_param { pool: MAX kernel_h: 3 kernel_w: 2 "
+                                      "stride_h: 1 stride_w: 2 }",
+                                      {{2, 2, 6, 7}}, FillTies, kMaxGpuTol, {}, 2);
+}
+
+TYPED_TEST(PoolingLayerTest, GpuMatchesCpuAvePaddedRectangular) {
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Pooling' pooling_param { pool: AVE kernel_h: 3 kernel_w: 2 "
+                                      "stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 1 }",
+                                      {{2, 2, 7, 5}}, FillDistinct, kAveGpuTol);
+}
+
+TYPED_TEST(PoolingLayerTest, GpuMatchesCpuGlobalAve) {
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Pooling' pooling_param { pool: AVE global_pooling: true }",
+                                      {{2, 3, 7, 7}}, FillDistinct, kAveGpuTol);
+}
+
+TYPED_TEST(PoolingLayerTest, GpuMatchesCpuGlobalMax) {
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Pooling' pooling_param { pool: MAX global_pooling: true }",
+                                      {{2, 3, 7, 7}}, FillTies, kMaxGpuTol);
 }
 
 }  // namespace

@@ -75,5 +75,12 @@ TYPED_TEST(ReLULayerTest, LeakyGradient) {
                               test::GradientSettings().eltwise().kink(0, 2e-2), kTol);
 }
 
+// The GPU computes the same float expression per element: exact.
+TYPED_TEST(ReLULayerTest, GpuMatchesCpu) {
+  auto fill = [](int, Blob* b) { test::FillUniform(b, -1, 1, 3); };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'ReLU' relu_param { negative_slope: 0.1 }", {{2, 3, 4, 5}}, fill,
+                                      test::GpuTolerance{0, 0});
+}
+
 }  // namespace
 }  // namespace cortado

@@ -80,5 +80,12 @@ TYPED_TEST(ReshapeLayerTest, Gradient) {
                               test::GradientSettings(), test::ReferenceTolerance{0, 0});
 }
 
+// GPU against CPU: the shared buffers carry the values; nothing to compute.
+TYPED_TEST(ReshapeLayerTest, GpuMatchesCpu) {
+  auto fill = [](int, Blob* b) { test::FillUniform(b, -1, 1, 61); };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Reshape' reshape_param { shape { dim: 0 dim: -1 } }", {{2, 3, 4}}, fill,
+                                      test::GpuTolerance{0, 0});
+}
+
 }  // namespace
 }  // namespace cortado

@@ -70,5 +70,12 @@ TYPED_TEST(SigmoidLayerTest, Gradient) {
   test::CheckLayer<TypeParam>("type: 'Sigmoid'", {{2, 3, 4, 5}}, fill, test::GradientSettings().eltwise(), kTol);
 }
 
+// GPU against CPU: CUDA's expf and the host's differ by up to 2 ulps of
+// math_t before the division and the rounding to the storage type.
+TYPED_TEST(SigmoidLayerTest, GpuMatchesCpu) {
+  auto fill = [](int, Blob* b) { test::FillGaussian(b, 0, 3, 13); };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Sigmoid'", {{2, 3, 4, 5}}, fill, test::GpuTolerance{4, 8});
+}
+
 }  // namespace
 }  // namespace cortado

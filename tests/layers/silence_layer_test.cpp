@@ -36,5 +36,11 @@ TYPED_TEST(SilenceLayerTest, RejectsTops) {
   EXPECT_THROW(layer->SetUp(bottom.vec, top.vec), FieldError);
 }
 
+// GPU against CPU: the diffs are zeroed on the device.
+TYPED_TEST(SilenceLayerTest, GpuMatchesCpu) {
+  auto fill = [](int i, Blob* b) { test::FillUniform(b, -1, 1, 50 + i); };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Silence'", {{2, 3}, {4}}, fill, test::GpuTolerance{0, 0}, {true, false});
+}
+
 }  // namespace
 }  // namespace cortado

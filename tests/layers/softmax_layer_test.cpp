@@ -111,5 +111,15 @@ TYPED_TEST(SoftmaxLayerTest, GradientLastAxis) {
                               Settings<TypeParam>(), kTol);
 }
 
+// GPU against CPU, both kernels: rows (inner == 1, one warp per row, more
+// channels than lanes) and columns (inner > 1). expf and the summation order
+// differ from the host's: a few ulps of math_t.
+TYPED_TEST(SoftmaxLayerTest, GpuMatchesCpu) {
+  auto fill = [](int, Blob* b) { test::FillGaussian(b, 0, 2, 15); };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Softmax' softmax_param { axis: -1 }", {{5, 77}}, fill,
+                                      test::GpuTolerance{16, 32});
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Softmax'", {{2, 6, 3, 5}}, fill, test::GpuTolerance{16, 32});
+}
+
 }  // namespace
 }  // namespace cortado

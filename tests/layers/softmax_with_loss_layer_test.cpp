@@ -165,5 +165,25 @@ TYPED_TEST(SoftmaxWithLossLayerTest, GradientIgnoreLabelFullNormalization) {
       {{2, 3, 4}, {2, 3}}, fill, Settings<TypeParam>(), kTol, {true, false});
 }
 
+// GPU against CPU: loss (float), probability top and gradient, for both
+// softmax kernels, every normalization and an ignored label. The loss is a
+// double sum on both sides; expf and the summation orders differ: a few ulps.
+TYPED_TEST(SoftmaxWithLossLayerTest, GpuMatchesCpu) {
+  auto rows = [](int i, Blob* b) {
+    if (i == 0) test::FillGaussian(b, 0, 2, 16); else test::FillLabels(b, 40, 17);
+  };
+  auto columns = [](int i, Blob* b) {
+    if (i == 0) test::FillGaussian(b, 0, 2, 18); else test::FillLabels(b, 5, 19);
+  };
+  const test::GpuTolerance tol{16, 32};
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'SoftmaxWithLoss'", {{6, 40}, {6}}, rows, tol, {true, false}, 2);
+  for (const char* norm : {"FULL", "VALID", "BATCH_SIZE", "NONE"}) {
+    SCOPED_TRACE(norm);
+    test::CheckGpuAgainstCpu<TypeParam>(
+        str_cat("type: 'SoftmaxWithLoss' loss_param { ignore_label: 1 normalization: ", norm, " }"),
+        {{3, 5, 2, 4}, {3, 1, 2, 4}}, columns, tol, {true, false}, 2);
+  }
+}
+
 }  // namespace
 }  // namespace cortado

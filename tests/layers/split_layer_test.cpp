@@ -49,5 +49,13 @@ TYPED_TEST(SplitLayerTest, Gradient) {
   test::CheckLayer<TypeParam>("type: 'Split'", {{2, 3, 4}}, fill, test::GradientSettings(), kTol, {}, 3);
 }
 
+// GPU against CPU: copies forward; the backward sums in math_t in top order
+// without fused operations, as the CPU does: identical.
+TYPED_TEST(SplitLayerTest, GpuMatchesCpu) {
+  auto fill = [](int, Blob* b) { test::FillUniform(b, -1, 1, 22); };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Split'", {{2, 3, 4}}, fill, test::GpuTolerance{0, 0}, {}, 1);
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Split'", {{2, 3, 4}}, fill, test::GpuTolerance{0, 0}, {}, 3);
+}
+
 }  // namespace
 }  // namespace cortado

@@ -70,5 +70,12 @@ TYPED_TEST(TanHLayerTest, Gradient) {
   test::CheckLayer<TypeParam>("type: 'TanH'", {{2, 3, 4, 5}}, fill, test::GradientSettings().eltwise(), kTol);
 }
 
+// GPU against CPU: CUDA's tanhf and the host's differ by up to 2 ulps of
+// math_t before the rounding to the storage type.
+TYPED_TEST(TanHLayerTest, GpuMatchesCpu) {
+  auto fill = [](int, Blob* b) { test::FillGaussian(b, 0, 3, 13); };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'TanH'", {{2, 3, 4, 5}}, fill, test::GpuTolerance{4, 8});
+}
+
 }  // namespace
 }  // namespace cortado

@@ -18,10 +18,20 @@
 //   accuracy_param.ignore_label (unset: no label is ignored)
 // No backward: Backward does nothing and force_backward does not apply.
 // In place: no.
+// GPU (accuracy_layer.cu): one thread per position ranks the true class
+// (comparisons in math_t, as on the CPU) and adds to integer counters with
+// atomics; a second kernel writes the float tops. Integer counts make the
+// result exact and identical to the CPU's. A label that is not a class index
+// cannot throw inside a kernel: the first one is recorded in pinned host
+// memory, skipped, and reported as the CPU's FieldError by the layer's next
+// Forward (after the Net has synchronized).
 
+#include <memory>
 #include <vector>
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
+#include "cortado/synced_memory.hpp"
 
 namespace cortado {
 
@@ -29,6 +39,7 @@ template <typename Ftype, typename Btype>
 class AccuracyLayer : public Layer<Ftype, Btype> {
  public:
   using Layer<Ftype, Btype>::Layer;
+  ~AccuracyLayer() override;
   const char* type() const override { return "Accuracy"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int MinTopBlobs() const override { return 1; }
@@ -41,6 +52,16 @@ class AccuracyLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override {}
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override {}
+  /// Throws the FieldError of a bad label a GPU forward recorded, if any.
+  void CheckGpuLabelError();
+#endif
 
  private:
   int top_k_ = 1;
@@ -48,6 +69,24 @@ class AccuracyLayer : public Layer<Ftype, Btype> {
   int outer_ = 0, channels_ = 0, inner_ = 0;
   bool has_ignore_label_ = false;
   int ignore_label_ = 0;
+  // GPU path.
+  std::unique_ptr<SyncedMemory> counts_gpu_;   // (2 + 2 * C) unsigned
+  unsigned long long* label_error_ = nullptr;  // pinned, device-mapped; all ones = no error
 };
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+/// Counts over the outer * inner positions (labels as float) into counts (device, 2 + 2 * channels
+/// unsigned, zeroed by the caller): [0] labelled, [1] correct, [2 + c] labelled as c, [2 + C + c]
+/// correct among those. The first bad label is recorded in *error (pinned, device-mapped) as
+/// (position << 32) | float bits, by atomicMin.
+template <typename T>
+void accuracy_count(int outer, int channels, int inner, int top_k, const T* x, const float* label,
+                    bool has_ignore_label, int ignore_label, unsigned* counts, unsigned long long* error,
+                    CUstream_st* stream);
+/// top[0] = correct / labelled (0 if none); per_class (may be null, channels values) likewise per class.
+void accuracy_finish(int channels, const unsigned* counts, float* top, float* per_class, CUstream_st* stream);
+}  // namespace gpu
+#endif
 
 }  // namespace cortado

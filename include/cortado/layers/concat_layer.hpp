@@ -10,7 +10,11 @@
 // concat_param.concat_dim (legacy, default 1; used when axis is unset; not
 // both). In place: no.
 // Types: pure copies in Ftype (forward) and Btype (backward).
+// GPU: each bottom is one strided device-to-device copy (cudaMemcpy2DAsync:
+// outer rows of the bottom's slice into the top's rows), forward and
+// backward; no kernel of its own.
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
 
 namespace cortado {
@@ -29,6 +33,14 @@ class ConcatLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
  private:
   int axis_ = 1;

@@ -34,10 +34,25 @@
 // parameter gradients of the whole batch in math_t<Btype> and adds them once to
 // the parameter diffs (Btype); bottom diffs are overwritten. 1x1 kernels with
 // stride 1 and pad 0 skip im2col. In place: no.
+//
+// GPU (this class is the plain CUDA engine, engine: CAFFE; the factory picks
+// CuDNNConvolutionLayer on a GPU otherwise): im2col_gpu + cuBLAS GEMM per
+// image and group, in the storage type with compute type forward_math
+// (forward) / backward_math (backward): FP16 storage with FLOAT math runs on
+// Tensor Cores with FP32 accumulation; double and float compute in their own
+// type. Bias add and bias gradient are kernels (the bias gradient sums the
+// batch in float, double for double, and is added once per bottom). With
+// float16 diffs and FLOAT math the weight gradient of the batch sums in an
+// FP32 buffer and is added to the diff once per bottom, as on the CPU.
 
+#include <cstdint>
 #include <vector>
 
 #include "cortado/layer.hpp"
+#include "cortado/util/math.hpp"
+
+struct CUstream_st;
+struct cublasContext;
 
 namespace cortado {
 
@@ -52,15 +67,27 @@ class ConvolutionLayer : public Layer<Ftype, Btype> {
   int MinBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   bool EqualNumBottomTopBlobs() const override { return true; }
+#ifdef CORTADO_USE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+#endif
 
- private:
   void ReadGeometry();
   void CheckBottoms(const BlobVec& bottom) const;
+
+  // Compute types of the GPU GEMMs / cuDNN calls (see the header comment):
+  // forward_math / backward_math for float16 storage (FLOAT unless FLOAT16
+  // is asked for), the storage type itself for float and double.
+  Type forward_math_ = FLOAT, backward_math_ = FLOAT;
 
   int num_output_ = 0;
   int group_ = 1;
@@ -70,5 +97,27 @@ class ConvolutionLayer : public Layer<Ftype, Btype> {
   int channels_ = 0;  // C of the bottom at setup; the weights depend on it
   int num_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
 };
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+// Launchers of convolution_layer.cu (device pointers, enqueued on `stream`).
+
+/// y (num, channels, spatial) += b[c] along the channel axis.
+template <typename T>
+void conv_add_bias(int64_t num, int channels, int64_t spatial, const T* b, T* y, CUstream_st* stream);
+/// db[c] += sum over (n, s) of dy (num, channels, spatial), summed in float
+/// (double for double) and rounded once.
+template <typename T>
+void conv_bias_grad(int64_t num, int channels, int64_t spatial, const T* dy, T* db, CUstream_st* stream);
+/// Row-major C (M, N) (FP32) += op(A) op(B) with A, B in T (float or
+/// float16): FP32 accumulation, Tensor Cores for float16; on the handle's stream.
+template <typename T>
+void gemm_accumulate_f32(cublasContext* handle, Trans ta, Trans tb, int M, int N, int K, const T* A, const T* B,
+                         float* C);
+/// dst[i] = T(dst[i] + src[i]), computed in float.
+template <typename T>
+void add_f32(int64_t n, const float* src, T* dst, CUstream_st* stream);
+}  // namespace gpu
+#endif  // CORTADO_USE_CUDA
 
 }  // namespace cortado

@@ -40,6 +40,13 @@
 // would have read it.
 //
 // Backward: none (no bottoms; AllowForceBackward is false).
+//
+// GPU: batches are prefetched into pinned host memory (SyncedMemory pins
+// when a device is present); Forward_gpu copies the oldest one to the tops'
+// device memory with cudaMemcpyAsync on the context's stream and records an
+// event after the copy. The batch then goes back to the reader, which waits
+// for that event before refilling it, so the Forward never blocks on the copy
+// and the reader never overwrites memory being copied. Labels stay float.
 
 #include <condition_variable>
 #include <cstdint>
@@ -51,9 +58,13 @@
 #include <thread>
 #include <vector>
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
+#include "cortado/synced_memory.hpp"
 #include "cortado/util/data_transformer.hpp"
 #include "cortado/util/db.hpp"
+
+struct CUevent_st;
 
 namespace cortado {
 
@@ -78,12 +89,28 @@ class DataLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
+#endif
 
  private:
   struct Batch {
-    std::vector<Ftype> data;   // (N, C, H', W')
-    std::vector<float> label;  // (N)
+    std::unique_ptr<SyncedMemory> data;   // (N, C, H', W') Ftype, host side only (pinned with a device)
+    std::unique_ptr<SyncedMemory> label;  // (N) float, likewise
+    CUevent_st* copied = nullptr;         // GPU: recorded after the copy to the device
+    ~Batch();
+    /// Waits until the device copy recorded in `copied` (if any) has finished.
+    void WaitCopied();
   };
+  /// The oldest prefetched batch (waits for the reader; rethrows its error).
+  std::unique_ptr<Batch> TakeBatch();
+  /// Hands a used batch back to the reader.
+  void ReturnBatch(std::unique_ptr<Batch> batch);
 
   TransformationParameter MergedTransformParam() const;
   void ValidateParams() const;

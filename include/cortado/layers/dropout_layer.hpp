@@ -11,10 +11,17 @@
 // Fields: dropout_param.dropout_ratio p (default 0.5), 0 <= p < 1.
 // In place: yes (the mask is kept by the layer).
 // Types: forward in Ftype, backward in Btype; the scale is applied in math_t.
+// GPU: the mask is drawn on the host with the same RNG calls as the CPU
+// path (so GPU and CPU give identical results for one seed), copied into
+// pinned host memory and from there to the device asynchronously on the
+// context's stream; one thread per element applies it (dropout_layer.cu).
 
+#include <memory>
 #include <vector>
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
+#include "cortado/synced_memory.hpp"
 
 namespace cortado {
 
@@ -35,6 +42,14 @@ class DropoutLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
  private:
   bool train() const { return this->layer_param().phase() == TRAIN; }
@@ -42,6 +57,21 @@ class DropoutLayer : public Layer<Ftype, Btype> {
   double ratio_ = 0.5;
   double scale_ = 2;
   std::vector<unsigned> mask_;
+  // GPU path: the mask in pinned host memory and on the device. Rewritten on
+  // the host by the next TRAIN forward, after the Net has synchronized the
+  // stream that copied the previous one.
+  std::unique_ptr<SyncedMemory> mask_gpu_;
 };
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+/// y[i] = mask[i] ? x[i] * scale : 0 (scale applied in math_t); x and y may alias.
+template <typename T>
+void dropout_forward(int64_t n, const T* x, const unsigned* mask, double scale, T* y, CUstream_st* stream);
+/// dx[i] = mask[i] ? dy[i] * scale : 0; dx and dy may alias.
+template <typename T>
+void dropout_backward(int64_t n, const T* dy, const unsigned* mask, double scale, T* dx, CUstream_st* stream);
+}  // namespace gpu
+#endif
 
 }  // namespace cortado

@@ -13,9 +13,18 @@
 // Fill (filler.hpp), which draws from the process RNG. Tops with a "constant"
 // filler are filled once at setup; the others are refilled at every Forward.
 // Backward: none (no bottoms). Not in place.
+// GPU: the tops are filled on the host exactly as on the CPU (Fill draws
+// from the process RNG, so a GPU net sees the same values as a CPU net) and
+// move to the device when the first consumer reads them: an asynchronous
+// copy from pinned memory, and none at all for constant tops after the
+// first forward. HasGpuPath is true because this is the intended GPU
+// behaviour, not a fallback worth a warning; a device-side RNG would break
+// the CPU/GPU equality for little gain in a layer meant for tests and
+// benchmarks.
 
 #include <vector>
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
 
 namespace cortado {
@@ -36,6 +45,14 @@ class DummyDataLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override { Forward_cpu(bottom, top); }
+  void Backward_gpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
+#endif
 
  private:
   std::vector<std::vector<int>> ReadShapes(int num_top) const;

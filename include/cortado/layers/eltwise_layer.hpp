@@ -17,10 +17,17 @@
 // In place: no.
 // Types: forward reads Ftype and accumulates in math_t; backward reads dy,
 // the bottoms (and y for PROD) as Btype and computes in math_t.
+// GPU: one thread per element (eltwise_layer.cu) with the CPU path's
+// operations in the same order, each rounded on its own (no fused
+// multiply-add), so GPU and CPU agree exactly; MAX keeps its argmax on the
+// device. At most 64 bottoms on the GPU.
 
+#include <memory>
 #include <vector>
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
+#include "cortado/synced_memory.hpp"
 
 namespace cortado {
 
@@ -38,12 +45,37 @@ class EltwiseLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
  private:
   EltwiseParameter::EltwiseOp op_ = EltwiseParameter::SUM;
   std::vector<double> coeff_;  // one per bottom
   bool stable_prod_grad_ = true;
   std::vector<int> argmax_;    // MAX: which bottom gave each output
+  std::unique_ptr<SyncedMemory> argmax_gpu_;  // MAX on the GPU: the same, on the device
 };
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+/// Forward over `count` bottoms (device pointers): op is EltwiseParameter's
+/// SUM / PROD / MAX; coeff (host, count values) for SUM; argmax (device, n
+/// ints) is written for MAX. count <= 64.
+template <typename T>
+void eltwise_forward(int64_t n, int op, const T* const* x, int count, const double* coeff, T* y, int* argmax,
+                     CUstream_st* stream);
+/// Backward to bottom `which`: x are the bottoms as Btype (PROD), y the top
+/// (PROD without stable_prod_grad), argmax from the forward (MAX).
+template <typename T>
+void eltwise_backward(int64_t n, int op, int which, const T* const* x, int count, double coeff, bool stable_prod_grad,
+                      const T* y, const T* dy, const int* argmax, T* dx, CUstream_st* stream);
+}  // namespace gpu
+#endif
 
 }  // namespace cortado

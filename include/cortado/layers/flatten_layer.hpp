@@ -9,7 +9,10 @@
 // Fields: flatten_param.axis (default 1), flatten_param.end_axis (default -1);
 // negative values count from the end; axis <= end_axis after that.
 // In place: no.
+// GPU: nothing to do either (the shared buffers move on their own), so the
+// GPU path is the same no-op.
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
 
 namespace cortado {
@@ -27,6 +30,14 @@ class FlattenLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override {}
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override {}
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override {}
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override {}
+#endif
 };
 
 }  // namespace cortado

@@ -25,10 +25,20 @@
 // math_t<Ftype>; Backward reads dY, W and X as math_t<Btype>, adds the
 // parameter gradients to the Btype diffs (rounded once) and overwrites dX.
 // In place: no.
+//
+// GPU: the three products are cuBLAS GEMMs in the storage type with compute
+// type forward_math (forward) / backward_math (backward) for float16 storage
+// (FLOAT unless FLOAT16 is asked for: FP32 accumulation on Tensor Cores), the
+// storage type for float and double; dW is accumulated by the GEMM (beta = 1,
+// one rounding). The bias add and the bias gradient (column sums of dY in
+// float, double for double, added once) are kernels.
 
+#include <cstdint>
 #include <vector>
 
 #include "cortado/layer.hpp"
+
+struct CUstream_st;
 
 namespace cortado {
 
@@ -42,11 +52,19 @@ class InnerProductLayer : public Layer<Ftype, Btype> {
   const char* type() const override { return "InnerProduct"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
+#ifdef CORTADO_USE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+#endif
 
  private:
   int CheckedAxis(const Blob& bottom) const;
@@ -57,6 +75,21 @@ class InnerProductLayer : public Layer<Ftype, Btype> {
   int axis_ = 1;
   int k_ = 0;  // K, fixed at setup
   int m_ = 0;  // M, from the current bottom
+  Type forward_math_ = FLOAT, backward_math_ = FLOAT;  // GPU GEMM compute types
 };
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+// Launchers of inner_product_layer.cu (device pointers, enqueued on `stream`).
+
+/// y (rows, cols) += b (cols) on every row.
+template <typename T>
+void ip_add_bias(int64_t rows, int cols, const T* b, T* y, CUstream_st* stream);
+/// db[j] += sum over rows of dy (rows, cols)[:, j], summed in float (double
+/// for double) and rounded once.
+template <typename T>
+void ip_bias_grad(int64_t rows, int cols, const T* dy, T* db, CUstream_st* stream);
+}  // namespace gpu
+#endif  // CORTADO_USE_CUDA
 
 }  // namespace cortado

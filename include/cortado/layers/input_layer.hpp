@@ -7,9 +7,12 @@
 // must be >= 0. Tops: any number >= 1, shaped once at setup; Reshape leaves
 // them alone so the caller may reshape an input and then the net. Forward and
 // Backward: nothing. Not in place.
+// GPU: nothing to do either; the caller's values move to the device when a
+// consumer asks for them.
 
 #include <vector>
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
 
 namespace cortado {
@@ -29,6 +32,14 @@ class InputLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec&, const BlobVec&) override {}
   void Backward_cpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec&, const BlobVec&) override {}
+  void Backward_gpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
+#endif
 };
 
 }  // namespace cortado

@@ -34,10 +34,20 @@
 // Types: Forward reads the bottom as math_t<Ftype> and stores the top in
 // Ftype; Backward reads the top diff as math_t<Btype>, sums into the bottom
 // diff in math_t<Btype> and stores it in Btype (overwritten). In place: no.
+//
+// GPU: own kernels (no cuDNN), the same windows, tie rule and divisor as the
+// CPU path. Forward: one thread per top element (MAX keeps its argmax in a
+// device int mask). Backward: one thread per bottom element gathering the
+// diffs of the outputs whose windows cover it, summed in float (double for
+// double): no atomics, deterministic.
 
+#include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "cortado/layer.hpp"
+
+struct CUstream_st;
 
 namespace cortado {
 
@@ -54,11 +64,19 @@ class PoolingLayer : public Layer<Ftype, Btype> {
   int MaxTopBlobs() const override {
     return this->layer_param().pooling_param().pool() == PoolingParameter::MAX ? 2 : 1;
   }
+#ifdef CORTADO_USE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+#endif
 
  private:
   bool max_ = true;
@@ -66,6 +84,33 @@ class PoolingLayer : public Layer<Ftype, Btype> {
   int kh_ = 0, kw_ = 0, ph_ = 0, pw_ = 0, sh_ = 1, sw_ = 1;
   int num_ = 0, channels_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
   std::vector<int> mask_;  // (N, C, OH, OW) argmax of MAX pooling
+#ifdef CORTADO_USE_CUDA
+  // The device copy of the argmax (GPU path), from the caching allocator.
+  std::unique_ptr<void, void (*)(void*)> gpu_mask_{nullptr, nullptr};
+  size_t gpu_mask_count_ = 0;
+#endif
 };
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+// Launchers of pooling_layer.cu (device pointers, enqueued on `stream`).
+// `planes` = N*C; x/dx are (planes, height, width), y/dy/mask (planes, out_h, out_w).
+struct PoolWindow {
+  int height, width, out_h, out_w, kh, kw, ph, pw, sh, sw;
+};
+/// mask_top (may be null) gets the argmax as float.
+template <typename T>
+void max_pool_forward(int64_t planes, PoolWindow g, const T* x, T* y, int* mask, float* mask_top,
+                      CUstream_st* stream);
+template <typename T>
+void ave_pool_forward(int64_t planes, PoolWindow g, const T* x, T* y, CUstream_st* stream);
+/// dx is overwritten.
+template <typename T>
+void max_pool_backward(int64_t planes, PoolWindow g, const T* dy, const int* mask, T* dx, CUstream_st* stream);
+/// dx is overwritten.
+template <typename T>
+void ave_pool_backward(int64_t planes, PoolWindow g, const T* dy, T* dx, CUstream_st* stream);
+}  // namespace gpu
+#endif  // CORTADO_USE_CUDA
 
 }  // namespace cortado

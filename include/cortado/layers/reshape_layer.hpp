@@ -15,9 +15,12 @@
 // Errors: a count that does not match, a -1 that cannot divide, a 0 with no
 // bottom axis to copy, an axis or num_axes out of range.
 // In place: no.
+// GPU: nothing to do either (the shared buffers move on their own), so the
+// GPU path is the same no-op.
 
 #include <vector>
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
 
 namespace cortado {
@@ -36,6 +39,14 @@ class ReshapeLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override {}
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override {}
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override {}
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override {}
+#endif
 
  private:
   std::vector<int> copy_axes_;  // positions in shape that are 0

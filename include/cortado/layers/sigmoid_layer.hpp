@@ -9,7 +9,10 @@
 // In place: yes.
 // Types: forward reads x and writes y as Ftype (exp/tanh evaluated in
 // math_t); backward reads dy and y as Btype and writes dx as Btype.
+// GPU: one thread per element (sigmoid_layer.cu) with CUDA's expf/exp in math_t,
+// within 2 ulps of the host library before rounding to the storage type.
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
 
 namespace cortado {
@@ -27,6 +30,25 @@ class SigmoidLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 };
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+/// y[i] = 1 / (1 + exp(-x[i])), device pointers; x and y may alias.
+template <typename T>
+void sigmoid_forward(int64_t n, const T* x, T* y, CUstream_st* stream);
+/// dx = dy * y * (1 - y) elementwise; dx may alias dy.
+template <typename T>
+void sigmoid_backward(int64_t n, const T* dy, const T* y, T* dx, CUstream_st* stream);
+}  // namespace gpu
+#endif
 
 }  // namespace cortado

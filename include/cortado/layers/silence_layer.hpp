@@ -6,7 +6,10 @@
 //   backward: dx = 0 for every bottom that asks for a gradient
 //
 // Bottoms: 1 or more, any shapes. Tops: none. Fields: none.
+// GPU: the backward zeroes the diffs on the device (gpu_set); no kernel of
+// its own.
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
 
 namespace cortado {
@@ -24,6 +27,14 @@ class SilenceLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override {}
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override {}
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 };
 
 }  // namespace cortado

@@ -13,11 +13,16 @@
 // Types: forward reads x as Ftype, computes max, exp and the sum in math_t
 // (float for float16) and rounds once on the store; backward reads dy and y as
 // Btype and computes the dot product in math_t.
+// GPU (softmax_layer.cu): with inner == 1 one warp per row, otherwise one
+// thread per (outer, inner) column; max, exp and sum in math_t as on the
+// CPU. The sum's order and CUDA's expf differ from the host's, so GPU and
+// CPU agree to a few ulps of math_t before rounding to the storage type.
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
 
 namespace cortado {
@@ -52,11 +57,33 @@ class SoftmaxLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
  private:
   int axis_ = 1;
   int outer_ = 0, channels_ = 0, inner_ = 0;
   std::vector<math_t<Ftype>> scratch_;  // (C) one column in math_t
 };
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+/// y = softmax(x) over `channels` for every (outer, inner) column, device
+/// pointers, computed in math_t<In> (float for float16); x and y may alias.
+/// Instantiated for (double, double), (float, float), (float16, float16) and
+/// (float16, float) (SoftmaxWithLoss keeps float probabilities).
+template <typename In, typename Out>
+void softmax_forward(int outer, int channels, int inner, const In* x, Out* y, CUstream_st* stream);
+/// dx = y * (dy - sum_c dy_c * y_c) per column, in math_t<T>; dx may alias dy.
+template <typename T>
+void softmax_backward(int outer, int channels, int inner, const T* y, const T* dy, T* dx, CUstream_st* stream);
+}  // namespace gpu
+#endif
 
 }  // namespace cortado

@@ -27,9 +27,20 @@
 // the value and C); a label count that does not match; propagate_down to the
 // labels.
 // In place: no.
+// GPU (softmax_with_loss_layer.cu): the probabilities are kept on the device
+// in math_t (gpu::softmax_forward); one thread per position computes its
+// -log p in double, one block sums the losses and the valid count (double)
+// and writes loss / normalizer to top[0] as float, all without leaving the
+// device. The backward reads the normalizer and the loss weight on the
+// device, computes in double and rounds through math_t<Btype> like the CPU.
+// Labels that are not class indices cannot throw inside a kernel: the first
+// one is recorded in pinned host memory, the position counts as ignored, and
+// the layer's next Backward or Forward (after the Net has synchronized)
+// raises the same FieldError as the CPU path.
 
 #include <vector>
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
 
 namespace cortado {
@@ -38,6 +49,7 @@ template <typename Ftype, typename Btype>
 class SoftmaxWithLossLayer : public Layer<Ftype, Btype> {
  public:
   using Layer<Ftype, Btype>::Layer;
+  ~SoftmaxWithLossLayer() override;
   const char* type() const override { return "SoftmaxWithLoss"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int MinTopBlobs() const override { return 1; }
@@ -51,6 +63,16 @@ class SoftmaxWithLossLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  /// Throws the FieldError of a bad label a GPU forward recorded, if any.
+  void CheckGpuLabelError();
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
  private:
   using M = math_t<Ftype>;
@@ -65,6 +87,33 @@ class SoftmaxWithLossLayer : public Layer<Ftype, Btype> {
   double normalizer_ = 1;
   std::vector<M> prob_;     // (outer, C, inner)
   std::vector<M> scratch_;  // (C)
+  // GPU path.
+  Tensor prob_gpu_{type_of<M>()};  // (outer, C, inner) in M
+  Tensor loss_gpu_{DOUBLE};        // (2, outer * inner): per-position loss, then valid flags
+  Tensor norm_gpu_{DOUBLE};        // (1) the normalizer of the last forward
+  unsigned long long* label_error_ = nullptr;  // pinned, device-mapped; all ones = no error
 };
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+/// Per position p of outer * inner (labels read as float): loss[p] = -log(max(prob[label], FLT_MIN)) in
+/// double and valid[p] = 1, or 0 and 0 where the label is ignored or not a class index; the first bad
+/// label is recorded in *error (pinned, device-mapped) as (p << 32) | float bits, by atomicMin.
+template <typename M>
+void softmax_loss_positions(int outer, int channels, int inner, const M* prob, const float* label,
+                            bool has_ignore_label, int ignore_label, double* loss, double* valid,
+                            unsigned long long* error, CUstream_st* stream);
+/// One block: top = sum(loss) / normalizer as float, *normalizer_out = normalizer (double), where
+/// normalizer = max(1, fixed_normalizer), or max(1, sum(valid)) when fixed_normalizer < 0.
+void softmax_loss_reduce(int64_t positions, const double* loss, const double* valid, double fixed_normalizer,
+                         float* top, double* normalizer_out, CUstream_st* stream);
+/// dx[n, c] = w / normalizer * (prob[n, c] - [c == label_n]) (0 at ignored or bad labels), w = *weight,
+/// computed in double, stored through math_t<B>.
+template <typename M, typename B>
+void softmax_loss_backward(int outer, int channels, int inner, const M* prob, const float* label,
+                           bool has_ignore_label, int ignore_label, const double* weight, const double* normalizer,
+                           B* dx, CUstream_st* stream);
+}  // namespace gpu
+#endif
 
 }  // namespace cortado

@@ -8,7 +8,11 @@
 //
 // Bottoms: 1, any shape. Tops: 1 or more, each the bottom's shape.
 // Fields: none. In place: no.
+// GPU: the forward is one device copy per top; the backward sums the top
+// diffs in one kernel (split_layer.cu) in math_t, in the CPU path's order,
+// rounding once (for more than 64 tops, once per 64).
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
 
 namespace cortado {
@@ -26,6 +30,23 @@ class SplitLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 };
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+/// dx[i] = sum_k dy[k][i] over count device arrays, summed in math_t in order k = 0, 1, ...
+/// and rounded once per 64 arrays.
+template <typename T>
+void split_backward(int64_t n, const T* const* dy, int count, T* dx, CUstream_st* stream);
+}  // namespace gpu
+#endif
 
 }  // namespace cortado

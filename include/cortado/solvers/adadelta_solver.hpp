@@ -23,6 +23,7 @@ class AdaDeltaSolver : public Solver {
 
  protected:
   void UpdateParam(const ParamUpdate& u) override;
+  UpdateRule update_rule() const override { return UpdateRule::kAdaDelta; }
   int history_slots() const override { return 2; }
 };
 

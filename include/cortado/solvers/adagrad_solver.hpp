@@ -21,6 +21,7 @@ class AdaGradSolver : public Solver {
 
  protected:
   void UpdateParam(const ParamUpdate& u) override;
+  UpdateRule update_rule() const override { return UpdateRule::kAdaGrad; }
 };
 
 }  // namespace cortado

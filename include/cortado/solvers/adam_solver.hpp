@@ -33,6 +33,7 @@ class AdamSolver : public Solver {
  protected:
   void UpdateParam(const ParamUpdate& u) override;
   int history_slots() const override { return 2; }
+  UpdateRule update_rule() const override { return UpdateRule::kAdam; }
   /// The rule shared by Adam and AdamW; decoupled adds rate * decay * R(W).
   void AdamUpdate(const ParamUpdate& u, bool decoupled);
 };
@@ -45,6 +46,7 @@ class AdamWSolver : public AdamSolver {
  protected:
   void UpdateParam(const ParamUpdate& u) override { AdamUpdate(u, true); }
   bool decoupled_decay() const override { return true; }
+  UpdateRule update_rule() const override { return UpdateRule::kAdamW; }
 };
 
 }  // namespace cortado

@@ -18,6 +18,7 @@ class NesterovSolver : public Solver {
 
  protected:
   void UpdateParam(const ParamUpdate& u) override;
+  UpdateRule update_rule() const override { return UpdateRule::kNesterov; }
 };
 
 }  // namespace cortado

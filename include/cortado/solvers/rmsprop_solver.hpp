@@ -19,6 +19,7 @@ class RMSPropSolver : public Solver {
 
  protected:
   void UpdateParam(const ParamUpdate& u) override;
+  UpdateRule update_rule() const override { return UpdateRule::kRMSProp; }
 };
 
 }  // namespace cortado

@@ -1,8 +1,21 @@
 #include "cortado/layers/accuracy_layer.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/cuda.hpp"
+#endif
 
 namespace cortado {
+
+template <typename Ftype, typename Btype>
+AccuracyLayer<Ftype, Btype>::~AccuracyLayer() {
+#ifdef CORTADO_USE_CUDA
+  if (label_error_) cudaFreeHost(label_error_);
+#endif
+}
 
 template <typename Ftype, typename Btype>
 void AccuracyLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
@@ -77,6 +90,43 @@ void AccuracyLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobV
     }
   }
 }
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void AccuracyLayer<Ftype, Btype>::CheckGpuLabelError() {
+  if (!label_error_) return;
+  const unsigned long long key = *static_cast<volatile unsigned long long*>(label_error_);
+  if (key == ~0ull) return;
+  *label_error_ = ~0ull;
+  const uint32_t bits = static_cast<uint32_t>(key & 0xffffffffull);
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  this->field_error("bottom[1]", "label value ", v, " at position ", static_cast<int64_t>(key >> 32),
+                    " is not a class index: expected an integer in [0, ", channels_, ")");
+}
+
+template <typename Ftype, typename Btype>
+void AccuracyLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  CheckGpuLabelError();
+  if (!label_error_) {
+    void* p = nullptr;
+    CORTADO_CUDA_CHECK(cudaHostAlloc(&p, sizeof(unsigned long long), cudaHostAllocMapped));
+    label_error_ = static_cast<unsigned long long*>(p);
+    *label_error_ = ~0ull;
+  }
+  void* error = nullptr;
+  CORTADO_CUDA_CHECK(cudaHostGetDevicePointer(&error, label_error_, 0));
+  cudaStream_t stream = this->context().stream();
+  const size_t bytes = (2 + 2 * static_cast<size_t>(channels_)) * sizeof(unsigned);
+  if (!counts_gpu_ || counts_gpu_->size() != bytes) counts_gpu_ = std::make_unique<SyncedMemory>(bytes);
+  unsigned* counts = static_cast<unsigned*>(counts_gpu_->mutable_gpu_data());
+  CORTADO_CUDA_CHECK(cudaMemsetAsync(counts, 0, bytes, stream));
+  gpu::accuracy_count(outer_, channels_, inner_, top_k_, bottom[0]->gpu_data<Ftype>(), bottom[1]->gpu_data<float>(),
+                      has_ignore_label_, ignore_label_, counts, static_cast<unsigned long long*>(error), stream);
+  gpu::accuracy_finish(channels_, counts, top[0]->mutable_gpu_data<float>(),
+                       top.size() > 1 ? top[1]->mutable_gpu_data<float>() : nullptr, stream);
+}
+#endif
 
 CORTADO_INSTANTIATE_LAYER(AccuracyLayer);
 

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <vector>
 
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/cuda.hpp"
+#endif
+
 namespace cortado {
 
 template <typename Ftype, typename Btype>
@@ -74,6 +78,45 @@ void ConcatLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vect
     offset += slice;
   }
 }
+
+#ifdef CORTADO_USE_CUDA
+// The top is outer_ rows of top_slice values; bottom b fills the columns
+// [offset, offset + slice) of every row: one 2D copy per bottom.
+template <typename Ftype, typename Btype>
+void ConcatLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  Ftype* y = top[0]->mutable_gpu_data<Ftype>();
+  const int64_t top_slice = top[0]->shape(axis_) * inner_;
+  int64_t offset = 0;
+  for (Blob* b : bottom) {
+    const Ftype* x = b->gpu_data<Ftype>();
+    const int64_t slice = b->shape(axis_) * inner_;
+    if (slice > 0 && outer_ > 0) {
+      CORTADO_CUDA_CHECK(cudaMemcpy2DAsync(y + offset, top_slice * sizeof(Ftype), x, slice * sizeof(Ftype),
+                                           slice * sizeof(Ftype), outer_, cudaMemcpyDeviceToDevice,
+                                           this->context().stream()));
+    }
+    offset += slice;
+  }
+}
+
+template <typename Ftype, typename Btype>
+void ConcatLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                             const BlobVec& bottom) {
+  const Btype* dy = top[0]->gpu_diff<Btype>();
+  const int64_t top_slice = top[0]->shape(axis_) * inner_;
+  int64_t offset = 0;
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    const int64_t slice = bottom[i]->shape(axis_) * inner_;
+    if (propagate_down[i] && slice > 0 && outer_ > 0) {
+      Btype* dx = bottom[i]->mutable_gpu_diff<Btype>();
+      CORTADO_CUDA_CHECK(cudaMemcpy2DAsync(dx, slice * sizeof(Btype), dy + offset, top_slice * sizeof(Btype),
+                                           slice * sizeof(Btype), outer_, cudaMemcpyDeviceToDevice,
+                                           this->context().stream()));
+    }
+    offset += slice;
+  }
+}
+#endif
 
 CORTADO_INSTANTIATE_LAYER(ConcatLayer);
 

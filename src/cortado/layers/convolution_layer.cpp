@@ -3,11 +3,18 @@
 #include <climits>
 
 #include <optional>
+#include <type_traits>
 
 #include "cortado/filler.hpp"
 #include "cortado/util/im2col.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/math_buffer.hpp"
+#ifdef CORTADO_USE_CUDA
+#include <memory>
+
+#include "cortado/util/cuda.hpp"
+#include "cortado/util/gpu_math.hpp"
+#endif
 
 namespace cortado {
 
@@ -73,6 +80,17 @@ void add_row_sums(int rows, int cols, const M* x, M* s) {
   }
 }
 
+// The compute type of GPU GEMMs / cuDNN for storage T: float16 computes in
+// FLOAT unless FLOAT16 is asked for; float and double in themselves.
+template <typename T>
+Type math_for(bool has, Type requested) {
+  if constexpr (std::is_same_v<T, float16>) {
+    return has && requested == FLOAT16 ? FLOAT16 : FLOAT;
+  } else {
+    return type_of<T>();
+  }
+}
+
 }  // namespace
 
 template <typename Ftype, typename Btype>
@@ -104,6 +122,9 @@ void ConvolutionLayer<Ftype, Btype>::ReadGeometry() {
     this->field_error("convolution_param.group", "= ", group_, " does not divide num_output ", num_output_);
   }
   bias_term_ = p.bias_term();
+  const LayerParameter& lp = this->layer_param();
+  forward_math_ = math_for<Ftype>(lp.has_forward_math(), lp.forward_math());
+  backward_math_ = math_for<Btype>(lp.has_backward_math(), lp.backward_math());
   is_1x1_ = kh_ == 1 && kw_ == 1 && sh_ == 1 && sw_ == 1 && ph_ == 0 && pw_ == 0;
   validate_filler(*this, p.weight_filler(), "convolution_param.weight_filler");
   if (bias_term_) validate_filler(*this, p.bias_filler(), "convolution_param.bias_filler");
@@ -276,6 +297,118 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
   if (wd) wd->store();
   if (bd) bd->store();
 }
+
+#ifdef CORTADO_USE_CUDA
+namespace {
+using DeviceScratch = std::unique_ptr<void, void (*)(void*)>;
+// Scratch from the caching allocator; freed blocks are reused by later work
+// on the same stream, so no synchronization is needed.
+DeviceScratch scratch(size_t bytes) { return DeviceScratch(cuda::device_alloc(bytes), &cuda::device_free); }
+}  // namespace
+
+template <typename Ftype, typename Btype>
+void ConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  const int kg = channels_ / group_ * kh_ * kw_, mg = num_output_ / group_;
+  const int ohw = out_h_ * out_w_;
+  const size_t chw = static_cast<size_t>(channels_) * height_ * width_;
+  const size_t top_image = static_cast<size_t>(num_output_) * ohw;
+  gpu_stream stream = this->context().stream();
+  cublasContext* handle = this->context().cublas();
+  const Ftype* w = this->blobs_[0]->template gpu_data<Ftype>();
+  const Ftype* b = bias_term_ ? this->blobs_[1]->template gpu_data<Ftype>() : nullptr;
+  DeviceScratch col = scratch(is_1x1_ ? 0 : static_cast<size_t>(kg) * group_ * ohw * sizeof(Ftype));
+  Ftype* colp = static_cast<Ftype*>(col.get());
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    const Ftype* x = bottom[i]->template gpu_data<Ftype>();
+    Ftype* y = top[i]->template mutable_gpu_data<Ftype>();
+    for (int n = 0; n < num_; ++n) {
+      const Ftype* c = x + n * chw;
+      Ftype* yn = y + n * top_image;
+      if (!is_1x1_) {
+        im2col_gpu<Ftype>(c, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, colp, stream);
+        c = colp;
+      }
+      // (mg, ohw) = (mg, kg) x (kg, ohw) per group
+      for (int g = 0; g < group_; ++g) {
+        gpu_gemm<Ftype>(handle, Trans::No, Trans::No, mg, ohw, kg, 1.f, w + static_cast<size_t>(g) * mg * kg,
+                        c + static_cast<size_t>(g) * kg * ohw, 0.f, yn + static_cast<size_t>(g) * mg * ohw,
+                        forward_math_);
+      }
+    }
+    if (b) gpu::conv_add_bias<Ftype>(num_, num_output_, ohw, b, y, stream);
+  }
+}
+
+template <typename Ftype, typename Btype>
+void ConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                                  const BlobVec& bottom) {
+  const int kg = channels_ / group_ * kh_ * kw_, mg = num_output_ / group_;
+  const int ohw = out_h_ * out_w_;
+  const size_t chw = static_cast<size_t>(channels_) * height_ * width_;
+  const size_t top_image = static_cast<size_t>(num_output_) * ohw;
+  gpu_stream stream = this->context().stream();
+  cublasContext* handle = this->context().cublas();
+  const bool do_w = this->param_propagate_down(0);
+  const bool do_b = bias_term_ && this->param_propagate_down(1);
+  // float16 diffs with FLOAT math: the weight gradient of a bottom sums in FP32.
+  constexpr bool kHalf = std::is_same_v<Btype, float16>;
+  const bool f32_acc = kHalf && backward_math_ == FLOAT;
+  const size_t wcount = this->blobs_[0]->count();
+  Btype* wd = do_w ? this->blobs_[0]->template mutable_gpu_diff<Btype>() : nullptr;
+  Btype* bd = do_b ? this->blobs_[1]->template mutable_gpu_diff<Btype>() : nullptr;
+  const Btype* w = this->blobs_[0]->template gpu_data<Btype>();
+  DeviceScratch col = scratch(is_1x1_ ? 0 : static_cast<size_t>(kg) * group_ * ohw * sizeof(Btype));
+  DeviceScratch wacc = scratch(do_w && f32_acc ? wcount * sizeof(float) : 0);
+  Btype* colp = static_cast<Btype*>(col.get());
+  float* waccp = static_cast<float*>(wacc.get());
+  for (size_t i = 0; i < top.size(); ++i) {
+    const bool do_x = i < propagate_down.size() && propagate_down[i];
+    if (!do_w && !do_b && !do_x) continue;
+    const Btype* td = top[i]->template gpu_diff<Btype>();
+    if (do_b) gpu::conv_bias_grad<Btype>(num_, num_output_, ohw, td, bd, stream);
+    const Btype* x = do_w ? bottom[i]->template gpu_data<Btype>() : nullptr;
+    Btype* xd = do_x ? bottom[i]->template mutable_gpu_diff<Btype>() : nullptr;
+    if (waccp) CORTADO_CUDA_CHECK(cudaMemsetAsync(waccp, 0, wcount * sizeof(float), stream));
+    for (int n = 0; n < num_; ++n) {
+      const Btype* tdn = td + n * top_image;
+      if (do_w) {
+        const Btype* c = x + n * chw;
+        if (!is_1x1_) {
+          im2col_gpu<Btype>(c, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, colp, stream);
+          c = colp;
+        }
+        // dW_g (mg, kg) += dY_g (mg, ohw) x col_g^T (ohw, kg)
+        for (int g = 0; g < group_; ++g) {
+          const Btype* dyg = tdn + static_cast<size_t>(g) * mg * ohw;
+          const Btype* cg = c + static_cast<size_t>(g) * kg * ohw;
+          const size_t off = static_cast<size_t>(g) * mg * kg;
+          if constexpr (kHalf) {
+            if (f32_acc) {
+              gpu::gemm_accumulate_f32<Btype>(handle, Trans::No, Trans::Yes, mg, kg, ohw, dyg, cg, waccp + off);
+              continue;
+            }
+          }
+          gpu_gemm<Btype>(handle, Trans::No, Trans::Yes, mg, kg, ohw, 1.f, dyg, cg, 1.f, wd + off, backward_math_);
+        }
+      }
+      if (do_x) {
+        Btype* xdn = xd + n * chw;
+        Btype* dst = is_1x1_ ? xdn : colp;
+        // dcol_g (kg, ohw) = W_g^T (kg, mg) x dY_g (mg, ohw)
+        for (int g = 0; g < group_; ++g) {
+          gpu_gemm<Btype>(handle, Trans::Yes, Trans::No, kg, ohw, mg, 1.f, w + static_cast<size_t>(g) * mg * kg,
+                          tdn + static_cast<size_t>(g) * mg * ohw, 0.f, dst + static_cast<size_t>(g) * kg * ohw,
+                          backward_math_);
+        }
+        if (!is_1x1_) {
+          col2im_gpu<Btype>(colp, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, xdn, stream);
+        }
+      }
+    }
+    if (waccp) gpu::add_f32<Btype>(static_cast<int64_t>(wcount), waccp, wd, stream);
+  }
+}
+#endif  // CORTADO_USE_CUDA
 
 CORTADO_INSTANTIATE_LAYER(ConvolutionLayer);
 

@@ -4,12 +4,32 @@
 #include <cstring>
 
 #include "cortado/util/rng.hpp"
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/cuda.hpp"
+#endif
 
 namespace cortado {
 
 template <typename Ftype, typename Btype>
 DataLayer<Ftype, Btype>::~DataLayer() {
   StopReader();
+}
+
+template <typename Ftype, typename Btype>
+DataLayer<Ftype, Btype>::Batch::~Batch() {
+#ifdef CORTADO_USE_CUDA
+  if (copied) {
+    cudaEventSynchronize(copied);  // the pinned memory must outlive the copy
+    cudaEventDestroy(copied);
+  }
+#endif
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::Batch::WaitCopied() {
+#ifdef CORTADO_USE_CUDA
+  if (copied) CORTADO_CUDA_CHECK(cudaEventSynchronize(copied));
+#endif
 }
 
 template <typename Ftype, typename Btype>
@@ -134,6 +154,10 @@ void DataLayer<Ftype, Btype>::StopReader() {
 
 template <typename Ftype, typename Btype>
 void DataLayer<Ftype, Btype>::ReaderLoop() {
+#ifdef CORTADO_USE_CUDA
+  // Pinned batch memory and event waits then belong to the net's device.
+  if (this->on_gpu()) cudaSetDevice(this->context().device());
+#endif
   for (;;) {
     std::unique_ptr<Batch> batch;
     {
@@ -147,6 +171,7 @@ void DataLayer<Ftype, Btype>::ReaderLoop() {
     }
     if (!batch) batch = std::make_unique<Batch>();
     try {
+      batch->WaitCopied();
       FillBatch(batch.get());
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -164,8 +189,14 @@ void DataLayer<Ftype, Btype>::ReaderLoop() {
 template <typename Ftype, typename Btype>
 void DataLayer<Ftype, Btype>::FillBatch(Batch* batch) {
   const size_t image = static_cast<size_t>(datum_shape_[0]) * datum_shape_[1] * datum_shape_[2];
-  batch->data.resize(image * batch_size_);
-  batch->label.resize(batch_size_);
+  const size_t data_bytes = image * batch_size_ * sizeof(Ftype);
+  if (!batch->data || batch->data->size() != data_bytes) batch->data = std::make_unique<SyncedMemory>(data_bytes);
+  const size_t label_bytes = static_cast<size_t>(batch_size_) * sizeof(float);
+  if (!batch->label || batch->label->size() != label_bytes) {
+    batch->label = std::make_unique<SyncedMemory>(label_bytes);
+  }
+  Ftype* data = static_cast<Ftype*>(batch->data->mutable_cpu_data());
+  float* label = static_cast<float*>(batch->label->mutable_cpu_data());
   Datum datum;
   std::mt19937 gen;
   for (int i = 0; i < batch_size_; ++i) {
@@ -177,40 +208,63 @@ void DataLayer<Ftype, Btype>::FillBatch(Batch* batch) {
     try {
       if (!datum.ParseFromArray(value.data(), static_cast<int>(value.size()))) fail("not a Datum");
       gen.seed(static_cast<std::mt19937::result_type>(record_rng_seed(seed_, next_position_)));
-      transformer_->Transform(datum, batch->data.data() + i * image, &gen, datum_shape_);
+      transformer_->Transform(datum, data + i * image, &gen, datum_shape_);
     } catch (const FieldError& e) {
       throw FieldError(this->name(), this->type(), e.field(),
                        str_cat(e.message(), " (source '", source_, "', record '", cursor_->key(), "')"));
     } catch (const Error& e) {
       this->field_error("data_param.source", "'", source_, "': record '", cursor_->key(), "': ", e.what());
     }
-    batch->label[i] = static_cast<float>(datum.label());
+    label[i] = static_cast<float>(datum.label());
     cursor_->Next();
     ++next_position_;
   }
 }
 
 template <typename Ftype, typename Btype>
-void DataLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  std::unique_ptr<Batch> batch;
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    CORTADO_CHECK(reader_.joinable()) << "DataLayer::Forward before SetUp";
-    not_empty_.wait(lock, [this] { return !full_.empty() || error_; });
-    if (full_.empty()) std::rethrow_exception(error_);
-    batch = std::move(full_.front());
-    full_.pop_front();
-  }
-  std::memcpy(top[0]->mutable_cpu_data<Ftype>(), batch->data.data(), batch->data.size() * sizeof(Ftype));
-  if (top.size() > 1) {
-    std::memcpy(top[1]->mutable_cpu_data<float>(), batch->label.data(), batch->label.size() * sizeof(float));
-  }
+std::unique_ptr<typename DataLayer<Ftype, Btype>::Batch> DataLayer<Ftype, Btype>::TakeBatch() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  CORTADO_CHECK(reader_.joinable()) << "DataLayer::Forward before SetUp";
+  not_empty_.wait(lock, [this] { return !full_.empty() || error_; });
+  if (full_.empty()) std::rethrow_exception(error_);
+  std::unique_ptr<Batch> batch = std::move(full_.front());
+  full_.pop_front();
+  return batch;
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::ReturnBatch(std::unique_ptr<Batch> batch) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     free_.push_back(std::move(batch));
   }
   not_full_.notify_all();
 }
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  std::unique_ptr<Batch> batch = TakeBatch();
+  std::memcpy(top[0]->mutable_cpu_data<Ftype>(), batch->data->cpu_data(), batch->data->size());
+  if (top.size() > 1) std::memcpy(top[1]->mutable_cpu_data<float>(), batch->label->cpu_data(), batch->label->size());
+  ReturnBatch(std::move(batch));
+}
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  std::unique_ptr<Batch> batch = TakeBatch();
+  cudaStream_t stream = this->context().stream();
+  CORTADO_CUDA_CHECK(cudaMemcpyAsync(top[0]->mutable_gpu_data<Ftype>(), batch->data->cpu_data(), batch->data->size(),
+                                     cudaMemcpyHostToDevice, stream));
+  if (top.size() > 1) {
+    CORTADO_CUDA_CHECK(cudaMemcpyAsync(top[1]->mutable_gpu_data<float>(), batch->label->cpu_data(),
+                                       batch->label->size(), cudaMemcpyHostToDevice, stream));
+  }
+  if (!batch->copied) CORTADO_CUDA_CHECK(cudaEventCreateWithFlags(&batch->copied, cudaEventDisableTiming));
+  CORTADO_CUDA_CHECK(cudaEventRecord(batch->copied, stream));
+  ReturnBatch(std::move(batch));
+}
+#endif
 
 template <typename Ftype, typename Btype>
 void DataLayer<Ftype, Btype>::Seek(int64_t batches) {

@@ -1,8 +1,12 @@
 #include "cortado/layers/dropout_layer.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "cortado/util/rng.hpp"
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/gpu_math.hpp"
+#endif
 
 namespace cortado {
 
@@ -54,6 +58,41 @@ void DropoutLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vec
     dx[i] = static_cast<Btype>(mask_[i] ? static_cast<M>(dy[i]) * scale : M(0));
   }
 }
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void DropoutLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  Ftype* y = top[0]->mutable_gpu_data<Ftype>();
+  const Ftype* x = bottom[0]->gpu_data<Ftype>();
+  const int64_t n = static_cast<int64_t>(bottom[0]->count());
+  if (!train()) {
+    gpu_copy(n, x, y, this->context().stream());
+    return;
+  }
+  rng_bernoulli(n, 1.0 - ratio_, mask_.data());
+  const size_t bytes = mask_.size() * sizeof(unsigned);
+  if (!mask_gpu_ || mask_gpu_->size() != bytes) mask_gpu_ = std::make_unique<SyncedMemory>(bytes);
+  if (bytes > 0) std::memcpy(mask_gpu_->mutable_cpu_data(), mask_.data(), bytes);
+  const unsigned* mask = static_cast<const unsigned*>(mask_gpu_->gpu_data());
+  gpu::dropout_forward(n, x, mask, scale_, y, this->context().stream());
+}
+
+template <typename Ftype, typename Btype>
+void DropoutLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                              const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  Btype* dx = bottom[0]->mutable_gpu_diff<Btype>();
+  const Btype* dy = top[0]->gpu_diff<Btype>();
+  const int64_t n = static_cast<int64_t>(top[0]->count());
+  if (!train()) {
+    gpu_copy(n, dy, dx, this->context().stream());
+    return;
+  }
+  CORTADO_CHECK(mask_gpu_ != nullptr) << "Dropout backward before a TRAIN forward";
+  const unsigned* mask = static_cast<const unsigned*>(mask_gpu_->gpu_data());
+  gpu::dropout_backward(n, dy, mask, scale_, dx, this->context().stream());
+}
+#endif
 
 CORTADO_INSTANTIATE_LAYER(DropoutLayer);
 

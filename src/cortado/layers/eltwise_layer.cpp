@@ -16,6 +16,8 @@ void EltwiseLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec
   if (p.coeff_size() > 0 && p.coeff_size() != nb) {
     this->field_error("eltwise_param.coeff", "has ", p.coeff_size(), " values for ", nb, " bottoms");
   }
+  // The GPU kernels take the bottoms' pointers as one kernel argument.
+  if (this->on_gpu() && nb > 64) this->field_error("bottom", "Eltwise on the GPU takes at most 64 bottoms, got ", nb);
   coeff_.assign(nb, 1.0);
   for (int i = 0; i < p.coeff_size(); ++i) coeff_[i] = p.coeff(i);
   stable_prod_grad_ = p.stable_prod_grad();
@@ -106,6 +108,48 @@ void EltwiseLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vec
     }
   }
 }
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void EltwiseLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  const int64_t n = static_cast<int64_t>(top[0]->count());
+  Ftype* y = top[0]->mutable_gpu_data<Ftype>();
+  std::vector<const Ftype*> x(bottom.size());
+  for (size_t i = 0; i < bottom.size(); ++i) x[i] = bottom[i]->gpu_data<Ftype>();
+  int* argmax = nullptr;
+  if (op_ == EltwiseParameter::MAX) {
+    const size_t bytes = static_cast<size_t>(n) * sizeof(int);
+    if (!argmax_gpu_ || argmax_gpu_->size() != bytes) argmax_gpu_ = std::make_unique<SyncedMemory>(bytes);
+    argmax = static_cast<int*>(argmax_gpu_->mutable_gpu_data());
+  }
+  gpu::eltwise_forward(n, static_cast<int>(op_), x.data(), static_cast<int>(x.size()), coeff_.data(), y, argmax,
+                       this->context().stream());
+}
+
+template <typename Ftype, typename Btype>
+void EltwiseLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                              const BlobVec& bottom) {
+  const int64_t n = static_cast<int64_t>(top[0]->count());
+  const Btype* dy = top[0]->gpu_diff<Btype>();
+  std::vector<const Btype*> x;
+  const Btype* y = nullptr;
+  if (op_ == EltwiseParameter::PROD) {
+    for (Blob* b : bottom) x.push_back(b->gpu_data<Btype>());
+    if (!stable_prod_grad_) y = top[0]->gpu_data<Btype>();
+  }
+  const int* argmax = nullptr;
+  if (op_ == EltwiseParameter::MAX) {
+    CORTADO_CHECK(argmax_gpu_ != nullptr) << "Eltwise MAX backward before forward";
+    argmax = static_cast<const int*>(argmax_gpu_->gpu_data());
+  }
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    if (!propagate_down[i]) continue;
+    gpu::eltwise_backward(n, static_cast<int>(op_), static_cast<int>(i), x.data(), static_cast<int>(x.size()),
+                          coeff_[i], stable_prod_grad_, y, dy, argmax, bottom[i]->mutable_gpu_diff<Btype>(),
+                          this->context().stream());
+  }
+}
+#endif
 
 CORTADO_INSTANTIATE_LAYER(EltwiseLayer);
 

@@ -6,6 +6,9 @@
 #include "cortado/filler.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/math_buffer.hpp"
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/gpu_math.hpp"
+#endif
 
 namespace cortado {
 
@@ -39,6 +42,14 @@ void InnerProductLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const Bl
   num_output_ = static_cast<int>(p.num_output());
   bias_term_ = p.bias_term();
   transpose_ = p.transpose();
+  // GPU compute types: float16 computes in FLOAT unless FLOAT16 is asked for.
+  const LayerParameter& lp = this->layer_param();
+  auto math_for = [](Type storage, bool has, Type requested) {
+    if (storage != FLOAT16) return storage;
+    return has && requested == FLOAT16 ? FLOAT16 : FLOAT;
+  };
+  forward_math_ = math_for(type_of<Ftype>(), lp.has_forward_math(), lp.forward_math());
+  backward_math_ = math_for(type_of<Btype>(), lp.has_backward_math(), lp.backward_math());
   axis_ = CheckedAxis(*bottom[0]);
   k_ = static_cast<int>(bottom[0]->count(axis_));
   const std::vector<int> wshape = transpose_ ? std::vector<int>{k_, num_output_}
@@ -136,6 +147,52 @@ void InnerProductLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std
     dx.store();
   }
 }
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void InnerProductLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  cublasContext* handle = this->context().cublas();
+  const Ftype* x = bottom[0]->template gpu_data<Ftype>();
+  const Ftype* w = this->blobs_[0]->template gpu_data<Ftype>();
+  Ftype* y = top[0]->template mutable_gpu_data<Ftype>();
+  // (M, N) = (M, K) x op(W) (K, N)
+  gpu_gemm<Ftype>(handle, Trans::No, transpose_ ? Trans::No : Trans::Yes, m_, num_output_, k_, 1.f, x, w, 0.f, y,
+                  forward_math_);
+  if (bias_term_) {
+    gpu::ip_add_bias<Ftype>(m_, num_output_, this->blobs_[1]->template gpu_data<Ftype>(), y,
+                            this->context().stream());
+  }
+}
+
+template <typename Ftype, typename Btype>
+void InnerProductLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                                   const BlobVec& bottom) {
+  cublasContext* handle = this->context().cublas();
+  const Btype* dy = top[0]->template gpu_diff<Btype>();
+  if (this->param_propagate_down(0)) {
+    const Btype* x = bottom[0]->template gpu_data<Btype>();
+    Btype* dw = this->blobs_[0]->template mutable_gpu_diff<Btype>();
+    if (transpose_) {
+      // (K, N) += X^T (K, M) x dY (M, N)
+      gpu_gemm<Btype>(handle, Trans::Yes, Trans::No, k_, num_output_, m_, 1.f, x, dy, 1.f, dw, backward_math_);
+    } else {
+      // (N, K) += dY^T (N, M) x X (M, K)
+      gpu_gemm<Btype>(handle, Trans::Yes, Trans::No, num_output_, k_, m_, 1.f, dy, x, 1.f, dw, backward_math_);
+    }
+  }
+  if (bias_term_ && this->param_propagate_down(1)) {
+    gpu::ip_bias_grad<Btype>(m_, num_output_, dy, this->blobs_[1]->template mutable_gpu_diff<Btype>(),
+                             this->context().stream());
+  }
+  if (!propagate_down.empty() && propagate_down[0]) {
+    const Btype* w = this->blobs_[0]->template gpu_data<Btype>();
+    Btype* dx = bottom[0]->template mutable_gpu_diff<Btype>();
+    // (M, K) = dY (M, N) x op(W) (N, K)
+    gpu_gemm<Btype>(handle, Trans::No, transpose_ ? Trans::Yes : Trans::No, m_, k_, num_output_, 1.f, dy, w, 0.f, dx,
+                    backward_math_);
+  }
+}
+#endif  // CORTADO_USE_CUDA
 
 CORTADO_INSTANTIATE_LAYER(InnerProductLayer);
 

@@ -3,6 +3,9 @@
 #include <algorithm>
 
 #include "cortado/util/math_buffer.hpp"
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/cuda.hpp"
+#endif
 
 namespace cortado {
 
@@ -182,6 +185,45 @@ void PoolingLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vec
   }
   dxb.store();
 }
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void PoolingLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  const gpu::PoolWindow g{height_, width_, out_h_, out_w_, kh_, kw_, ph_, pw_, sh_, sw_};
+  const int64_t planes = static_cast<int64_t>(num_) * channels_;
+  const Ftype* x = bottom[0]->template gpu_data<Ftype>();
+  Ftype* y = top[0]->template mutable_gpu_data<Ftype>();
+  if (!max_) {
+    gpu::ave_pool_forward<Ftype>(planes, g, x, y, this->context().stream());
+    return;
+  }
+  const size_t count = top[0]->count();
+  if (gpu_mask_count_ < count) {
+    gpu_mask_ = std::unique_ptr<void, void (*)(void*)>(cuda::device_alloc(count * sizeof(int)), &cuda::device_free);
+    gpu_mask_count_ = count;
+  }
+  float* mask_top = top.size() > 1 ? top[1]->template mutable_gpu_data<float>() : nullptr;
+  gpu::max_pool_forward<Ftype>(planes, g, x, y, static_cast<int*>(gpu_mask_.get()), mask_top,
+                               this->context().stream());
+}
+
+template <typename Ftype, typename Btype>
+void PoolingLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                              const BlobVec& bottom) {
+  if (propagate_down.empty() || !propagate_down[0]) return;
+  const gpu::PoolWindow g{height_, width_, out_h_, out_w_, kh_, kw_, ph_, pw_, sh_, sw_};
+  const int64_t planes = static_cast<int64_t>(num_) * channels_;
+  const Btype* dy = top[0]->template gpu_diff<Btype>();
+  Btype* dx = bottom[0]->template mutable_gpu_diff<Btype>();
+  if (max_) {
+    CORTADO_CHECK(gpu_mask_count_ >= top[0]->count()) << "Pooling backward on the GPU before forward";
+    gpu::max_pool_backward<Btype>(planes, g, dy, static_cast<const int*>(gpu_mask_.get()), dx,
+                                  this->context().stream());
+  } else {
+    gpu::ave_pool_backward<Btype>(planes, g, dy, dx, this->context().stream());
+  }
+}
+#endif  // CORTADO_USE_CUDA
 
 CORTADO_INSTANTIATE_LAYER(PoolingLayer);
 

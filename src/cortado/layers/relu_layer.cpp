@@ -47,6 +47,25 @@ void ReLULayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector
   }
 }
 
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void ReLULayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  Ftype* y = top[0]->mutable_gpu_data<Ftype>();
+  const Ftype* x = bottom[0]->gpu_data<Ftype>();
+  gpu::relu_forward(static_cast<int64_t>(bottom[0]->count()), x, y, negative_slope_, this->context().stream());
+}
+
+template <typename Ftype, typename Btype>
+void ReLULayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                           const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  Btype* dx = bottom[0]->mutable_gpu_diff<Btype>();
+  const Btype* dy = top[0]->gpu_diff<Btype>();
+  const Btype* x = bottom[0]->gpu_data<Btype>();
+  gpu::relu_backward(static_cast<int64_t>(bottom[0]->count()), dy, x, dx, negative_slope_, this->context().stream());
+}
+#endif
+
 CORTADO_INSTANTIATE_LAYER(ReLULayer);
 
 }  // namespace cortado

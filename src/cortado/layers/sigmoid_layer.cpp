@@ -32,6 +32,25 @@ void SigmoidLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vec
   }
 }
 
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void SigmoidLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  Ftype* y = top[0]->mutable_gpu_data<Ftype>();
+  const Ftype* x = bottom[0]->gpu_data<Ftype>();
+  gpu::sigmoid_forward(static_cast<int64_t>(bottom[0]->count()), x, y, this->context().stream());
+}
+
+template <typename Ftype, typename Btype>
+void SigmoidLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                              const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  Btype* dx = bottom[0]->mutable_gpu_diff<Btype>();
+  const Btype* dy = top[0]->gpu_diff<Btype>();
+  const Btype* y = top[0]->gpu_data<Btype>();
+  gpu::sigmoid_backward(static_cast<int64_t>(top[0]->count()), dy, y, dx, this->context().stream());
+}
+#endif
+
 CORTADO_INSTANTIATE_LAYER(SigmoidLayer);
 
 }  // namespace cortado

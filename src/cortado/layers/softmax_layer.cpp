@@ -59,6 +59,26 @@ void SoftmaxLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vec
   }
 }
 
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void SoftmaxLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  if (channels_ == 0) return;
+  Ftype* y = top[0]->mutable_gpu_data<Ftype>();
+  const Ftype* x = bottom[0]->gpu_data<Ftype>();
+  gpu::softmax_forward(outer_, channels_, inner_, x, y, this->context().stream());
+}
+
+template <typename Ftype, typename Btype>
+void SoftmaxLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                              const BlobVec& bottom) {
+  if (!propagate_down[0] || channels_ == 0) return;
+  Btype* dx = bottom[0]->mutable_gpu_diff<Btype>();
+  const Btype* dy = top[0]->gpu_diff<Btype>();
+  const Btype* y = top[0]->gpu_data<Btype>();
+  gpu::softmax_backward(outer_, channels_, inner_, y, dy, dx, this->context().stream());
+}
+#endif
+
 CORTADO_INSTANTIATE_LAYER(SoftmaxLayer);
 
 }  // namespace cortado

@@ -3,10 +3,23 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "cortado/layers/softmax_layer.hpp"
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/cuda.hpp"
+#include "cortado/util/gpu_math.hpp"
+#endif
 
 namespace cortado {
+
+template <typename Ftype, typename Btype>
+SoftmaxWithLossLayer<Ftype, Btype>::~SoftmaxWithLossLayer() {
+#ifdef CORTADO_USE_CUDA
+  if (label_error_) cudaFreeHost(label_error_);
+#endif
+}
 
 template <typename Ftype, typename Btype>
 void SoftmaxWithLossLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
@@ -121,6 +134,75 @@ void SoftmaxWithLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const 
     }
   }
 }
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void SoftmaxWithLossLayer<Ftype, Btype>::CheckGpuLabelError() {
+  if (!label_error_) return;
+  const unsigned long long key = *static_cast<volatile unsigned long long*>(label_error_);
+  if (key == ~0ull) return;
+  *label_error_ = ~0ull;
+  const uint32_t bits = static_cast<uint32_t>(key & 0xffffffffull);
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  Ignored(v, static_cast<int64_t>(key >> 32));  // throws: v is not a class index
+  CORTADO_CHECK(false) << "label " << v << " was recorded as bad on the GPU but is valid";
+}
+
+template <typename Ftype, typename Btype>
+void SoftmaxWithLossLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  CheckGpuLabelError();
+  if (!label_error_) {
+    void* p = nullptr;
+    CORTADO_CUDA_CHECK(cudaHostAlloc(&p, sizeof(unsigned long long), cudaHostAllocMapped));
+    label_error_ = static_cast<unsigned long long*>(p);
+    *label_error_ = ~0ull;
+  }
+  void* error = nullptr;
+  CORTADO_CUDA_CHECK(cudaHostGetDevicePointer(&error, label_error_, 0));
+  cudaStream_t stream = this->context().stream();
+  const int64_t count = static_cast<int64_t>(bottom[0]->count());
+  const int64_t positions = static_cast<int64_t>(outer_) * inner_;
+  if (prob_gpu_.count() != static_cast<size_t>(count)) prob_gpu_.resize(count);
+  if (loss_gpu_.count() != static_cast<size_t>(2 * positions)) loss_gpu_.resize(2 * positions);
+  if (norm_gpu_.count() != 1) norm_gpu_.resize(1);
+
+  const Ftype* x = bottom[0]->gpu_data<Ftype>();
+  const float* label = bottom[1]->gpu_data<float>();
+  M* prob = prob_gpu_.mutable_gpu_data<M>();
+  gpu::softmax_forward(outer_, channels_, inner_, x, prob, stream);
+  double* loss = loss_gpu_.mutable_gpu_data<double>();
+  gpu::softmax_loss_positions(outer_, channels_, inner_, prob, label, has_ignore_label_, ignore_label_, loss,
+                              loss + positions, static_cast<unsigned long long*>(error), stream);
+  double fixed = 1;  // the normalizer, or -1: the valid count, known on the device only
+  switch (normalization_) {
+    case LossParameter::FULL: fixed = static_cast<double>(positions); break;
+    case LossParameter::VALID: fixed = has_ignore_label_ ? -1.0 : static_cast<double>(positions); break;
+    case LossParameter::BATCH_SIZE: fixed = outer_; break;
+    case LossParameter::NONE: fixed = 1; break;
+  }
+  gpu::softmax_loss_reduce(positions, loss, loss + positions, fixed, top[0]->mutable_gpu_data<float>(),
+                           norm_gpu_.mutable_gpu_data<double>(), stream);
+  if (top.size() > 1) gpu_convert(type_of<M>(), prob, type_of<Ftype>(), top[1]->mutable_gpu_data<Ftype>(), count, stream);
+}
+
+template <typename Ftype, typename Btype>
+void SoftmaxWithLossLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                                      const BlobVec& bottom) {
+  if (propagate_down.size() > 1 && propagate_down[1]) {
+    this->field_error("propagate_down", "cannot back-propagate to the label bottom");
+  }
+  CheckGpuLabelError();
+  if (!propagate_down[0]) return;
+  CORTADO_CHECK_EQ(prob_gpu_.count(), bottom[0]->count()) << "SoftmaxWithLoss backward before a GPU forward";
+  // The loss weight is read in double on the device: exact whatever type wrote it.
+  const double* weight = top[0]->gpu_diff<double>();
+  Btype* dx = bottom[0]->mutable_gpu_diff<Btype>();
+  gpu::softmax_loss_backward(outer_, channels_, inner_, prob_gpu_.gpu_data<M>(), bottom[1]->gpu_data<float>(),
+                             has_ignore_label_, ignore_label_, weight, norm_gpu_.gpu_data<double>(), dx,
+                             this->context().stream());
+}
+#endif
 
 CORTADO_INSTANTIATE_LAYER(SoftmaxWithLossLayer);
 

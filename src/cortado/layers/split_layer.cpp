@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <vector>
 
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/gpu_math.hpp"
+#endif
+
 namespace cortado {
 
 template <typename Ftype, typename Btype>
@@ -39,6 +43,30 @@ void SplitLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vecto
   }
   for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<Btype>(acc[i]);
 }
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void SplitLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  const Ftype* x = bottom[0]->gpu_data<Ftype>();
+  const int64_t n = static_cast<int64_t>(bottom[0]->count());
+  for (Blob* t : top) gpu_copy(n, x, t->mutable_gpu_data<Ftype>(), this->context().stream());
+}
+
+template <typename Ftype, typename Btype>
+void SplitLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                            const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  const int64_t n = static_cast<int64_t>(bottom[0]->count());
+  Btype* dx = bottom[0]->mutable_gpu_diff<Btype>();
+  if (top.size() == 1) {
+    gpu_copy(n, top[0]->gpu_diff<Btype>(), dx, this->context().stream());
+    return;
+  }
+  std::vector<const Btype*> dy(top.size());
+  for (size_t k = 0; k < top.size(); ++k) dy[k] = top[k]->gpu_diff<Btype>();
+  gpu::split_backward(n, dy.data(), static_cast<int>(dy.size()), dx, this->context().stream());
+}
+#endif
 
 CORTADO_INSTANTIATE_LAYER(SplitLayer);
 

@@ -28,6 +28,25 @@ void TanHLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector
   }
 }
 
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void TanHLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  Ftype* y = top[0]->mutable_gpu_data<Ftype>();
+  const Ftype* x = bottom[0]->gpu_data<Ftype>();
+  gpu::tanh_forward(static_cast<int64_t>(bottom[0]->count()), x, y, this->context().stream());
+}
+
+template <typename Ftype, typename Btype>
+void TanHLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                           const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  Btype* dx = bottom[0]->mutable_gpu_diff<Btype>();
+  const Btype* dy = top[0]->gpu_diff<Btype>();
+  const Btype* y = top[0]->gpu_data<Btype>();
+  gpu::tanh_backward(static_cast<int64_t>(top[0]->count()), dy, y, dx, this->context().stream());
+}
+#endif
+
 CORTADO_INSTANTIATE_LAYER(TanHLayer);
 
 }  // namespace cortado

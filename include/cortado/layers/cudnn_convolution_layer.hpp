@@ -1,0 +1,82 @@
+#pragma once
+// The cuDNN engine of Convolution (CUDA builds): the same layer as
+// ConvolutionLayer (same prototxt fields, checks, parameter blobs, shapes and
+// CPU path, all inherited), with Forward_gpu/Backward_gpu through cuDNN's
+// convolution calls. Groups (cudnnSetConvolutionGroupCount), padding, stride
+// and dilation are cuDNN's; the bias add and bias gradient are
+// ConvolutionLayer's kernels.
+//
+// Types: tensors and filters are described in the storage type (Ftype for
+// forward, Btype for backward); the convolution's compute type is
+// forward_math / backward_math for float16 storage (FLOAT by default: FP32
+// accumulation on Tensor Cores, CUDNN_TENSOR_OP_MATH; FLOAT16 asks for true
+// half math), FLOAT for float (CUDNN_FMA_MATH: no TF32, the same arithmetic
+// as the cuBLAS path) and DOUBLE for double. Weight gradients are accumulated
+// by cuDNN (beta = 1, one rounding per bottom); bottom diffs are overwritten.
+//
+// Algorithms are chosen by measurement (cudnnFind*AlgorithmEx), once per
+// (device, direction, types, shapes, geometry) in the process: a result is
+// cached and shared by every layer with the same key, so a ResNet measures
+// each distinct convolution once per input shape. Measuring synchronizes the
+// device (it times kernels); it happens on the first pass of a new shape,
+// never in steady state. The candidates are bounded by the workspace limit
+// (cudnn_workspace_limit(): 256 MiB by default, or the environment variable
+// CORTADO_CUDNN_WORKSPACE_MB), and by half the free device memory at the time.
+//
+// Workspace: one buffer per device, shared by all cuDNN layers of that device,
+// grown to the largest workspace a chosen algorithm needs (never above the
+// limit). Layers sharing it must run on one stream at a time, which is how a
+// net runs (the Net and Solver synchronize between nets on one device).
+
+#include <cstddef>
+#include <memory>
+
+#include "cortado/context.hpp"
+#include "cortado/layer_factory.hpp"
+#include "cortado/layers/convolution_layer.hpp"
+
+namespace cortado {
+
+#ifdef CORTADO_USE_CUDA
+/// Upper bound in bytes on one cuDNN convolution's workspace.
+size_t cudnn_workspace_limit();
+/// Changes the bound for algorithm choices made from now on.
+void set_cudnn_workspace_limit(size_t bytes);
+
+namespace detail {
+struct CudnnConvPass;  // descriptors and chosen algorithm of one cuDNN call (.cpp)
+}
+
+template <typename Ftype, typename Btype>
+class CuDNNConvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
+ public:
+  explicit CuDNNConvolutionLayer(const LayerParameter& param);
+  ~CuDNNConvolutionLayer() override;
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  // Forward in Ftype; backward data and backward filter in Btype.
+  std::unique_ptr<detail::CudnnConvPass> fwd_, bwd_data_, bwd_filter_;
+};
+#endif  // CORTADO_USE_CUDA
+
+/// The factory entry of "Convolution": the cuDNN engine on a GPU context
+/// unless convolution_param.engine is CAFFE (im2col + cuBLAS), else
+/// ConvolutionLayer (the CPU path and the plain CUDA path).
+inline std::unique_ptr<LayerBase> MakeConvolution(const LayerParameter& p, const Context* ctx) {
+#ifdef CORTADO_USE_CUDA
+  if (ctx && ctx->on_gpu() && p.convolution_param().engine() != ConvolutionParameter::CAFFE) {
+    return MakeLayer<CuDNNConvolutionLayer>(p, ctx);
+  }
+#endif
+  return MakeLayer<ConvolutionLayer>(p, ctx);
+}
+
+}  // namespace cortado

@@ -1,0 +1,153 @@
+#pragma once
+// The solver's fused update on the device (CUDA builds only): the launchers
+// that Solver::ApplyUpdateGpu (solver.cpp) calls, and the device workspace it
+// keeps between iterations.
+//
+// One iteration on the device:
+//  1. check: one launch per gradient type over every learnable parameter
+//     flags Inf/NaN and (with clip_gradients) sums the squares, both into one
+//     small device struct, copied once to pinned host memory. The Solver's
+//     stream synchronize after that copy is the only wait of the iteration
+//     (and is left out when neither skipping nor clipping needs the result).
+//  2. (LARC only) one launch per (gradient type, data type) group writes the
+//     sums of squares of each parameter's weights and final gradient into a
+//     device array; the update reads its trust ratio there, on the device.
+//  3. update: one launch per (gradient type, data type) group applies, per
+//     value, g = float(dW) * factor (unscale by 1/(S * iter_size) and the
+//     clipping factor), the coupled weight decay, and the rule, writing the
+//     weights and the history in the solver data type.
+//
+// A launch walks a tensor list: an array of TensorSlot in device memory (a
+// pointer set per parameter, like PyTorch's multi_tensor_apply), uploaded
+// again only when a pointer or count changes. The arithmetic of each value is
+// the CPU update's, operation for operation (see solver.cu).
+//
+// Supported (gradient type, solver data type) pairs: {FLOAT, FLOAT16}^2 and
+// (DOUBLE, DOUBLE); Solver falls back to the host update for anything else.
+
+#include "cortado/config.hpp"
+
+#ifdef CORTADO_USE_CUDA
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cortado/solver.hpp"
+#include "cortado/types.hpp"
+
+struct CUstream_st;
+struct CUevent_st;
+
+namespace cortado {
+namespace gpu {
+
+using gpu_stream = CUstream_st*;
+
+/// One parameter of a multi-tensor launch. Device pointers; plain data,
+/// copied to the device as it is.
+struct TensorSlot {
+  const void* grad = nullptr;  // the gradient (diff), in the list's gradient type
+  void* weight = nullptr;      // the weights, in the solver data type (update lists)
+  void* hist[2] = {};          // history slots 0 and 1, in the solver data type
+  int64_t count = 0;
+  int64_t first_chunk = 0;     // set by TensorList::assign
+  double lr_mult = 0;          // the rate is hyper.rate * lr_mult, then LARC
+  double decay = 0;            // weight_decay * decay_mult
+  int64_t id = 0;              // index in learnable_params (LARC norms)
+};
+
+/// Values per chunk: a block handles one chunk of one tensor at a time.
+constexpr int64_t kChunk = 16384;
+
+/// A tensor list kept on the device. assign() uploads it (asynchronously,
+/// from pinned memory) only when it differs from the list last uploaded.
+class TensorList {
+ public:
+  /// `capacity`: the most slots the list will hold (the parameter count).
+  explicit TensorList(int capacity);
+  ~TensorList();
+  TensorList(const TensorList&) = delete;
+  TensorList& operator=(const TensorList&) = delete;
+
+  void assign(std::vector<TensorSlot> slots, gpu_stream stream);
+  const TensorSlot* device() const { return device_; }
+  int size() const { return static_cast<int>(host_.size()); }
+  int64_t chunks() const { return chunks_; }
+
+ private:
+  int capacity_;
+  std::vector<TensorSlot> host_;
+  TensorSlot* staging_ = nullptr;  // pinned
+  TensorSlot* device_ = nullptr;
+  CUevent_st* uploaded_ = nullptr;  // the last upload out of staging_
+  bool uploaded_once_ = false;
+  int64_t chunks_ = 0;
+};
+
+/// What the check pass finds, over all gradients.
+struct GradientCheck {
+  double sumsq = 0;   // sum of dW^2 in double (clip_gradients only)
+  int nonfinite = 0;  // 1 if some dW is Inf or NaN
+};
+
+/// Per-iteration scalars of the update, passed by value to the kernels.
+struct UpdateHyper {
+  UpdateRule rule = UpdateRule::kSGD;
+  bool accumulate_gradients = false;  // SGD, FLOAT16 data: H = m*H + g; W -= rate*H
+  double rate = 0;                    // the policy's rate (times lr_mult per slot)
+  double factor = 1;                  // 1 / (S * iter_size) times the clipping factor
+  double momentum = 0, momentum2 = 0, delta = 0, rms_decay = 0;
+  double adam_c1 = 1, adam_c2 = 1;    // sqrt(1 - b2^t) and 1 - b1^t
+  bool l1 = false;                    // regularization_type L1 (else L2)
+  bool decoupled = false;             // AdamW: decay not added to g
+  int larc = 0;                       // 0: off, 1: scale, 2: clip
+  double larc_eta = 0;
+};
+
+/// Device and pinned buffers the solver keeps between iterations.
+class UpdateWorkspace {
+ public:
+  /// `stream`: the context's stream, which the destructor waits for.
+  UpdateWorkspace(int num_params, gpu_stream stream);
+  ~UpdateWorkspace();
+  UpdateWorkspace(const UpdateWorkspace&) = delete;
+  UpdateWorkspace& operator=(const UpdateWorkspace&) = delete;
+
+  TensorList& check_list(Type grad_type) { return *check_[grad_type]; }
+  TensorList& update_list(Type grad_type) { return *update_[grad_type]; }
+  /// Zeroes the device check result.
+  void begin_check(gpu_stream stream);
+  GradientCheck* check_device() { return check_device_; }
+  /// Enqueues the copy of the check result to pinned host memory; read
+  /// check_host() after synchronizing the stream.
+  void fetch_check(gpu_stream stream);
+  const GradientCheck& check_host() const { return *check_host_; }
+  /// Zeroes and returns the LARC sums: [2 * id] = |W|^2, [2 * id + 1] = |g|^2.
+  double* clear_larc_norms(gpu_stream stream);
+
+ private:
+  int num_params_;
+  gpu_stream stream_;
+  std::array<std::unique_ptr<TensorList>, kNumTypes> check_, update_;
+  GradientCheck* check_device_ = nullptr;
+  GradientCheck* check_host_ = nullptr;  // pinned
+  double* larc_norms_ = nullptr;
+};
+
+/// Adds to *result the Inf/NaN flag and (if want_sumsq) the sum of squares
+/// of every gradient of `list`, stored as grad_type. One launch.
+void check_gradients(Type grad_type, const TensorList& list, bool want_sumsq, GradientCheck* result,
+                     gpu_stream stream);
+/// LARC: adds |W|^2 and |g|^2 (g after unscaling, clipping and coupled decay)
+/// of each slot into norms[2 * id] and norms[2 * id + 1]. One launch.
+void larc_norms(Type grad_type, Type data_type, const TensorList& list, const UpdateHyper& hyper, double* norms,
+                gpu_stream stream);
+/// The update of every slot of `list`; `norms` (LARC) may be null otherwise.
+/// One launch.
+void apply_update(Type grad_type, Type data_type, const TensorList& list, const UpdateHyper& hyper,
+                  const double* norms, gpu_stream stream);
+
+}  // namespace gpu
+}  // namespace cortado
+#endif  // CORTADO_USE_CUDA

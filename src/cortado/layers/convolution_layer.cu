@@ -1,0 +1,130 @@
+// Convolution kernels beside im2col and cuBLAS: bias add, bias gradient, and
+// the FP32-accumulated weight gradient for float16 diffs.
+//
+// conv_add_bias: one thread per top element (grid-stride, 64-bit indexes),
+//   computed in float (double for double), stored once.
+// conv_bias_grad: one block per output channel; its threads stride over the
+//   (image, position) pairs of that channel, sum in float (double for double),
+//   reduce in shared memory, and thread 0 adds the total to db[c] with one
+//   rounding. No atomics: the result does not depend on the schedule.
+// gemm_accumulate_f32: cublasGemmEx with T inputs, an FP32 output and FP32
+//   compute (Tensor Cores for float16), beta = 1.
+// add_f32: one thread per element, dst = T(dst + src) in float.
+#include <cuda_fp16.h>
+
+#include "cortado/layers/convolution_layer.hpp"
+#include "cortado/util/cuda.hpp"
+
+namespace cortado {
+
+namespace {
+
+template <typename T> struct dev { using type = T; };
+template <> struct dev<float16> { using type = __half; };
+template <typename T> using dev_t = typename dev<T>::type;
+template <typename T> struct acc { using type = float; };
+template <> struct acc<double> { using type = double; };
+
+__device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ double load(const double* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void store(double* p, int64_t i, double v) { p[i] = v; }
+
+#define CORTADO_GRID_LOOP(i, n) \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(blockDim.x) * gridDim.x)
+
+template <typename T> const dev_t<T>* d(const T* p) { return reinterpret_cast<const dev_t<T>*>(p); }
+template <typename T> dev_t<T>* d(T* p) { return reinterpret_cast<dev_t<T>*>(p); }
+
+template <typename T>
+__global__ void add_bias_kernel(int64_t n, int channels, int64_t spatial, const T* b, T* y) {
+  CORTADO_GRID_LOOP(i, n) {
+    const int64_t c = (i / spatial) % channels;
+    store(y, i, load(y, i) + load(b, c));
+  }
+}
+
+template <typename T>
+__global__ void bias_grad_kernel(int64_t num, int channels, int64_t spatial, const T* dy, T* db) {
+  using A = typename acc<T>::type;
+  __shared__ A part[cuda::kThreads];
+  const int c = blockIdx.x;
+  const int64_t n_total = num * spatial;
+  A sum = 0;
+  for (int64_t j = threadIdx.x; j < n_total; j += blockDim.x) {
+    const int64_t n = j / spatial, s = j - n * spatial;
+    sum += load(dy, (n * channels + c) * spatial + s);
+  }
+  part[threadIdx.x] = sum;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) store(db, c, load(db, c) + part[0]);
+}
+
+template <typename T>
+__global__ void add_f32_kernel(int64_t n, const float* src, T* dst) {
+  CORTADO_GRID_LOOP(i, n) store(dst, i, load(dst, i) + src[i]);
+}
+
+cublasOperation_t op(Trans t) { return t == Trans::No ? CUBLAS_OP_N : CUBLAS_OP_T; }
+template <typename T> cudaDataType_t cuda_type();
+template <> cudaDataType_t cuda_type<float>() { return CUDA_R_32F; }
+template <> cudaDataType_t cuda_type<float16>() { return CUDA_R_16F; }
+
+}  // namespace
+
+namespace gpu {
+
+template <typename T>
+void conv_add_bias(int64_t num, int channels, int64_t spatial, const T* b, T* y, CUstream_st* stream) {
+  const int64_t n = num * channels * spatial;
+  if (n == 0) return;
+  add_bias_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, channels, spatial, d(b), d(y));
+  CORTADO_KERNEL_CHECK();
+}
+
+template <typename T>
+void conv_bias_grad(int64_t num, int channels, int64_t spatial, const T* dy, T* db, CUstream_st* stream) {
+  if (channels == 0) return;
+  bias_grad_kernel<<<channels, cuda::kThreads, 0, stream>>>(num, channels, spatial, d(dy), d(db));
+  CORTADO_KERNEL_CHECK();
+}
+
+// Row-major C = A B is column-major C^T = B^T A^T: swap operands and sizes.
+template <typename T>
+void gemm_accumulate_f32(cublasContext* handle, Trans ta, Trans tb, int M, int N, int K, const T* A, const T* B,
+                         float* C) {
+  const int lda = ta == Trans::No ? K : M, ldb = tb == Trans::No ? N : K;
+  const float one = 1.f;
+  CORTADO_CUBLAS_CHECK(cublasGemmEx(handle, op(tb), op(ta), N, M, K, &one, B, cuda_type<T>(), ldb, A, cuda_type<T>(),
+                                    lda, &one, C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+template <typename T>
+void add_f32(int64_t n, const float* src, T* dst, CUstream_st* stream) {
+  if (n == 0) return;
+  add_f32_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, src, d(dst));
+  CORTADO_KERNEL_CHECK();
+}
+
+#define CORTADO_INSTANTIATE_CONV_GPU(T)                                                                  \
+  template void conv_add_bias<T>(int64_t, int, int64_t, const T*, T*, CUstream_st*);                    \
+  template void conv_bias_grad<T>(int64_t, int, int64_t, const T*, T*, CUstream_st*);                   \
+  template void add_f32<T>(int64_t, const float*, T*, CUstream_st*)
+CORTADO_INSTANTIATE_CONV_GPU(double);
+CORTADO_INSTANTIATE_CONV_GPU(float);
+CORTADO_INSTANTIATE_CONV_GPU(float16);
+#undef CORTADO_INSTANTIATE_CONV_GPU
+template void gemm_accumulate_f32<float>(cublasContext*, Trans, Trans, int, int, int, const float*, const float*,
+                                         float*);
+template void gemm_accumulate_f32<float16>(cublasContext*, Trans, Trans, int, int, int, const float16*,
+                                           const float16*, float*);
+
+}  // namespace gpu
+
+}  // namespace cortado

@@ -1,0 +1,337 @@
+#include "cortado/layers/cudnn_convolution_layer.hpp"
+
+#ifdef CORTADO_USE_CUDA
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cortado/util/cuda.hpp"
+
+namespace cortado {
+
+namespace {
+
+constexpr size_t kDefaultWorkspaceLimit = size_t(256) << 20;
+
+size_t limit_from_env() {
+  const char* env = std::getenv("CORTADO_CUDNN_WORKSPACE_MB");
+  if (!env || !*env) return kDefaultWorkspaceLimit;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long mb = std::strtoull(env, &end, 10);
+  if (errno != 0 || *end != '\0' || mb > (size_t(1) << 24)) {
+    throw Error(str_cat("CORTADO_CUDNN_WORKSPACE_MB = '", env, "' is not a number of MiB (0 to 16777216)"));
+  }
+  return static_cast<size_t>(mb) << 20;
+}
+
+std::atomic<size_t>& limit_value() {
+  static std::atomic<size_t> limit{limit_from_env()};
+  return limit;
+}
+
+// The per-device workspace shared by all cuDNN layers, grown to the largest
+// request. The old block goes back to the caching allocator; work already
+// queued on the stream finishes before a later allocation on it reuses it.
+void* shared_workspace(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  struct Space {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  static std::mutex mu;
+  static auto* spaces = new std::map<int, Space>();  // never destroyed: outlives static destructors
+  int device = 0;
+  CORTADO_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mu);
+  Space& s = (*spaces)[device];
+  if (s.bytes < bytes) {
+    cuda::device_free(s.ptr);
+    s.ptr = nullptr;
+    s.bytes = 0;
+    s.ptr = cuda::device_alloc(bytes);
+    s.bytes = bytes;
+  }
+  return s.ptr;
+}
+
+using DeviceScratch = std::unique_ptr<void, void (*)(void*)>;
+DeviceScratch scratch(size_t bytes) { return DeviceScratch(cuda::device_alloc(bytes), &cuda::device_free); }
+
+cudnnDataType_t data_type(Type t) {
+  switch (t) {
+    case DOUBLE: return CUDNN_DATA_DOUBLE;
+    case FLOAT: return CUDNN_DATA_FLOAT;
+    case FLOAT16: break;
+  }
+  return CUDNN_DATA_HALF;
+}
+
+// alpha/beta: double for double tensors, float otherwise (cuDNN's rule).
+const void* scalar(Type storage, int v) {
+  static const float f[2] = {0.f, 1.f};
+  static const double d[2] = {0.0, 1.0};
+  return storage == DOUBLE ? static_cast<const void*>(&d[v]) : static_cast<const void*>(&f[v]);
+}
+
+// A chosen algorithm, shared by every layer with the same key.
+struct Choice {
+  int algo = 0;
+  size_t bytes = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+};
+
+std::mutex& cache_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::vector<int>, Choice>& cache() {
+  static auto* c = new std::map<std::vector<int>, Choice>();
+  return *c;
+}
+
+// Workspace for measuring: the limit, halved while it exceeds half the free
+// device memory.
+size_t find_workspace_bytes() {
+  size_t free = 0, total = 0;
+  CORTADO_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  size_t ws = cudnn_workspace_limit();
+  while (ws > 0 && ws > free / 2) ws /= 2;
+  return ws;
+}
+
+// The fastest measured candidate that ran and fits the workspace.
+template <typename Perf>
+Choice pick(const Perf* perf, int n, size_t ws, const char* what) {
+  for (int i = 0; i < n; ++i) {
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws) {
+      return Choice{static_cast<int>(perf[i].algo), perf[i].memory, perf[i].mathType};
+    }
+  }
+  fail("cuDNN found no ", what, " convolution algorithm within a workspace of ", ws, " bytes");
+}
+
+}  // namespace
+
+size_t cudnn_workspace_limit() { return limit_value().load(); }
+void set_cudnn_workspace_limit(size_t bytes) { limit_value().store(bytes); }
+
+namespace detail {
+
+// One cuDNN call (forward, backward data or backward filter) of one layer:
+// its descriptors, its types, and the algorithm chosen for the current shape.
+struct CudnnConvPass {
+  enum Op { kForward = 0, kBackwardData = 1, kBackwardFilter = 2 };
+
+  Op op;
+  Type storage;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  std::vector<int> key;  // device, op, types, geometry, then the shapes
+  size_t geometry_keys = 0;
+  bool ready = false;
+  Choice choice;
+
+  CudnnConvPass(int device, Op o, Type storage_type, Type math, int num_output, int channels, int group, int kh,
+                int kw, int ph, int pw, int sh, int sw, int dh, int dw)
+      : op(o), storage(storage_type) {
+    CORTADO_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
+    CORTADO_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
+    CORTADO_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
+    CORTADO_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+    const cudnnDataType_t data = data_type(storage);
+    // float16 computes in FP32 unless FLOAT16 math was asked for.
+    const cudnnDataType_t compute = storage == FLOAT16 && math == FLOAT ? CUDNN_DATA_FLOAT : data;
+    const cudnnMathType_t math_type = storage == FLOAT16 ? CUDNN_TENSOR_OP_MATH
+                                      : storage == FLOAT ? CUDNN_FMA_MATH
+                                                         : CUDNN_DEFAULT_MATH;
+    CORTADO_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, ph, pw, sh, sw, dh, dw, CUDNN_CROSS_CORRELATION,
+                                                        compute));
+    CORTADO_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, group));
+    CORTADO_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, math_type));
+    CORTADO_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, data, CUDNN_TENSOR_NCHW, num_output, channels / group, kh, kw));
+    choice.math = math_type;
+    key = {device, op, static_cast<int>(data), static_cast<int>(compute), static_cast<int>(math_type),
+           num_output, channels, group, kh, kw, ph, pw, sh, sw, dh, dw};
+    geometry_keys = key.size();
+  }
+
+  ~CudnnConvPass() {
+    cudnnDestroyTensorDescriptor(x);
+    cudnnDestroyTensorDescriptor(y);
+    cudnnDestroyFilterDescriptor(w);
+    cudnnDestroyConvolutionDescriptor(conv);
+  }
+  CudnnConvPass(const CudnnConvPass&) = delete;
+  CudnnConvPass& operator=(const CudnnConvPass&) = delete;
+
+  // x (n, c, h, w), y (n, k, oh, ow); a new shape needs a new algorithm.
+  void Reshape(int n, int c, int h, int wd, int k, int oh, int ow) {
+    std::vector<int> shape{n, c, h, wd, k, oh, ow};
+    if (ready && std::equal(shape.begin(), shape.end(), key.begin() + geometry_keys)) return;
+    key.resize(geometry_keys);
+    key.insert(key.end(), shape.begin(), shape.end());
+    const cudnnDataType_t data = data_type(storage);
+    CORTADO_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, data, n, c, h, wd));
+    CORTADO_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, data, n, k, oh, ow));
+    ready = false;
+  }
+
+  // Looks the key up, or measures with the given operands: forward (x, w, y),
+  // backward data (w, dy, dx), backward filter (x, dy, dw). The output
+  // operand is written with garbage; callers pass one they overwrite next or
+  // a scratch buffer.
+  void Choose(cudnnHandle_t handle, const void* a, const void* b, void* out) {
+    {
+      std::lock_guard<std::mutex> lock(cache_mutex());
+      auto it = cache().find(key);
+      if (it != cache().end()) {
+        Use(it->second);
+        return;
+      }
+    }
+    const size_t ws = find_workspace_bytes();
+    DeviceScratch space = scratch(ws);
+    Choice c;
+    int n = 0;
+    if (op == kForward) {
+      int max = 0;
+      CORTADO_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max));
+      std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(std::max(max, 1));
+      CORTADO_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle, x, a, w, b, conv, y, out, max, &n,
+                                                                 perf.data(), space.get(), ws));
+      c = pick(perf.data(), n, ws, "forward");
+    } else if (op == kBackwardData) {
+      int max = 0;
+      CORTADO_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max));
+      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(std::max(max, 1));
+      CORTADO_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(handle, w, a, y, b, conv, x, out, max, &n,
+                                                                      perf.data(), space.get(), ws));
+      c = pick(perf.data(), n, ws, "backward data");
+    } else {
+      int max = 0;
+      CORTADO_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max));
+      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(std::max(max, 1));
+      CORTADO_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(handle, x, a, y, b, conv, w, out, max, &n,
+                                                                        perf.data(), space.get(), ws));
+      c = pick(perf.data(), n, ws, "backward filter");
+    }
+    {
+      std::lock_guard<std::mutex> lock(cache_mutex());
+      cache().emplace(key, c);
+    }
+    Use(c);
+  }
+
+  // The algorithm may have been measured with another math type than the one
+  // asked for (cuDNN reports it); run it with the one it was measured with.
+  void Use(const Choice& c) {
+    choice = c;
+    CORTADO_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, c.math));
+    ready = true;
+  }
+
+  void* workspace() const { return shared_workspace(choice.bytes); }
+};
+
+}  // namespace detail
+
+using detail::CudnnConvPass;
+
+template <typename Ftype, typename Btype>
+CuDNNConvolutionLayer<Ftype, Btype>::CuDNNConvolutionLayer(const LayerParameter& param)
+    : ConvolutionLayer<Ftype, Btype>(param) {}
+
+template <typename Ftype, typename Btype>
+CuDNNConvolutionLayer<Ftype, Btype>::~CuDNNConvolutionLayer() = default;
+
+template <typename Ftype, typename Btype>
+void CuDNNConvolutionLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  ConvolutionLayer<Ftype, Btype>::LayerSetUp(bottom, top);
+  auto make = [this](CudnnConvPass::Op op, Type storage, Type math) {
+    return std::make_unique<CudnnConvPass>(this->context().device(), op, storage, math, this->num_output_,
+                                           this->channels_, this->group_, this->kh_, this->kw_, this->ph_, this->pw_,
+                                           this->sh_, this->sw_, this->dh_, this->dw_);
+  };
+  fwd_ = make(CudnnConvPass::kForward, type_of<Ftype>(), this->forward_math_);
+  bwd_data_ = make(CudnnConvPass::kBackwardData, type_of<Btype>(), this->backward_math_);
+  bwd_filter_ = make(CudnnConvPass::kBackwardFilter, type_of<Btype>(), this->backward_math_);
+}
+
+template <typename Ftype, typename Btype>
+void CuDNNConvolutionLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  ConvolutionLayer<Ftype, Btype>::Reshape(bottom, top);
+  for (CudnnConvPass* p : {fwd_.get(), bwd_data_.get(), bwd_filter_.get()}) {
+    p->Reshape(this->num_, this->channels_, this->height_, this->width_, this->num_output_, this->out_h_,
+               this->out_w_);
+  }
+}
+
+template <typename Ftype, typename Btype>
+void CuDNNConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  cudnnHandle_t handle = this->context().cudnn();
+  const Type t = type_of<Ftype>();
+  const int ohw = this->out_h_ * this->out_w_;
+  const Ftype* w = this->blobs_[0]->template gpu_data<Ftype>();
+  const Ftype* b = this->bias_term_ ? this->blobs_[1]->template gpu_data<Ftype>() : nullptr;
+  CudnnConvPass& p = *fwd_;
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    const Ftype* x = bottom[i]->template gpu_data<Ftype>();
+    Ftype* y = top[i]->template mutable_gpu_data<Ftype>();
+    if (!p.ready) p.Choose(handle, x, w, y);
+    CORTADO_CUDNN_CHECK(cudnnConvolutionForward(handle, scalar(t, 1), p.x, x, p.w, w, p.conv,
+                                                static_cast<cudnnConvolutionFwdAlgo_t>(p.choice.algo), p.workspace(),
+                                                p.choice.bytes, scalar(t, 0), p.y, y));
+    if (b) gpu::conv_add_bias<Ftype>(this->num_, this->num_output_, ohw, b, y, this->context().stream());
+  }
+}
+
+template <typename Ftype, typename Btype>
+void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                                       const BlobVec& bottom) {
+  cudnnHandle_t handle = this->context().cudnn();
+  const Type t = type_of<Btype>();
+  const int ohw = this->out_h_ * this->out_w_;
+  const bool do_w = this->param_propagate_down(0);
+  const bool do_b = this->bias_term_ && this->param_propagate_down(1);
+  Btype* wd = do_w ? this->blobs_[0]->template mutable_gpu_diff<Btype>() : nullptr;
+  Btype* bd = do_b ? this->blobs_[1]->template mutable_gpu_diff<Btype>() : nullptr;
+  for (size_t i = 0; i < top.size(); ++i) {
+    const bool do_x = i < propagate_down.size() && propagate_down[i];
+    if (!do_w && !do_b && !do_x) continue;
+    const Btype* dy = top[i]->template gpu_diff<Btype>();
+    if (do_b) gpu::conv_bias_grad<Btype>(this->num_, this->num_output_, ohw, dy, bd, this->context().stream());
+    if (do_w) {
+      CudnnConvPass& p = *bwd_filter_;
+      const Btype* x = bottom[i]->template gpu_data<Btype>();
+      if (!p.ready) {
+        // Measuring writes its output: give it a scratch filter, not the accumulated diff.
+        DeviceScratch dw = scratch(this->blobs_[0]->count() * sizeof(Btype));
+        p.Choose(handle, x, dy, dw.get());
+      }
+      CORTADO_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+          handle, scalar(t, 1), p.x, x, p.y, dy, p.conv, static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.choice.algo),
+          p.workspace(), p.choice.bytes, scalar(t, 1), p.w, wd));
+    }
+    if (do_x) {
+      CudnnConvPass& p = *bwd_data_;
+      const Btype* w = this->blobs_[0]->template gpu_data<Btype>();
+      Btype* dx = bottom[i]->template mutable_gpu_diff<Btype>();
+      if (!p.ready) p.Choose(handle, w, dy, dx);
+      CORTADO_CUDNN_CHECK(cudnnConvolutionBackwardData(
+          handle, scalar(t, 1), p.w, w, p.y, dy, p.conv, static_cast<cudnnConvolutionBwdDataAlgo_t>(p.choice.algo),
+          p.workspace(), p.choice.bytes, scalar(t, 0), p.x, dx));
+    }
+  }
+}
+
+CORTADO_INSTANTIATE_LAYER(CuDNNConvolutionLayer);
+
+}  // namespace cortado
+#endif  // CORTADO_USE_CUDA

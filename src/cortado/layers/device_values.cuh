@@ -1,0 +1,66 @@
+#pragma once
+// Device-side helpers shared by the layer kernels (.cu files only).
+//
+// Storage types on the device: double, float and __half (cortado::float16 is
+// bit-compatible with __half; launchers reinterpret_cast the pointers with
+// dev()). Values are loaded into their math type (float for __half, the type
+// itself otherwise) and stored once, rounding to nearest even.
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "cortado/float16.hpp"
+#include "cortado/util/cuda.hpp"
+
+namespace cortado {
+namespace kernels {
+
+template <typename T> struct dev_type { using type = T; };
+template <> struct dev_type<float16> { using type = __half; };
+/// The device storage type of host storage type T.
+template <typename T> using dev_t = typename dev_type<T>::type;
+
+template <typename T> struct dmath_type { using type = T; };
+template <> struct dmath_type<__half> { using type = float; };
+/// The compute type of device storage type T (float for __half).
+template <typename T> using dmath_t = typename dmath_type<T>::type;
+
+template <typename T> const dev_t<T>* dev(const T* p) { return reinterpret_cast<const dev_t<T>*>(p); }
+template <typename T> dev_t<T>* dev(T* p) { return reinterpret_cast<dev_t<T>*>(p); }
+
+__device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ double load(const double* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void store(double* p, int64_t i, double v) { p[i] = v; }
+
+}  // namespace kernels
+}  // namespace cortado
+
+/// for (int64_t i = global thread index; i < n; i += total threads)
+#define CORTADO_KERNEL_LOOP(i, n)                                                   \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += int64_t(blockDim.x) * gridDim.x)
+
+namespace cortado {
+namespace kernels {
+
+/// Up to kMaxPack device pointers passed by value as a kernel argument (for
+/// layers with a variable number of bottoms or tops).
+constexpr int kMaxPack = 64;
+template <typename T>
+struct PtrPack {
+  const T* p[kMaxPack];
+};
+
+// Products and sums rounded one operation at a time (no fused multiply-add),
+// where a kernel must reproduce the CPU path's rounding exactly.
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+
+}  // namespace kernels
+}  // namespace cortado

@@ -1,0 +1,80 @@
+// InnerProduct kernels beside the cuBLAS GEMMs: bias add and bias gradient.
+//
+// ip_add_bias: one thread per element of Y (rows, cols), grid-stride with
+//   64-bit indexes, computed in float (double for double), stored once.
+// ip_bias_grad: one thread per column j, walking the rows (consecutive
+//   threads read consecutive columns: coalesced), summing in float (double
+//   for double) and adding the total to db[j] with one rounding. No atomics.
+#include <cuda_fp16.h>
+
+#include "cortado/layers/inner_product_layer.hpp"
+#include "cortado/util/cuda.hpp"
+
+namespace cortado {
+
+namespace {
+
+template <typename T> struct dev { using type = T; };
+template <> struct dev<float16> { using type = __half; };
+template <typename T> using dev_t = typename dev<T>::type;
+template <typename T> struct acc { using type = float; };
+template <> struct acc<double> { using type = double; };
+
+__device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ double load(const double* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void store(double* p, int64_t i, double v) { p[i] = v; }
+
+#define CORTADO_GRID_LOOP(i, n) \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(blockDim.x) * gridDim.x)
+
+template <typename T> const dev_t<T>* d(const T* p) { return reinterpret_cast<const dev_t<T>*>(p); }
+template <typename T> dev_t<T>* d(T* p) { return reinterpret_cast<dev_t<T>*>(p); }
+
+template <typename T>
+__global__ void add_bias_kernel(int64_t n, int cols, const T* b, T* y) {
+  CORTADO_GRID_LOOP(i, n) store(y, i, load(y, i) + load(b, i % cols));
+}
+
+template <typename T>
+__global__ void bias_grad_kernel(int64_t rows, int cols, const T* dy, T* db) {
+  using A = typename acc<T>::type;
+  CORTADO_GRID_LOOP(j, cols) {
+    A sum = 0;
+    for (int64_t i = 0; i < rows; ++i) sum += load(dy, i * cols + j);
+    store(db, j, load(db, j) + sum);
+  }
+}
+
+}  // namespace
+
+namespace gpu {
+
+template <typename T>
+void ip_add_bias(int64_t rows, int cols, const T* b, T* y, CUstream_st* stream) {
+  const int64_t n = rows * cols;
+  if (n == 0) return;
+  add_bias_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, cols, d(b), d(y));
+  CORTADO_KERNEL_CHECK();
+}
+
+template <typename T>
+void ip_bias_grad(int64_t rows, int cols, const T* dy, T* db, CUstream_st* stream) {
+  if (cols == 0) return;
+  bias_grad_kernel<<<cuda::blocks_for(cols), cuda::kThreads, 0, stream>>>(rows, cols, d(dy), d(db));
+  CORTADO_KERNEL_CHECK();
+}
+
+#define CORTADO_INSTANTIATE_IP_GPU(T)                                                \
+  template void ip_add_bias<T>(int64_t, int, const T*, T*, CUstream_st*);           \
+  template void ip_bias_grad<T>(int64_t, int, const T*, T*, CUstream_st*)
+CORTADO_INSTANTIATE_IP_GPU(double);
+CORTADO_INSTANTIATE_IP_GPU(float);
+CORTADO_INSTANTIATE_IP_GPU(float16);
+#undef CORTADO_INSTANTIATE_IP_GPU
+
+}  // namespace gpu
+
+}  // namespace cortado

@@ -1,0 +1,197 @@
+// Pooling kernels (MAX with argmax mask, AVE with Caffe's divisor, global
+// pooling as the window that covers the whole input).
+//
+// Forward: one thread per top element (plane, oy, ox), grid-stride with
+//   64-bit indexes. It walks its clipped window in row-major order: MAX keeps
+//   the first maximum (strict >, the CPU's tie rule) and stores its h*W + w
+//   index in the int mask; AVE sums in float (double for double) and divides
+//   by the window clipped to the padded image.
+// Backward: one thread per bottom element (plane, h, w). It visits the outputs
+//   whose windows contain (h, w) -- oy from (h + PH - KH) / SH + 1 (or 0) to
+//   (h + PH) / SH -- and sums, in float (double for double), the diffs routed
+//   to it (MAX: mask == h*W + w; AVE: dy / pool size). One store per element,
+//   no atomics: the result does not depend on the schedule.
+#include <cuda_fp16.h>
+
+#include "cortado/layers/pooling_layer.hpp"
+#include "cortado/util/cuda.hpp"
+
+namespace cortado {
+
+namespace {
+
+template <typename T> struct dev { using type = T; };
+template <> struct dev<float16> { using type = __half; };
+template <typename T> using dev_t = typename dev<T>::type;
+template <typename T> struct acc { using type = float; };
+template <> struct acc<double> { using type = double; };
+
+__device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ double load(const double* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void store(double* p, int64_t i, double v) { p[i] = v; }
+
+#define CORTADO_GRID_LOOP(i, n) \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(blockDim.x) * gridDim.x)
+
+template <typename T> const dev_t<T>* d(const T* p) { return reinterpret_cast<const dev_t<T>*>(p); }
+template <typename T> dev_t<T>* d(T* p) { return reinterpret_cast<dev_t<T>*>(p); }
+
+using gpu::PoolWindow;
+
+// The clipped window of output (oy, ox) and its AVE divisor, as on the CPU.
+struct Win {
+  int h0, h1, w0, w1, size;
+};
+__device__ __forceinline__ Win window(const PoolWindow& g, int oy, int ox) {
+  int h0 = oy * g.sh - g.ph, w0 = ox * g.sw - g.pw;
+  int h1 = min(h0 + g.kh, g.height + g.ph), w1 = min(w0 + g.kw, g.width + g.pw);
+  const int size = (h1 - h0) * (w1 - w0);
+  return {max(h0, 0), min(h1, g.height), max(w0, 0), min(w1, g.width), size};
+}
+
+// Outputs along one axis whose windows contain coordinate v: [*lo, *hi).
+__device__ __forceinline__ void covering(int v, int k, int p, int s, int out, int* lo, int* hi) {
+  *lo = v + p < k ? 0 : (v + p - k) / s + 1;
+  *hi = min((v + p) / s + 1, out);
+}
+
+template <typename T>
+__global__ void max_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y, int* mask, float* mask_top) {
+  CORTADO_GRID_LOOP(i, n) {
+    const int ox = static_cast<int>(i % g.out_w);
+    const int oy = static_cast<int>((i / g.out_w) % g.out_h);
+    const int64_t plane = i / (static_cast<int64_t>(g.out_w) * g.out_h);
+    const T* xp = x + plane * g.height * g.width;
+    const Win win = window(g, oy, ox);
+    int best = win.h0 * g.width + win.w0;
+    auto best_v = load(xp, best);
+    for (int h = win.h0; h < win.h1; ++h) {
+      for (int w = win.w0; w < win.w1; ++w) {
+        const auto v = load(xp, h * g.width + w);
+        if (v > best_v) {
+          best_v = v;
+          best = h * g.width + w;
+        }
+      }
+    }
+    store(y, i, best_v);
+    mask[i] = best;
+    if (mask_top) mask_top[i] = static_cast<float>(best);
+  }
+}
+
+template <typename T>
+__global__ void ave_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y) {
+  using A = typename acc<T>::type;
+  CORTADO_GRID_LOOP(i, n) {
+    const int ox = static_cast<int>(i % g.out_w);
+    const int oy = static_cast<int>((i / g.out_w) % g.out_h);
+    const int64_t plane = i / (static_cast<int64_t>(g.out_w) * g.out_h);
+    const T* xp = x + plane * g.height * g.width;
+    const Win win = window(g, oy, ox);
+    A sum = 0;
+    for (int h = win.h0; h < win.h1; ++h) {
+      for (int w = win.w0; w < win.w1; ++w) sum += load(xp, h * g.width + w);
+    }
+    store(y, i, sum / static_cast<A>(win.size));
+  }
+}
+
+template <typename T>
+__global__ void max_backward_kernel(int64_t n, PoolWindow g, const T* dy, const int* mask, T* dx) {
+  using A = typename acc<T>::type;
+  CORTADO_GRID_LOOP(i, n) {
+    const int w = static_cast<int>(i % g.width);
+    const int h = static_cast<int>((i / g.width) % g.height);
+    const int64_t plane = i / (static_cast<int64_t>(g.width) * g.height);
+    const int64_t base = plane * g.out_h * g.out_w;
+    const int self = h * g.width + w;
+    int oy0, oy1, ox0, ox1;
+    covering(h, g.kh, g.ph, g.sh, g.out_h, &oy0, &oy1);
+    covering(w, g.kw, g.pw, g.sw, g.out_w, &ox0, &ox1);
+    A sum = 0;
+    for (int oy = oy0; oy < oy1; ++oy) {
+      for (int ox = ox0; ox < ox1; ++ox) {
+        const int64_t o = base + static_cast<int64_t>(oy) * g.out_w + ox;
+        if (mask[o] == self) sum += load(dy, o);
+      }
+    }
+    store(dx, i, sum);
+  }
+}
+
+template <typename T>
+__global__ void ave_backward_kernel(int64_t n, PoolWindow g, const T* dy, T* dx) {
+  using A = typename acc<T>::type;
+  CORTADO_GRID_LOOP(i, n) {
+    const int w = static_cast<int>(i % g.width);
+    const int h = static_cast<int>((i / g.width) % g.height);
+    const int64_t plane = i / (static_cast<int64_t>(g.width) * g.height);
+    const int64_t base = plane * g.out_h * g.out_w;
+    int oy0, oy1, ox0, ox1;
+    covering(h, g.kh, g.ph, g.sh, g.out_h, &oy0, &oy1);
+    covering(w, g.kw, g.pw, g.sw, g.out_w, &ox0, &ox1);
+    A sum = 0;
+    for (int oy = oy0; oy < oy1; ++oy) {
+      for (int ox = ox0; ox < ox1; ++ox) {
+        const Win win = window(g, oy, ox);
+        sum += load(dy, base + static_cast<int64_t>(oy) * g.out_w + ox) / static_cast<A>(win.size);
+      }
+    }
+    store(dx, i, sum);
+  }
+}
+
+}  // namespace
+
+namespace gpu {
+
+template <typename T>
+void max_pool_forward(int64_t planes, PoolWindow g, const T* x, T* y, int* mask, float* mask_top,
+                      CUstream_st* stream) {
+  const int64_t n = planes * g.out_h * g.out_w;
+  if (n == 0) return;
+  max_forward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, d(x), d(y), mask, mask_top);
+  CORTADO_KERNEL_CHECK();
+}
+
+template <typename T>
+void ave_pool_forward(int64_t planes, PoolWindow g, const T* x, T* y, CUstream_st* stream) {
+  const int64_t n = planes * g.out_h * g.out_w;
+  if (n == 0) return;
+  ave_forward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, d(x), d(y));
+  CORTADO_KERNEL_CHECK();
+}
+
+template <typename T>
+void max_pool_backward(int64_t planes, PoolWindow g, const T* dy, const int* mask, T* dx, CUstream_st* stream) {
+  const int64_t n = planes * g.height * g.width;
+  if (n == 0) return;
+  max_backward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, d(dy), mask, d(dx));
+  CORTADO_KERNEL_CHECK();
+}
+
+template <typename T>
+void ave_pool_backward(int64_t planes, PoolWindow g, const T* dy, T* dx, CUstream_st* stream) {
+  const int64_t n = planes * g.height * g.width;
+  if (n == 0) return;
+  ave_backward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, d(dy), d(dx));
+  CORTADO_KERNEL_CHECK();
+}
+
+#define CORTADO_INSTANTIATE_POOL_GPU(T)                                                                   \
+  template void max_pool_forward<T>(int64_t, PoolWindow, const T*, T*, int*, float*, CUstream_st*);      \
+  template void ave_pool_forward<T>(int64_t, PoolWindow, const T*, T*, CUstream_st*);                    \
+  template void max_pool_backward<T>(int64_t, PoolWindow, const T*, const int*, T*, CUstream_st*);       \
+  template void ave_pool_backward<T>(int64_t, PoolWindow, const T*, T*, CUstream_st*)
+CORTADO_INSTANTIATE_POOL_GPU(double);
+CORTADO_INSTANTIATE_POOL_GPU(float);
+CORTADO_INSTANTIATE_POOL_GPU(float16);
+#undef CORTADO_INSTANTIATE_POOL_GPU
+
+}  // namespace gpu
+
+}  // namespace cortado

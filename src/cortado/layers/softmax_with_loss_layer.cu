@@ -1,0 +1,143 @@
+// SoftmaxWithLoss kernels (the softmax itself is gpu::softmax_forward).
+//
+// softmax_loss_positions: one thread per (outer, inner) position in a
+// grid-stride loop; it checks the label (read as float) and writes the
+// position's -log(max(p, FLT_MIN)), computed in double, and a valid flag
+// (both double) to a per-position buffer. A label that is not a class index
+// and not ignore_label counts as ignored and is recorded with atomicMin in a
+// pinned host word, so that the host can report the first one.
+//
+// softmax_loss_reduce: one block of 1024 threads; each thread sums a strided
+// share of the positions in double, then a shared-memory tree. Thread 0 picks
+// the normalizer and writes the loss to the float top and the normalizer to
+// device memory for the backward. The order of the sum is fixed, so the loss
+// is the same run after run.
+//
+// softmax_loss_backward: one thread per element of (outer, C, inner); the
+// gradient is computed in double and rounded through math_t of the diff type
+// (double -> float -> half for float16), as the CPU path rounds.
+#include <cfloat>
+
+#include "cortado/layers/softmax_with_loss_layer.hpp"
+#include "device_values.cuh"
+
+namespace cortado {
+namespace {
+
+using namespace kernels;
+
+constexpr int kReduceThreads = 1024;
+
+/// The class index of label v, or -1 if ignored, -2 if not a class index.
+__device__ __forceinline__ int class_of(float v, int channels, bool has_ignore_label, int ignore_label) {
+  if (has_ignore_label && v == static_cast<float>(ignore_label)) return -1;
+  if (!(v >= 0.f) || !(v < static_cast<float>(channels))) return -2;
+  const int l = static_cast<int>(v);
+  return static_cast<float>(l) == v ? l : -2;
+}
+
+template <typename M>
+__global__ void loss_positions_kernel(int64_t positions, int channels, int inner, const M* prob, const float* label,
+                                      bool has_ignore_label, int ignore_label, double* loss, double* valid,
+                                      unsigned long long* error) {
+  CORTADO_KERNEL_LOOP(p, positions) {
+    const float v = label[p];
+    const int l = class_of(v, channels, has_ignore_label, ignore_label);
+    if (l < 0) {
+      if (l == -2) atomicMin(error, (static_cast<unsigned long long>(p) << 32) | __float_as_uint(v));
+      loss[p] = 0;
+      valid[p] = 0;
+      continue;
+    }
+    const int64_t k = (p / inner) * int64_t(channels) * inner + int64_t(l) * inner + p % inner;
+    loss[p] = -log(fmax(static_cast<double>(prob[k]), static_cast<double>(FLT_MIN)));
+    valid[p] = 1;
+  }
+}
+
+__global__ void loss_reduce_kernel(int64_t positions, const double* loss, const double* valid,
+                                   double fixed_normalizer, float* top, double* normalizer_out) {
+  __shared__ double part_loss[kReduceThreads];
+  __shared__ double part_valid[kReduceThreads];
+  double l = 0, v = 0;
+  for (int64_t p = threadIdx.x; p < positions; p += blockDim.x) {
+    l += loss[p];
+    v += valid[p];
+  }
+  part_loss[threadIdx.x] = l;
+  part_valid[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w) {
+      part_loss[threadIdx.x] += part_loss[threadIdx.x + w];
+      part_valid[threadIdx.x] += part_valid[threadIdx.x + w];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    const double normalizer = fmax(1.0, fixed_normalizer >= 0 ? fixed_normalizer : part_valid[0]);
+    top[0] = static_cast<float>(part_loss[0] / normalizer);
+    normalizer_out[0] = normalizer;
+  }
+}
+
+template <typename M, typename B>
+__global__ void loss_backward_kernel(int64_t count, int channels, int inner, const M* prob, const float* label,
+                                     bool has_ignore_label, int ignore_label, const double* weight,
+                                     const double* normalizer, B* dx) {
+  const double scale = weight[0] / normalizer[0];
+  const int64_t dim = int64_t(channels) * inner;
+  CORTADO_KERNEL_LOOP(k, count) {
+    const int64_t o = k / dim, c = (k % dim) / inner, i = k % inner;
+    const int l = class_of(label[o * inner + i], channels, has_ignore_label, ignore_label);
+    const double g = l < 0 ? 0.0 : (static_cast<double>(prob[k]) - (c == l ? 1.0 : 0.0)) * scale;
+    store(dx, k, static_cast<dmath_t<B>>(g));
+  }
+}
+
+}  // namespace
+
+namespace gpu {
+
+template <typename M>
+void softmax_loss_positions(int outer, int channels, int inner, const M* prob, const float* label,
+                            bool has_ignore_label, int ignore_label, double* loss, double* valid,
+                            unsigned long long* error, CUstream_st* stream) {
+  const int64_t positions = int64_t(outer) * inner;
+  if (positions == 0) return;
+  loss_positions_kernel<<<cuda::blocks_for(positions), cuda::kThreads, 0, stream>>>(
+      positions, channels, inner, prob, label, has_ignore_label, ignore_label, loss, valid, error);
+  CORTADO_KERNEL_CHECK();
+}
+
+void softmax_loss_reduce(int64_t positions, const double* loss, const double* valid, double fixed_normalizer,
+                         float* top, double* normalizer_out, CUstream_st* stream) {
+  loss_reduce_kernel<<<1, kReduceThreads, 0, stream>>>(positions, loss, valid, fixed_normalizer, top,
+                                                       normalizer_out);
+  CORTADO_KERNEL_CHECK();
+}
+
+template <typename M, typename B>
+void softmax_loss_backward(int outer, int channels, int inner, const M* prob, const float* label,
+                           bool has_ignore_label, int ignore_label, const double* weight, const double* normalizer,
+                           B* dx, CUstream_st* stream) {
+  const int64_t count = int64_t(outer) * channels * inner;
+  if (count == 0) return;
+  loss_backward_kernel<<<cuda::blocks_for(count), cuda::kThreads, 0, stream>>>(
+      count, channels, inner, prob, label, has_ignore_label, ignore_label, weight, normalizer, dev(dx));
+  CORTADO_KERNEL_CHECK();
+}
+
+template void softmax_loss_positions<double>(int, int, int, const double*, const float*, bool, int, double*, double*,
+                                             unsigned long long*, CUstream_st*);
+template void softmax_loss_positions<float>(int, int, int, const float*, const float*, bool, int, double*, double*,
+                                            unsigned long long*, CUstream_st*);
+#define CORTADO_INSTANTIATE_LOSS_BACKWARD(M, B)                                                                 \
+  template void softmax_loss_backward<M, B>(int, int, int, const M*, const float*, bool, int, const double*, \
+                                            const double*, B*, CUstream_st*);
+CORTADO_INSTANTIATE_LOSS_BACKWARD(double, double)
+CORTADO_INSTANTIATE_LOSS_BACKWARD(float, float)
+CORTADO_INSTANTIATE_LOSS_BACKWARD(float, float16)
+
+}  // namespace gpu
+}  // namespace cortado
