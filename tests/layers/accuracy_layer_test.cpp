@@ -134,5 +134,37 @@ TYPED_TEST(AccuracyLayerTest, GpuMatchesCpu) {
                                       fill, test::GpuTolerance{0, 0}, {false, false}, 2);
 }
 
+// On the GPU a bad label is recorded by the kernel and reported by the
+// next Forward, once the stream has been synchronized.
+TYPED_TEST(AccuracyLayerTest, GpuBadLabelIsReported) {
+#ifndef CORTADO_USE_CUDA
+  GTEST_SKIP() << "no CUDA backend in this build";
+#else
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
+  using F = typename TypeParam::Ftype;
+  auto ctx = Context::Create(0);
+  struct Restore {
+    ~Restore() { Context::Cpu()->Activate(); }
+  } restore;
+  ctx->Activate();
+  auto layer = test::NewLayer<TypeParam>("name: 'acc' type: 'Accuracy'");
+  layer->set_context(ctx);
+  test::Blobs bottom, top;
+  bottom.add({5, 4}, type_of<F>(), this->scores_);
+  bottom.add({5}, type_of<F>(), {1, 0, 2, 4, 3});
+  top.add(type_of<F>());
+  layer->SetUp(bottom.vec, top.vec);
+  layer->Forward(bottom.vec, top.vec);
+  ctx->Synchronize();
+  try {
+    layer->Forward(bottom.vec, top.vec);
+    ADD_FAILURE() << "a label of 4 with 4 classes was not reported";
+  } catch (const FieldError& e) {
+    EXPECT_NE(std::string(e.what()).find("label value 4 at position 3"), std::string::npos) << e.what();
+  }
+  ctx->Synchronize();
+#endif
+}
+
 }  // namespace
 }  // namespace cortado

@@ -185,5 +185,36 @@ TYPED_TEST(SoftmaxWithLossLayerTest, GpuMatchesCpu) {
   }
 }
 
+// On the GPU a bad label cannot throw inside the kernel: it is recorded, and
+// the Backward after the (synchronizing) loss read raises the CPU's error.
+TYPED_TEST(SoftmaxWithLossLayerTest, GpuBadLabelIsReported) {
+#ifndef CORTADO_USE_CUDA
+  GTEST_SKIP() << "no CUDA backend in this build";
+#else
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
+  using F = typename TypeParam::Ftype;
+  auto ctx = Context::Create(0);
+  struct Restore {
+    ~Restore() { Context::Cpu()->Activate(); }
+  } restore;
+  ctx->Activate();
+  auto layer = test::NewLayer<TypeParam>("name: 'loss' type: 'SoftmaxWithLoss'");
+  layer->set_context(ctx);
+  test::Blobs bottom, top;
+  bottom.add({3, 4}, type_of<F>(), {0, 1, 2, 3, 1, 1, 1, 1, -1, 0, 1, 2});
+  bottom.add({3}, type_of<F>(), {1, 3, 7});
+  top.add(type_of<F>());
+  layer->SetUp(bottom.vec, top.vec);
+  layer->Forward(bottom.vec, top.vec);
+  try {
+    layer->Backward(top.vec, {true, false}, bottom.vec);
+    ADD_FAILURE() << "a label of 7 with 4 classes was not reported";
+  } catch (const FieldError& e) {
+    EXPECT_NE(std::string(e.what()).find("label value 7 at position 2"), std::string::npos) << e.what();
+  }
+  ctx->Synchronize();
+#endif
+}
+
 }  // namespace
 }  // namespace cortado
