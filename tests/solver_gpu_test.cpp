@@ -156,6 +156,11 @@ std::unique_ptr<Solver> CompareGpuWithCpu(const std::string& solver_text, const 
         using T = decltype(z);
         p->mutable_cpu_diff<T>()[5] = T(std::numeric_limits<float>::infinity());
       });
+      // Upload now and wait: SyncedMemory lets a later host write (the next
+      // ClearParamDiffs) race a pending host-to-device copy, and without
+      // skipping or clipping the update has no wait of its own.
+      p->diff().gpu_data_raw(p->diff().type());
+      s.net()->context().Synchronize();
     }
     std::vector<Raw> g;
     for (const Blob* p : s.net()->learnable_params()) g.push_back(Read(p->diff()));

@@ -7,7 +7,9 @@
 //   mutable_* also make that side the only valid one.
 // - Host memory is pinned when a CUDA device is present, so host-to-device
 //   copies are asynchronous on the calling thread's stream; device-to-host
-//   copies wait for that stream.
+//   copies wait for that stream. A host write after an asynchronous
+//   host-to-device copy first waits for that copy (an event), so the copy
+//   never reads half-written values.
 // - Device memory comes from the caching allocator, on the device current
 //   at the first gpu access.
 
@@ -36,12 +38,15 @@ class SyncedMemory {
  private:
   void to_cpu();
   void to_gpu();
+  void wait_for_upload();  // before any host write
 
   void* cpu_ptr_ = nullptr;  // 64-byte aligned (or pinned), zero-initialized
   void* gpu_ptr_ = nullptr;
   size_t size_ = 0;
   bool pinned_ = false;
   Head head_ = Head::CPU;
+  void* upload_done_ = nullptr;  // cudaEvent_t, created at the first asynchronous upload
+  bool upload_pending_ = false;
 };
 
 }  // namespace cortado

@@ -289,6 +289,9 @@ void Solver::Step(int iters) {
       break;
     }
   }
+  // The last update may still run on the device; the weights are final when
+  // Step returns, whichever stream the caller reads them on next.
+  net_->context().Synchronize();
 }
 
 void Solver::DisplayOutputs(double elapsed_s, int iters) {

@@ -27,6 +27,8 @@ SyncedMemory::SyncedMemory(size_t bytes) : size_(bytes) {
 
 SyncedMemory::~SyncedMemory() {
 #ifdef CORTADO_USE_CUDA
+  wait_for_upload();
+  if (upload_done_) cudaEventDestroy(static_cast<cudaEvent_t>(upload_done_));
   if (gpu_ptr_) cuda::device_free(gpu_ptr_);
   if (pinned_) {
     cudaFreeHost(cpu_ptr_);
@@ -50,11 +52,31 @@ void SyncedMemory::to_gpu() {
 #ifdef CORTADO_USE_CUDA
   if (!gpu_ptr_ && size_) gpu_ptr_ = cuda::device_alloc(size_);
   if (head_ == Head::CPU) {
-    if (size_) CORTADO_CUDA_CHECK(cudaMemcpyAsync(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice, cuda::stream()));
+    if (size_) {
+      CORTADO_CUDA_CHECK(cudaMemcpyAsync(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice, cuda::stream()));
+      if (pinned_) {  // from pageable memory the copy has finished reading on return
+        if (!upload_done_) {
+          cudaEvent_t e;
+          CORTADO_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+          upload_done_ = e;
+        }
+        CORTADO_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(upload_done_), cuda::stream()));
+        upload_pending_ = true;
+      }
+    }
     head_ = Head::SYNCED;
   }
 #else
   fail("GPU memory requested in a build without CUDA");
+#endif
+}
+
+void SyncedMemory::wait_for_upload() {
+#ifdef CORTADO_USE_CUDA
+  if (upload_pending_) {
+    CORTADO_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(upload_done_)));
+    upload_pending_ = false;
+  }
 #endif
 }
 
@@ -65,6 +87,7 @@ const void* SyncedMemory::cpu_data() {
 
 void* SyncedMemory::mutable_cpu_data() {
   to_cpu();
+  wait_for_upload();
   head_ = Head::CPU;
   return cpu_ptr_;
 }
@@ -88,6 +111,7 @@ void SyncedMemory::set_zero() {
     return;
   }
 #endif
+  wait_for_upload();
   std::memset(cpu_ptr_, 0, size_);
   head_ = Head::CPU;
 }
