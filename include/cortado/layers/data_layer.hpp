@@ -48,6 +48,7 @@
 // for that event before refilling it, so the Forward never blocks on the copy
 // and the reader never overwrites memory being copied. Labels stay float.
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -129,6 +130,14 @@ class DataLayer : public Layer<Ftype, Btype> {
   std::unique_ptr<DataTransformer> transformer_;
   std::unique_ptr<LmdbCursor> cursor_;
   int64_t next_position_ = 0;  // stream position of the next record the reader reads
+  // One batch's records, read in order by the reader thread and transformed
+  // by transform_threads_ threads (the machine's cores, at most 8).
+  struct Record {
+    std::string key, value;
+    int64_t position = 0;
+  };
+  std::vector<Record> records_;
+  int transform_threads_ = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
 
   std::thread reader_;
   std::mutex mutex_;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <thread>
 
 #include "cortado/util/rng.hpp"
 #ifdef CORTADO_USE_CUDA
@@ -197,28 +199,63 @@ void DataLayer<Ftype, Btype>::FillBatch(Batch* batch) {
   }
   Ftype* data = static_cast<Ftype*>(batch->data->mutable_cpu_data());
   float* label = static_cast<float*>(batch->label->mutable_cpu_data());
-  Datum datum;
-  std::mt19937 gen;
+  // Read the batch's records in order (the cursor is not shared), then parse
+  // and transform them on several threads. Each record's crop and mirror
+  // come from (seed, stream position) alone, so the batch is the same
+  // whatever the number of threads.
+  records_.resize(batch_size_);
   for (int i = 0; i < batch_size_; ++i) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stop_) return;
     }
     const std::string_view value = cursor_->value();
-    try {
-      if (!datum.ParseFromArray(value.data(), static_cast<int>(value.size()))) fail("not a Datum");
-      gen.seed(static_cast<std::mt19937::result_type>(record_rng_seed(seed_, next_position_)));
-      transformer_->Transform(datum, data + i * image, &gen, datum_shape_);
-    } catch (const FieldError& e) {
-      throw FieldError(this->name(), this->type(), e.field(),
-                       str_cat(e.message(), " (source '", source_, "', record '", cursor_->key(), "')"));
-    } catch (const Error& e) {
-      this->field_error("data_param.source", "'", source_, "': record '", cursor_->key(), "': ", e.what());
-    }
-    label[i] = static_cast<float>(datum.label());
+    records_[i].key.assign(cursor_->key());
+    records_[i].value.assign(value.data(), value.size());
+    records_[i].position = next_position_;
     cursor_->Next();
     ++next_position_;
   }
+  auto work = [&](int begin, int end) {
+    Datum datum;
+    std::mt19937 gen;
+    for (int i = begin; i < end; ++i) {
+      const Record& r = records_[i];
+      try {
+        if (!datum.ParseFromString(r.value)) fail("not a Datum");
+        gen.seed(static_cast<std::mt19937::result_type>(record_rng_seed(seed_, r.position)));
+        transformer_->Transform(datum, data + i * image, &gen, datum_shape_);
+      } catch (const FieldError& e) {
+        throw FieldError(this->name(), this->type(), e.field(),
+                         str_cat(e.message(), " (source '", source_, "', record '", r.key, "')"));
+      } catch (const Error& e) {
+        this->field_error("data_param.source", "'", source_, "': record '", r.key, "': ", e.what());
+      }
+      label[i] = static_cast<float>(datum.label());
+    }
+  };
+  const int workers = std::max(1, std::min(transform_threads_, batch_size_ / 16));
+  std::vector<std::exception_ptr> errors(workers);
+  std::vector<std::thread> pool;
+  const int chunk = (batch_size_ + workers - 1) / workers;
+  for (int w = 0; w < workers; ++w) {
+    const int begin = w * chunk, end = std::min(batch_size_, begin + chunk);
+    auto run = [&, w, begin, end] {
+      try {
+        work(begin, end);
+      } catch (...) {
+        errors[w] = std::current_exception();
+      }
+    };
+    if (w + 1 < workers) {
+      pool.emplace_back(run);
+    } else {
+      run();
+    }
+  }
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)  // the first bad record in stream order
+    if (e) std::rethrow_exception(e);
 }
 
 template <typename Ftype, typename Btype>

@@ -185,25 +185,26 @@ void transform_pixels(const S* src, const std::vector<int>& raw, int out_h, int 
                       const std::vector<math_t<T>>& mean_values, T* out) {
   using M = math_t<T>;
   const int H = raw[1], W = raw[2];
-  // For float16 each row is computed in float, then converted in bulk (F16C
-  // where the CPU has it): the per-value conversion was the reader thread's
+  // For float16 the image is computed in float, then converted in bulk (F16C
+  // where the CPU has it): the per-value conversion was the reader's
   // bottleneck for FP16 nets.
+  const size_t count = static_cast<size_t>(raw[0]) * out_h * out_w;
   thread_local std::vector<M> staging;
-  staging.resize(out_w);
+  if constexpr (!std::is_same_v<T, M>) staging.resize(count);
+  M* base = std::is_same_v<T, M> ? reinterpret_cast<M*>(out) : staging.data();
   for (int c = 0; c < raw[0]; ++c) {
     const M mv = mean_values.empty() ? M(0) : mean_values[c];
     for (int h = 0; h < out_h; ++h) {
       const size_t row = (static_cast<size_t>(c) * H + h + h0) * W + w0;
-      T* dst = out + (static_cast<size_t>(c) * out_h + h) * out_w;
-      M* tmp = std::is_same_v<T, M> ? reinterpret_cast<M*>(dst) : staging.data();
+      M* dst = base + (static_cast<size_t>(c) * out_h + h) * out_w;
       for (int w = 0; w < out_w; ++w) {
         const size_t i = row + (mirror ? out_w - 1 - w : w);
         const M m = mean_file ? static_cast<M>(mean_file[i]) : mv;
-        tmp[w] = (static_cast<M>(src[i]) - m) * scale;
+        dst[w] = (static_cast<M>(src[i]) - m) * scale;
       }
-      if constexpr (!std::is_same_v<T, M>) convert_array<M, T>(out_w, tmp, dst);
     }
   }
+  if constexpr (!std::is_same_v<T, M>) convert_array<M, T>(static_cast<int64_t>(count), base, out);
 }
 
 }  // namespace
