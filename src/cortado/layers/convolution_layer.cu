@@ -13,34 +13,23 @@
 #include <cuda_fp16.h>
 
 #include "cortado/layers/convolution_layer.hpp"
+#include "device_values.cuh"
 #include "cortado/util/cuda.hpp"
 
 namespace cortado {
 
 namespace {
 
-template <typename T> struct dev { using type = T; };
-template <> struct dev<float16> { using type = __half; };
-template <typename T> using dev_t = typename dev<T>::type;
+using kernels::dev;
+using kernels::dev_t;
+using kernels::load;
+using kernels::store;
 template <typename T> struct acc { using type = float; };
 template <> struct acc<double> { using type = double; };
 
-__device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ double load(const double* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(double* p, int64_t i, double v) { p[i] = v; }
-
-#define CORTADO_GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(blockDim.x) * gridDim.x)
-
-template <typename T> const dev_t<T>* d(const T* p) { return reinterpret_cast<const dev_t<T>*>(p); }
-template <typename T> dev_t<T>* d(T* p) { return reinterpret_cast<dev_t<T>*>(p); }
-
 template <typename T>
 __global__ void add_bias_kernel(int64_t n, int channels, int64_t spatial, const T* b, T* y) {
-  CORTADO_GRID_LOOP(i, n) {
+  CORTADO_KERNEL_LOOP(i, n) {
     const int64_t c = (i / spatial) % channels;
     store(y, i, load(y, i) + load(b, c));
   }
@@ -68,7 +57,7 @@ __global__ void bias_grad_kernel(int64_t num, int channels, int64_t spatial, con
 
 template <typename T>
 __global__ void add_f32_kernel(int64_t n, const float* src, T* dst) {
-  CORTADO_GRID_LOOP(i, n) store(dst, i, load(dst, i) + src[i]);
+  CORTADO_KERNEL_LOOP(i, n) store(dst, i, load(dst, i) + src[i]);
 }
 
 cublasOperation_t op(Trans t) { return t == Trans::No ? CUBLAS_OP_N : CUBLAS_OP_T; }
@@ -84,14 +73,14 @@ template <typename T>
 void conv_add_bias(int64_t num, int channels, int64_t spatial, const T* b, T* y, CUstream_st* stream) {
   const int64_t n = num * channels * spatial;
   if (n == 0) return;
-  add_bias_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, channels, spatial, d(b), d(y));
+  add_bias_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, channels, spatial, dev(b), dev(y));
   CORTADO_KERNEL_CHECK();
 }
 
 template <typename T>
 void conv_bias_grad(int64_t num, int channels, int64_t spatial, const T* dy, T* db, CUstream_st* stream) {
   if (channels == 0) return;
-  bias_grad_kernel<<<channels, cuda::kThreads, 0, stream>>>(num, channels, spatial, d(dy), d(db));
+  bias_grad_kernel<<<channels, cuda::kThreads, 0, stream>>>(num, channels, spatial, dev(dy), dev(db));
   CORTADO_KERNEL_CHECK();
 }
 
@@ -108,7 +97,7 @@ void gemm_accumulate_f32(cublasContext* handle, Trans ta, Trans tb, int M, int N
 template <typename T>
 void add_f32(int64_t n, const float* src, T* dst, CUstream_st* stream) {
   if (n == 0) return;
-  add_f32_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, src, d(dst));
+  add_f32_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, src, dev(dst));
   CORTADO_KERNEL_CHECK();
 }
 

@@ -8,40 +8,29 @@
 #include <cuda_fp16.h>
 
 #include "cortado/layers/inner_product_layer.hpp"
+#include "device_values.cuh"
 #include "cortado/util/cuda.hpp"
 
 namespace cortado {
 
 namespace {
 
-template <typename T> struct dev { using type = T; };
-template <> struct dev<float16> { using type = __half; };
-template <typename T> using dev_t = typename dev<T>::type;
+using kernels::dev;
+using kernels::dev_t;
+using kernels::load;
+using kernels::store;
 template <typename T> struct acc { using type = float; };
 template <> struct acc<double> { using type = double; };
 
-__device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ double load(const double* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(double* p, int64_t i, double v) { p[i] = v; }
-
-#define CORTADO_GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(blockDim.x) * gridDim.x)
-
-template <typename T> const dev_t<T>* d(const T* p) { return reinterpret_cast<const dev_t<T>*>(p); }
-template <typename T> dev_t<T>* d(T* p) { return reinterpret_cast<dev_t<T>*>(p); }
-
 template <typename T>
 __global__ void add_bias_kernel(int64_t n, int cols, const T* b, T* y) {
-  CORTADO_GRID_LOOP(i, n) store(y, i, load(y, i) + load(b, i % cols));
+  CORTADO_KERNEL_LOOP(i, n) store(y, i, load(y, i) + load(b, i % cols));
 }
 
 template <typename T>
 __global__ void bias_grad_kernel(int64_t rows, int cols, const T* dy, T* db) {
   using A = typename acc<T>::type;
-  CORTADO_GRID_LOOP(j, cols) {
+  CORTADO_KERNEL_LOOP(j, cols) {
     A sum = 0;
     for (int64_t i = 0; i < rows; ++i) sum += load(dy, i * cols + j);
     store(db, j, load(db, j) + sum);
@@ -56,14 +45,14 @@ template <typename T>
 void ip_add_bias(int64_t rows, int cols, const T* b, T* y, CUstream_st* stream) {
   const int64_t n = rows * cols;
   if (n == 0) return;
-  add_bias_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, cols, d(b), d(y));
+  add_bias_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, cols, dev(b), dev(y));
   CORTADO_KERNEL_CHECK();
 }
 
 template <typename T>
 void ip_bias_grad(int64_t rows, int cols, const T* dy, T* db, CUstream_st* stream) {
   if (cols == 0) return;
-  bias_grad_kernel<<<cuda::blocks_for(cols), cuda::kThreads, 0, stream>>>(rows, cols, d(dy), d(db));
+  bias_grad_kernel<<<cuda::blocks_for(cols), cuda::kThreads, 0, stream>>>(rows, cols, dev(dy), dev(db));
   CORTADO_KERNEL_CHECK();
 }
 

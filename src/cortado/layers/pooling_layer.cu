@@ -14,30 +14,19 @@
 #include <cuda_fp16.h>
 
 #include "cortado/layers/pooling_layer.hpp"
+#include "device_values.cuh"
 #include "cortado/util/cuda.hpp"
 
 namespace cortado {
 
 namespace {
 
-template <typename T> struct dev { using type = T; };
-template <> struct dev<float16> { using type = __half; };
-template <typename T> using dev_t = typename dev<T>::type;
+using kernels::dev;
+using kernels::dev_t;
+using kernels::load;
+using kernels::store;
 template <typename T> struct acc { using type = float; };
 template <> struct acc<double> { using type = double; };
-
-__device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ double load(const double* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(double* p, int64_t i, double v) { p[i] = v; }
-
-#define CORTADO_GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(blockDim.x) * gridDim.x)
-
-template <typename T> const dev_t<T>* d(const T* p) { return reinterpret_cast<const dev_t<T>*>(p); }
-template <typename T> dev_t<T>* d(T* p) { return reinterpret_cast<dev_t<T>*>(p); }
 
 using gpu::PoolWindow;
 
@@ -60,7 +49,7 @@ __device__ __forceinline__ void covering(int v, int k, int p, int s, int out, in
 
 template <typename T>
 __global__ void max_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y, int* mask, float* mask_top) {
-  CORTADO_GRID_LOOP(i, n) {
+  CORTADO_KERNEL_LOOP(i, n) {
     const int ox = static_cast<int>(i % g.out_w);
     const int oy = static_cast<int>((i / g.out_w) % g.out_h);
     const int64_t plane = i / (static_cast<int64_t>(g.out_w) * g.out_h);
@@ -86,7 +75,7 @@ __global__ void max_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y, in
 template <typename T>
 __global__ void ave_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y) {
   using A = typename acc<T>::type;
-  CORTADO_GRID_LOOP(i, n) {
+  CORTADO_KERNEL_LOOP(i, n) {
     const int ox = static_cast<int>(i % g.out_w);
     const int oy = static_cast<int>((i / g.out_w) % g.out_h);
     const int64_t plane = i / (static_cast<int64_t>(g.out_w) * g.out_h);
@@ -103,7 +92,7 @@ __global__ void ave_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y) {
 template <typename T>
 __global__ void max_backward_kernel(int64_t n, PoolWindow g, const T* dy, const int* mask, T* dx) {
   using A = typename acc<T>::type;
-  CORTADO_GRID_LOOP(i, n) {
+  CORTADO_KERNEL_LOOP(i, n) {
     const int w = static_cast<int>(i % g.width);
     const int h = static_cast<int>((i / g.width) % g.height);
     const int64_t plane = i / (static_cast<int64_t>(g.width) * g.height);
@@ -126,7 +115,7 @@ __global__ void max_backward_kernel(int64_t n, PoolWindow g, const T* dy, const 
 template <typename T>
 __global__ void ave_backward_kernel(int64_t n, PoolWindow g, const T* dy, T* dx) {
   using A = typename acc<T>::type;
-  CORTADO_GRID_LOOP(i, n) {
+  CORTADO_KERNEL_LOOP(i, n) {
     const int w = static_cast<int>(i % g.width);
     const int h = static_cast<int>((i / g.width) % g.height);
     const int64_t plane = i / (static_cast<int64_t>(g.width) * g.height);
@@ -154,7 +143,7 @@ void max_pool_forward(int64_t planes, PoolWindow g, const T* x, T* y, int* mask,
                       CUstream_st* stream) {
   const int64_t n = planes * g.out_h * g.out_w;
   if (n == 0) return;
-  max_forward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, d(x), d(y), mask, mask_top);
+  max_forward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, dev(x), dev(y), mask, mask_top);
   CORTADO_KERNEL_CHECK();
 }
 
@@ -162,7 +151,7 @@ template <typename T>
 void ave_pool_forward(int64_t planes, PoolWindow g, const T* x, T* y, CUstream_st* stream) {
   const int64_t n = planes * g.out_h * g.out_w;
   if (n == 0) return;
-  ave_forward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, d(x), d(y));
+  ave_forward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, dev(x), dev(y));
   CORTADO_KERNEL_CHECK();
 }
 
@@ -170,7 +159,7 @@ template <typename T>
 void max_pool_backward(int64_t planes, PoolWindow g, const T* dy, const int* mask, T* dx, CUstream_st* stream) {
   const int64_t n = planes * g.height * g.width;
   if (n == 0) return;
-  max_backward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, d(dy), mask, d(dx));
+  max_backward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, dev(dy), mask, dev(dx));
   CORTADO_KERNEL_CHECK();
 }
 
@@ -178,7 +167,7 @@ template <typename T>
 void ave_pool_backward(int64_t planes, PoolWindow g, const T* dy, T* dx, CUstream_st* stream) {
   const int64_t n = planes * g.height * g.width;
   if (n == 0) return;
-  ave_backward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, d(dy), d(dx));
+  ave_backward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, dev(dy), dev(dx));
   CORTADO_KERNEL_CHECK();
 }
 
