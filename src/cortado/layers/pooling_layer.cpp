@@ -41,6 +41,8 @@ inline int out_extent(int in, int k, int p, int s) {
 template <typename Ftype, typename Btype>
 void PoolingLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   const PoolingParameter& p = this->layer_param().pooling_param();
+  if (p.pool() == PoolingParameter::STOCHASTIC)
+    this->field_error("pooling_param.pool", "STOCHASTIC pooling is not implemented yet; use MAX or AVE");
   max_ = p.pool() == PoolingParameter::MAX;
   global_ = p.global_pooling();
   const bool has_hw_kernel = p.has_kernel_h() || p.has_kernel_w();
