@@ -236,11 +236,14 @@ void Net::Init(const NetParameter& in_param) {
       blob_loss_weights_[blob_id] = layer->loss(static_cast<int>(t));
       VLOG(1) << "Top shape: " << blob_names_[blob_id] << " " << top_vecs_[layer_id][t]->shape_string();
     }
+    // ParamSpecs as the layer left them: a layer may add some in LayerSetUp
+    // (BatchNorm freezes its statistics with lr_mult 0, as in Caffe).
+    const LayerParameter& specs = layer->layer_param();
     const int num_params = static_cast<int>(layer->blobs().size());
-    if (lp.param_size() > num_params)
-      LayerFail(layer_id, "param", str_cat("has ", lp.param_size(), " ParamSpecs for ", num_params, " parameter blobs"));
+    if (specs.param_size() > num_params)
+      LayerFail(layer_id, "param", str_cat("has ", specs.param_size(), " ParamSpecs for ", num_params, " parameter blobs"));
     for (int p = 0; p < num_params; ++p) {
-      const bool learn = p < lp.param_size() ? lp.param(p).lr_mult() != 0 : true;
+      const bool learn = p < specs.param_size() ? specs.param(p).lr_mult() != 0 : true;
       need_backward |= learn;
       layer->set_param_propagate_down(p, learn);
     }
@@ -344,7 +347,7 @@ void Net::AppendTop(const NetParameter& param, int layer_id, int top_id, std::ma
 }
 
 void Net::AppendParam(const NetParameter& param, int layer_id, int param_id) {
-  const LayerParameter& lp = param.layer(layer_id);
+  const LayerParameter& lp = layers_[layer_id]->layer_param();
   const ParamSpec spec = param_id < lp.param_size() ? lp.param(param_id) : ParamSpec();
   const std::string& pname = spec.name();
   param_display_names_.push_back(pname.empty() ? std::to_string(param_id) : pname);

@@ -172,6 +172,9 @@ TEST(PoolingLayerValidation, Fields) {
             "pooling_param.kernel_size | kernel 5x5 is larger than the padded input 4x4 (pad 0x0)");
   EXPECT_EQ(SetUpError("kernel_size: 2", {4, 4}).substr(0, 8), "bottom |");
   EXPECT_EQ(SetUpError("kernel_size: 5 pad: 1", x), "no error");
+  EXPECT_EQ(SetUpError("pool: STOCHASTIC kernel_size: 3 pad: 1", x),
+            "pooling_param.pad | STOCHASTIC pooling takes no padding, got 1x1");
+  EXPECT_EQ(SetUpError("pool: STOCHASTIC kernel_size: 2", x), "no error");
 }
 
 // ---- gradients -------------------------------------------------------------------
@@ -251,6 +254,85 @@ TYPED_TEST(PoolingLayerTest, GpuMatchesCpuGlobalAve) {
 TYPED_TEST(PoolingLayerTest, GpuMatchesCpuGlobalMax) {
   test::CheckGpuAgainstCpu<TypeParam>("type: 'Pooling' pooling_param { pool: MAX global_pooling: true }",
                                       {{2, 3, 7, 7}}, FillTies, kMaxGpuTol);
+}
+
+// ---- STOCHASTIC ------------------------------------------------------------------------
+
+// TEST: sum(x^2) / sum(x) per window; backward its derivative (2 x - top) / sum(x).
+TYPED_TEST(PoolingLayerTest, StochasticTestWeightedAverage) {
+  using F = typename TypeParam::Ftype;
+  using B = typename TypeParam::Btype;
+  auto layer = std::make_unique<PoolingLayer<F, B>>(
+      test::MakeParam<TypeParam>("type: 'Pooling' phase: TEST pooling_param { pool: STOCHASTIC kernel_size: 2 stride: 2 }"));
+  Blob bottom({1, 1, 2, 4}, type_of<F>()), top(type_of<F>());
+  test::SetData(&bottom, {1, 3, 0, 0, 2, 2, 0, 0});
+  layer->SetUp({&bottom}, {&top});
+  layer->Forward({&bottom}, {&top});
+  // window 0: S = 8, Q = 1 + 9 + 4 + 4 = 18 -> 2.25; window 1: all zero -> 0.
+  test::ExpectNear<F>(test::GetData(top), {2.25, 0}, 1);
+  test::SetDiff(&top, {1, 1}, type_of<B>());
+  layer->Backward({&top}, {true}, {&bottom});
+  test::ExpectNear<test::Coarser<TypeParam>>(
+      test::GetDiff(bottom), {(2 - 2.25) / 8, (6 - 2.25) / 8, 0, 0, (4 - 2.25) / 8, (4 - 2.25) / 8, 0, 0}, 2);
+}
+
+// TRAIN: each output is one value of its window, picked with probability
+// proportional to it; the diff goes back to the picked position only.
+TYPED_TEST(PoolingLayerTest, StochasticTrainSamplesProportionally) {
+  using F = typename TypeParam::Ftype;
+  using B = typename TypeParam::Btype;
+  auto layer = std::make_unique<PoolingLayer<F, B>>(
+      test::MakeParam<TypeParam>("type: 'Pooling' pooling_param { pool: STOCHASTIC kernel_size: 2 stride: 2 }"));
+  // 64 windows of (1, 3, 0, 0) and one of (0, 0, 5, 0): a zero is never picked.
+  const int planes = 65;
+  Blob bottom({planes, 1, 2, 2}, type_of<F>()), top(type_of<F>());
+  std::vector<double> x;
+  for (int p = 0; p < planes - 1; ++p) x.insert(x.end(), {1, 3, 0, 0});
+  x.insert(x.end(), {0, 0, 5, 0});
+  test::SetData(&bottom, x);
+  layer->SetUp({&bottom}, {&top});
+  set_random_seed(1701);
+  int threes = 0;
+  const int rounds = 20;
+  for (int r = 0; r < rounds; ++r) {
+    layer->Forward({&bottom}, {&top});
+    const std::vector<double> y = test::GetData(top);
+    for (int p = 0; p < planes - 1; ++p) {
+      ASSERT_TRUE(y[p] == 1 || y[p] == 3) << y[p];
+      threes += y[p] == 3;
+    }
+    ASSERT_EQ(y[planes - 1], 5);
+  }
+  // P(3) = 0.75 over 1280 draws: the standard deviation of the share is 0.012.
+  EXPECT_NEAR(threes / (rounds * 64.0), 0.75, 0.05);
+  // Backward routes each top diff to the position that was picked.
+  const std::vector<double> y = test::GetData(top);
+  std::vector<double> dy(planes), want(x.size(), 0.0);
+  for (int p = 0; p < planes; ++p) {
+    dy[p] = 0.5 + p / 128.0;
+    want[p * 4 + (p == planes - 1 ? 2 : (y[p] == 3 ? 1 : 0))] = dy[p];
+  }
+  test::SetDiff(&top, dy, type_of<B>());
+  layer->Backward({&top}, {true}, {&bottom});
+  test::ExpectNear<B>(test::GetDiff(bottom), want, 0);
+}
+
+// Positive inputs (as after a ReLU); the TEST form is smooth in them.
+void FillPositive(int i, Blob* b) { test::FillUniform(b, 0.1, 1.0, 31 + i); }
+
+TYPED_TEST(PoolingLayerTest, GradientStochasticTest) {
+  test::CheckLayer<TypeParam>("type: 'Pooling' phase: TEST pooling_param { pool: STOCHASTIC kernel_size: 3 stride: 2 }",
+                              {{2, 2, 5, 5}}, FillPositive, test::GradientSettings(), kTol);
+}
+
+// TRAIN draws the same host numbers on both paths (the helper reseeds the
+// process RNG for each run), so the picks and routed diffs agree exactly.
+TYPED_TEST(PoolingLayerTest, GpuMatchesCpuStochastic) {
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Pooling' pooling_param { pool: STOCHASTIC kernel_size: 3 stride: 2 }",
+                                      {{2, 3, 7, 6}}, FillPositive, kMaxGpuTol);
+  test::CheckGpuAgainstCpu<TypeParam>(
+      "type: 'Pooling' phase: TEST pooling_param { pool: STOCHASTIC kernel_h: 3 kernel_w: 2 stride: 1 }",
+      {{2, 2, 5, 6}}, FillPositive, test::GpuTolerance{2, 4});
 }
 
 }  // namespace

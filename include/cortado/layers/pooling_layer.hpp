@@ -1,5 +1,5 @@
 #pragma once
-// 2D max or average pooling, as Caffe's PoolingLayer.
+// 2D max, average or stochastic pooling, as Caffe's PoolingLayer.
 //
 // Windows: output (y, x) covers rows [y*SH - PH, y*SH - PH + KH) and columns
 // likewise, clipped to the image.
@@ -10,6 +10,14 @@
 //        counts the window clipped to the PADDED image [-PH, H+PH) (Caffe's
 //        divisor: padding cells count as zeros, cells beyond the padding do
 //        not). Backward spreads top diff / pool size over the clipped window.
+//   STOCHASTIC (Zeiler & Fergus; activations expected non-negative, e.g.
+//        after ReLU; no padding): TRAIN draws u in [0, 1] per output from the
+//        process RNG on the host (so the CPU and GPU paths sample the same
+//        positions) and takes the first position of the window, in row-major
+//        order, whose running sum reaches u * sum(window); top = its value,
+//        backward routes the top diff to it like MAX. TEST: top =
+//        sum(x^2) / sum(x) (0 when sum(x) <= 0); backward the exact
+//        derivative (2 x - top) / sum(x) (Caffe has none).
 //
 // Shapes:
 //   bottom (N, C, H, W).
@@ -22,7 +30,7 @@
 //          only up to 2048).
 //
 // pooling_param fields:
-//   pool (default MAX): MAX or AVE
+//   pool (default MAX): MAX, AVE or STOCHASTIC (pad must be 0)
 //   kernel_size, or kernel_h + kernel_w: required unless global_pooling; > 0
 //   pad (default 0), or pad_h / pad_w: must be < the kernel
 //   stride (default 1), or stride_h + stride_w; > 0
@@ -39,7 +47,10 @@
 // CPU path. Forward: one thread per top element (MAX keeps its argmax in a
 // device int mask). Backward: one thread per bottom element gathering the
 // diffs of the outputs whose windows cover it, summed in float (double for
-// double): no atomics, deterministic.
+// double): no atomics, deterministic. STOCHASTIC TRAIN copies the host draws
+// to the device (cudaMemcpyAsync from pageable memory), picks in a kernel
+// and reuses MAX's routing backward; TEST has its own forward and gather
+// backward kernels.
 
 #include <cstdint>
 #include <memory>
@@ -79,15 +90,21 @@ class PoolingLayer : public Layer<Ftype, Btype> {
 #endif
 
  private:
+  bool train() const { return this->layer_param().phase() == TRAIN; }
+
   bool max_ = true;
+  bool stochastic_ = false;
+  std::vector<float> rand_;  // (N, C, OH, OW) STOCHASTIC TRAIN: the uniform draws of the last forward
   bool global_ = false;
   int kh_ = 0, kw_ = 0, ph_ = 0, pw_ = 0, sh_ = 1, sw_ = 1;
   int num_ = 0, channels_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
-  std::vector<int> mask_;  // (N, C, OH, OW) argmax of MAX pooling
+  std::vector<int> mask_;  // (N, C, OH, OW) argmax of MAX, or the STOCHASTIC TRAIN pick
 #ifdef CORTADO_USE_CUDA
   // The device copy of the argmax (GPU path), from the caching allocator.
   std::unique_ptr<void, void (*)(void*)> gpu_mask_{nullptr, nullptr};
   size_t gpu_mask_count_ = 0;
+  std::unique_ptr<void, void (*)(void*)> gpu_rand_{nullptr, nullptr};  // STOCHASTIC draws on the device
+  size_t gpu_rand_count_ = 0;
 #endif
 };
 
@@ -107,6 +124,14 @@ void ave_pool_forward(int64_t planes, PoolWindow g, const T* x, T* y, CUstream_s
 /// dx is overwritten.
 template <typename T>
 void max_pool_backward(int64_t planes, PoolWindow g, const T* dy, const int* mask, T* dx, CUstream_st* stream);
+/// STOCHASTIC: with rand (device, one uniform per output) the sampled value and its index in mask;
+/// without (TEST) the weighted average sum(x^2) / sum(x).
+template <typename T>
+void stochastic_pool_forward(int64_t planes, PoolWindow g, const T* x, T* y, const float* rand, int* mask,
+                             CUstream_st* stream);
+/// STOCHASTIC TEST backward: dx = sum over covering windows of dy * (2 x - Q / S) / S; overwritten.
+template <typename T>
+void stochastic_pool_test_backward(int64_t planes, PoolWindow g, const T* x, const T* dy, T* dx, CUstream_st* stream);
 /// dx is overwritten.
 template <typename T>
 void ave_pool_backward(int64_t planes, PoolWindow g, const T* dy, T* dx, CUstream_st* stream);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cortado/util/math_buffer.hpp"
+#include "cortado/util/rng.hpp"
 #ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
 #endif
@@ -41,9 +42,8 @@ inline int out_extent(int in, int k, int p, int s) {
 template <typename Ftype, typename Btype>
 void PoolingLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   const PoolingParameter& p = this->layer_param().pooling_param();
-  if (p.pool() == PoolingParameter::STOCHASTIC)
-    this->field_error("pooling_param.pool", "STOCHASTIC pooling is not implemented yet; use MAX or AVE");
   max_ = p.pool() == PoolingParameter::MAX;
+  stochastic_ = p.pool() == PoolingParameter::STOCHASTIC;
   global_ = p.global_pooling();
   const bool has_hw_kernel = p.has_kernel_h() || p.has_kernel_w();
   if (global_) {
@@ -93,6 +93,9 @@ void PoolingLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec
   if (!global_ && (ph_ >= kh_ || pw_ >= kw_)) {
     this->field_error("pooling_param.pad", "pad ", ph_, "x", pw_, " must be smaller than the kernel ", kh_, "x", kw_);
   }
+  if (stochastic_ && (ph_ != 0 || pw_ != 0)) {
+    this->field_error("pooling_param.pad", "STOCHASTIC pooling takes no padding, got ", ph_, "x", pw_);
+  }
   if (top.size() > 1 && !max_) this->field_error("top", "only MAX pooling has a second (mask) top");
 }
 
@@ -116,7 +119,7 @@ void PoolingLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& t
   out_h_ = out_extent(height_, kh_, ph_, sh_);
   out_w_ = out_extent(width_, kw_, pw_, sw_);
   for (Blob* t : top) t->Reshape({num_, channels_, out_h_, out_w_});
-  if (max_) mask_.resize(top[0]->count());
+  if (max_ || stochastic_) mask_.resize(top[0]->count());
 }
 
 template <typename Ftype, typename Btype>
@@ -126,6 +129,12 @@ void PoolingLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVe
   MathBuffer<Ftype> yb(top[0]->template mutable_cpu_data<Ftype>(), top[0]->count(), false);
   M* y = yb.get();
   const size_t in_plane = static_cast<size_t>(height_) * width_;
+  const bool sample = stochastic_ && train();
+  if (sample) {
+    // Drawn on the host from the process RNG, so that the GPU path samples the same positions.
+    rand_.resize(top[0]->count());
+    rng_uniform<float>(static_cast<int64_t>(rand_.size()), 0.0, 1.0, rand_.data());
+  }
   size_t o = 0;
   for (int plane = 0; plane < num_ * channels_; ++plane) {
     const M* xp = x + plane * in_plane;
@@ -141,6 +150,39 @@ void PoolingLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVe
           }
           y[o] = xp[best];
           mask_[o] = best;
+        } else if (sample) {
+          // Sample a position with probability x / sum(x): the first whose running sum reaches u * sum.
+          M sum = 0;
+          for (int h = win.h0; h < win.h1; ++h) {
+            for (int w = win.w0; w < win.w1; ++w) sum += xp[h * width_ + w];
+          }
+          const M thres = static_cast<M>(rand_[o]) * sum;
+          M run = 0;
+          int pick = (win.h1 - 1) * width_ + win.w1 - 1;
+          bool found = false;
+          for (int h = win.h0; h < win.h1 && !found; ++h) {
+            for (int w = win.w0; w < win.w1; ++w) {
+              run += xp[h * width_ + w];
+              if (run >= thres) {
+                pick = h * width_ + w;
+                found = true;
+                break;
+              }
+            }
+          }
+          y[o] = xp[pick];
+          mask_[o] = pick;
+        } else if (stochastic_) {
+          // TEST: the probability-weighted average sum(x^2) / sum(x) (0 when sum(x) <= 0).
+          M sum = 0, sq = 0;
+          for (int h = win.h0; h < win.h1; ++h) {
+            for (int w = win.w0; w < win.w1; ++w) {
+              const M v = xp[h * width_ + w];
+              sum += v;
+              sq += v * v;
+            }
+          }
+          y[o] = sum > M(0) ? sq / sum : M(0);
         } else {
           M sum = 0;
           for (int h = win.h0; h < win.h1; ++h) {
@@ -168,16 +210,38 @@ void PoolingLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vec
   M* dx = dxb.get();
   std::fill(dx, dx + bottom[0]->count(), M(0));
   const size_t in_plane = static_cast<size_t>(height_) * width_;
+  const bool routed = max_ || (stochastic_ && train());
+  const M* x = stochastic_ && !routed ? bottom[0]->template cpu_data<M>() : nullptr;
   size_t o = 0;
   for (int plane = 0; plane < num_ * channels_; ++plane) {
     M* dxp = dx + plane * in_plane;
     for (int oy = 0; oy < out_h_; ++oy) {
       for (int ox = 0; ox < out_w_; ++ox, ++o) {
-        if (max_) {
+        if (routed) {
           dxp[mask_[o]] += dy[o];
           continue;
         }
         const Window win = window(oy, ox, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_);
+        if (stochastic_) {
+          // TEST: d(Q / S) / dx = (2 x - Q / S) / S, with S = sum(x), Q = sum(x^2); 0 when S <= 0.
+          const M* xp = x + plane * in_plane;
+          M sum = 0, sq = 0;
+          for (int h = win.h0; h < win.h1; ++h) {
+            for (int w = win.w0; w < win.w1; ++w) {
+              const M v = xp[h * width_ + w];
+              sum += v;
+              sq += v * v;
+            }
+          }
+          if (!(sum > M(0))) continue;
+          const M avg = sq / sum;
+          for (int h = win.h0; h < win.h1; ++h) {
+            for (int w = win.w0; w < win.w1; ++w) {
+              dxp[h * width_ + w] += dy[o] * (M(2) * xp[h * width_ + w] - avg) / sum;
+            }
+          }
+          continue;
+        }
         const M g = dy[o] / static_cast<M>(win.size);
         for (int h = win.h0; h < win.h1; ++h) {
           for (int w = win.w0; w < win.w1; ++w) dxp[h * width_ + w] += g;
@@ -195,6 +259,29 @@ void PoolingLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVe
   const int64_t planes = static_cast<int64_t>(num_) * channels_;
   const Ftype* x = bottom[0]->template gpu_data<Ftype>();
   Ftype* y = top[0]->template mutable_gpu_data<Ftype>();
+  if (stochastic_) {
+    const size_t count = top[0]->count();
+    const float* rand = nullptr;
+    if (train()) {
+      if (gpu_mask_count_ < count) {
+        gpu_mask_ = std::unique_ptr<void, void (*)(void*)>(cuda::device_alloc(count * sizeof(int)), &cuda::device_free);
+        gpu_mask_count_ = count;
+      }
+      if (gpu_rand_count_ < count) {
+        gpu_rand_ = std::unique_ptr<void, void (*)(void*)>(cuda::device_alloc(count * sizeof(float)), &cuda::device_free);
+        gpu_rand_count_ = count;
+      }
+      // The same host draws as the CPU path.
+      rand_.resize(count);
+      rng_uniform<float>(static_cast<int64_t>(count), 0.0, 1.0, rand_.data());
+      CORTADO_CUDA_CHECK(cudaMemcpyAsync(gpu_rand_.get(), rand_.data(), count * sizeof(float), cudaMemcpyHostToDevice,
+                                         this->context().stream()));
+      rand = static_cast<const float*>(gpu_rand_.get());
+    }
+    gpu::stochastic_pool_forward<Ftype>(planes, g, x, y, rand, rand ? static_cast<int*>(gpu_mask_.get()) : nullptr,
+                                        this->context().stream());
+    return;
+  }
   if (!max_) {
     gpu::ave_pool_forward<Ftype>(planes, g, x, y, this->context().stream());
     return;
@@ -217,7 +304,10 @@ void PoolingLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vec
   const int64_t planes = static_cast<int64_t>(num_) * channels_;
   const Btype* dy = top[0]->template gpu_diff<Btype>();
   Btype* dx = bottom[0]->template mutable_gpu_diff<Btype>();
-  if (max_) {
+  if (stochastic_ && !train()) {
+    gpu::stochastic_pool_test_backward<Btype>(planes, g, bottom[0]->template gpu_data<Btype>(), dy, dx,
+                                              this->context().stream());
+  } else if (max_ || stochastic_) {
     CORTADO_CHECK(gpu_mask_count_ >= top[0]->count()) << "Pooling backward on the GPU before forward";
     gpu::max_pool_backward<Btype>(planes, g, dy, static_cast<const int*>(gpu_mask_.get()), dx,
                                   this->context().stream());

@@ -6,6 +6,12 @@
 //   the first maximum (strict >, the CPU's tie rule) and stores its h*W + w
 //   index in the int mask; AVE sums in float (double for double) and divides
 //   by the window clipped to the padded image.
+// STOCHASTIC (no padding): forward one thread per top element; TRAIN reads
+//   its uniform draw (made on the host) and walks the window in row-major
+//   order summing in float (double for double) exactly as the CPU does, then
+//   stores the picked index in the int mask (backward = MAX's routing); TEST
+//   sums x and x^2. The TEST backward is a per-bottom-element gather like AVE,
+//   recomputing each covering window's sums.
 // Backward: one thread per bottom element (plane, h, w). It visits the outputs
 //   whose windows contain (h, w) -- oy from (h + PH - KH) / SH + 1 (or 0) to
 //   (h + PH) / SH -- and sums, in float (double for double), the diffs routed
@@ -134,9 +140,100 @@ __global__ void ave_backward_kernel(int64_t n, PoolWindow g, const T* dy, T* dx)
   }
 }
 
+template <typename T>
+__global__ void stochastic_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y, const float* rand, int* mask) {
+  using A = typename acc<T>::type;
+  CORTADO_KERNEL_LOOP(i, n) {
+    const int ox = static_cast<int>(i % g.out_w);
+    const int oy = static_cast<int>((i / g.out_w) % g.out_h);
+    const int64_t plane = i / (static_cast<int64_t>(g.out_w) * g.out_h);
+    const T* xp = x + plane * g.height * g.width;
+    const Win win = window(g, oy, ox);
+    A sum = 0, sq = 0;
+    for (int h = win.h0; h < win.h1; ++h) {
+      for (int w = win.w0; w < win.w1; ++w) {
+        const A v = static_cast<A>(load(xp, h * g.width + w));
+        sum += v;
+        sq += v * v;
+      }
+    }
+    if (rand) {
+      const A thres = static_cast<A>(rand[i]) * sum;
+      A run = 0;
+      int pick = (win.h1 - 1) * g.width + win.w1 - 1;
+      bool found = false;
+      for (int h = win.h0; h < win.h1 && !found; ++h) {
+        for (int w = win.w0; w < win.w1; ++w) {
+          run += static_cast<A>(load(xp, h * g.width + w));
+          if (run >= thres) {
+            pick = h * g.width + w;
+            found = true;
+            break;
+          }
+        }
+      }
+      store(y, i, static_cast<A>(load(xp, pick)));
+      mask[i] = pick;
+    } else {
+      store(y, i, sum > A(0) ? sq / sum : A(0));
+    }
+  }
+}
+
+template <typename T>
+__global__ void stochastic_test_backward_kernel(int64_t n, PoolWindow g, const T* x, const T* dy, T* dx) {
+  using A = typename acc<T>::type;
+  CORTADO_KERNEL_LOOP(i, n) {
+    const int w = static_cast<int>(i % g.width);
+    const int h = static_cast<int>((i / g.width) % g.height);
+    const int64_t plane = i / (static_cast<int64_t>(g.width) * g.height);
+    const T* xp = x + plane * g.height * g.width;
+    const T* dyp = dy + plane * g.out_h * g.out_w;
+    int oy0, oy1, ox0, ox1;
+    covering(h, g.kh, g.ph, g.sh, g.out_h, &oy0, &oy1);
+    covering(w, g.kw, g.pw, g.sw, g.out_w, &ox0, &ox1);
+    const A xv = static_cast<A>(load(xp, h * g.width + w));
+    A total = 0;
+    for (int oy = oy0; oy < oy1; ++oy) {
+      for (int ox = ox0; ox < ox1; ++ox) {
+        const Win win = window(g, oy, ox);
+        A sum = 0, sq = 0;
+        for (int hh = win.h0; hh < win.h1; ++hh) {
+          for (int ww = win.w0; ww < win.w1; ++ww) {
+            const A v = static_cast<A>(load(xp, hh * g.width + ww));
+            sum += v;
+            sq += v * v;
+          }
+        }
+        if (!(sum > A(0))) continue;
+        total += static_cast<A>(load(dyp, oy * g.out_w + ox)) * (A(2) * xv - sq / sum) / sum;
+      }
+    }
+    store(dx, i, total);
+  }
+}
+
 }  // namespace
 
 namespace gpu {
+
+template <typename T>
+void stochastic_pool_forward(int64_t planes, PoolWindow g, const T* x, T* y, const float* rand, int* mask,
+                             CUstream_st* stream) {
+  const int64_t n = planes * g.out_h * g.out_w;
+  if (n == 0) return;
+  stochastic_forward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, dev(x), dev(y), rand, mask);
+  CORTADO_KERNEL_CHECK();
+}
+
+template <typename T>
+void stochastic_pool_test_backward(int64_t planes, PoolWindow g, const T* x, const T* dy, T* dx, CUstream_st* stream) {
+  const int64_t n = planes * g.height * g.width;
+  if (n == 0) return;
+  stochastic_test_backward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, dev(x), dev(dy), dev(dx));
+  CORTADO_KERNEL_CHECK();
+}
+
 
 template <typename T>
 void max_pool_forward(int64_t planes, PoolWindow g, const T* x, T* y, int* mask, float* mask_top,
@@ -172,6 +269,8 @@ void ave_pool_backward(int64_t planes, PoolWindow g, const T* dy, T* dx, CUstrea
 }
 
 #define CORTADO_INSTANTIATE_POOL_GPU(T)                                                                   \
+  template void stochastic_pool_forward<T>(int64_t, PoolWindow, const T*, T*, const float*, int*, CUstream_st*); \
+  template void stochastic_pool_test_backward<T>(int64_t, PoolWindow, const T*, const T*, T*, CUstream_st*); \
   template void max_pool_forward<T>(int64_t, PoolWindow, const T*, T*, int*, float*, CUstream_st*);      \
   template void ave_pool_forward<T>(int64_t, PoolWindow, const T*, T*, CUstream_st*);                    \
   template void max_pool_backward<T>(int64_t, PoolWindow, const T*, const int*, T*, CUstream_st*);       \

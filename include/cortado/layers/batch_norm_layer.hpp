@@ -1,0 +1,138 @@
+#pragma once
+// Batch normalization, as Caffe's BatchNormLayer plus NVCaffe's scale_bias.
+//
+// The bottom is seen as (N, C, S): N = shape(0), C = shape(1) (1 for a 1-axis
+// bottom), S = the product of the remaining axes; m = N * S values per channel.
+//   xhat = (x - mean_c) / sqrt(var_c + eps)
+//   y    = xhat                          (scale_bias false)
+//   y    = gamma_c * xhat + beta_c       (scale_bias true)
+// Batch statistics (use_global_stats false): mean_c and the biased var_c of
+// the bottom (two passes: mean, then the mean of squared deviations). Each
+// such forward updates the running statistics like Caffe:
+//   blobs_[2] = maf * blobs_[2] + 1
+//   blobs_[0] = maf * blobs_[0] + mean_c
+//   blobs_[1] = maf * blobs_[1] + m / (m - 1) * var_c     (factor 1 when m = 1)
+// Global statistics (use_global_stats true): mean_c = blobs_[0] / blobs_[2],
+// var_c = blobs_[1] / blobs_[2] (both 0 when blobs_[2] is 0).
+// Backward, with g_c = gamma_c / sqrt(var_c + eps) (gamma_c = 1 without scale_bias):
+//   global stats: dx = g_c * dy
+//   batch stats:  dx = g_c * (dy - mean_c(dy) - xhat * mean_c(dy * xhat))
+//   dgamma_c += sum dy * xhat, dbeta_c += sum dy (scale_bias; accumulated).
+//
+// Parameter blobs:
+//   blobs_[0] running mean (C), blobs_[1] running variance (C), blobs_[2]
+//   moving-average factor (1): statistics, never learned. They are stored in
+//   math_t<Ftype> (float for float16, double for double) so that running sums
+//   do not round to half. LayerSetUp sets their param_propagate_down to false
+//   and, where the layer's `param` list does not cover them, appends
+//   ParamSpecs with lr_mult 0 and decay_mult 0 to the layer's own
+//   LayerParameter (as Caffe does); a given ParamSpec for them with a nonzero
+//   lr_mult or decay_mult is a field error. NOTE for the Net: it must take
+//   the learnability of blobs 0..2 from layer->layer_param() after SetUp (or
+//   skip param blobs whose param_propagate_down the layer set false), else a
+//   solver with weight decay would decay the running statistics.
+//   blobs_[3] scale gamma (C), blobs_[4] bias beta (C): only with scale_bias,
+//   stored in Ftype, learnable.
+//   Loaded blobs are kept; a wrong count or shape is a field error.
+//
+// batch_norm_param fields:
+//   use_global_stats (default: phase == TEST)
+//   moving_average_fraction maf (default 0.999; in [0, 1])
+//   eps (default 1e-5; > 0)
+//   scale_bias (default false), scale_filler (default constant 1),
+//   bias_filler (default constant 0)
+//
+// Types: statistics and reductions in math_t (float for float16, double for
+// double). Forward keeps xhat in math_t<Ftype> for the backward, so in place
+// (top == bottom) is allowed.
+//
+// GPU: one block per channel reduces the statistics (and, in the backward,
+// sum dy and sum dy * xhat) in float (double for double); elementwise kernels
+// normalize and form dx.
+
+#include <cstdint>
+#include <vector>
+
+#include "cortado/layer.hpp"
+
+struct CUstream_st;
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class BatchNormLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "BatchNorm"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+#ifdef CORTADO_USE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+#endif
+
+ private:
+  using MF = math_t<Ftype>;
+  void ValidateParam(int channels);
+
+  bool use_global_stats_ = false;
+  bool scale_bias_ = false;
+  double maf_ = 0.999;
+  double eps_ = 1e-5;
+  int num_ = 0, channels_ = 0;
+  int64_t spatial_ = 0;
+  Blob xhat_{type_of<MF>()};     // (N, C, S)
+  Blob mean_{type_of<MF>()};     // (C) mean used by the last forward
+  Blob inv_std_{type_of<MF>()};  // (C) 1 / sqrt(var + eps) of the last forward
+  Blob sdy_{type_of<MF>()};      // (C) GPU backward: sum dy
+  Blob sdyx_{type_of<MF>()};     // (C) GPU backward: sum dy * xhat
+};
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+// Launchers of batch_norm_layer.cu. T is the storage type, M its math type
+// (float for float16, T otherwise); x is (N, C, S).
+
+/// Per channel (one block each): mean and biased variance of x into mean/var
+/// (M), then run_mean = maf * run_mean + mean, run_var = maf * run_var +
+/// m/(m-1) * var, and (block 0) run_factor = maf * run_factor + 1.
+template <typename T, typename M>
+void bn_batch_stats(int n, int c, int64_t s, const T* x, double maf, M* mean, M* var, M* run_mean, M* run_var,
+                    M* run_factor, CUstream_st* stream);
+/// mean = run_mean / run_factor, var = run_var / run_factor (0 if factor 0).
+template <typename M>
+void bn_global_stats(int c, const M* run_mean, const M* run_var, const M* run_factor, M* mean, M* var,
+                     CUstream_st* stream);
+/// inv_std = 1 / sqrt(var + eps), in place over var.
+template <typename M>
+void bn_inv_std(int c, double eps, M* var_to_inv_std, CUstream_st* stream);
+/// xhat = (x - mean) * inv_std; y = gamma * xhat + beta (gamma/beta null: y = xhat).
+template <typename T, typename M>
+void bn_normalize(int n, int c, int64_t s, const T* x, const M* mean, const M* inv_std, const T* gamma,
+                  const T* beta, M* xhat, T* y, CUstream_st* stream);
+/// Per channel (one block each): sdy = sum dy, sdyx = sum dy * xhat; with
+/// dgamma/dbeta non-null adds sdyx / sdy to them.
+template <typename T, typename M>
+void bn_backward_reduce(int n, int c, int64_t s, const T* dy, const M* xhat, M* sdy, M* sdyx, T* dgamma,
+                        T* dbeta, CUstream_st* stream);
+/// dx = gamma * inv_std * (dy - sdy/m - xhat * sdyx/m) (batch stats) or
+/// gamma * inv_std * dy (global: sdy and sdyx null).
+template <typename T, typename M>
+void bn_backward_dx(int n, int c, int64_t s, const T* dy, const M* xhat, const M* inv_std, const T* gamma,
+                    const M* sdy, const M* sdyx, T* dx, CUstream_st* stream);
+}  // namespace gpu
+#endif  // CORTADO_USE_CUDA
+
+}  // namespace cortado

@@ -1,0 +1,81 @@
+#pragma once
+// Adds a broadcast bias, as Caffe's BiasLayer.
+//
+// The bottom x is seen as (outer, dim, inner) around the bias b (dim values):
+// b's shape must equal x.shape[axis, axis + b.num_axes()); outer = count of
+// the axes before `axis`, inner = count of the axes after the bias's.
+//   y[o, d, i] = x[o, d, i] + b[d]
+// Backward: dx = dy; db[d] = sum over o, i of dy[o, d, i] (accumulated into
+// the parameter diff; written, not accumulated, into a second bottom's diff).
+//
+// Bottoms: x, and optionally b as a second bottom. With one bottom b is the
+// learnable blobs_[0], of shape x.shape[axis, axis + num_axes) (num_axes -1:
+// to the last axis; 0: a scalar bias, axis then unused).
+//
+// bias_param fields:
+//   axis (default 1; negative counts from the end)
+//   num_axes (default 1; >= -1; one-bottom form only)
+//   filler (default constant 0; one-bottom form only)
+//
+// Types: forward reads x and b as Ftype, computes in math_t<Ftype>; backward
+// reads dy as Btype, sums in math_t<Btype> (float for float16). In place: yes.
+// GPU: elementwise forward; the bias gradient is one block per bias value
+// summing over (outer, inner) in float (double for double).
+
+#include <cstdint>
+#include <vector>
+
+#include "cortado/layer.hpp"
+
+struct CUstream_st;
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class BiasLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "Bias"; }
+  int MinBottomBlobs() const override { return 1; }
+  int MaxBottomBlobs() const override { return 2; }
+  int ExactNumTopBlobs() const override { return 1; }
+#ifdef CORTADO_USE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+#endif
+
+ private:
+  /// The bias's shape for the one-bottom form.
+  std::vector<int> ParamShape(const Blob& x) const;
+  Blob* bias(const BlobVec& bottom) const { return bottom.size() > 1 ? bottom[1] : this->blobs_[0].get(); }
+
+  int64_t outer_ = 0, dim_ = 0, inner_ = 0;
+};
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+// Launchers of bias_layer.cu; x, y are (outer, dim, inner).
+
+/// y = x + b[d] (y may be x).
+template <typename T>
+void bias_forward(int64_t outer, int64_t dim, int64_t inner, const T* x, const T* b, T* y, CUstream_st* stream);
+/// db[d] = (accumulate ? db[d] : 0) + sum over o, i of dy[o, d, i]; one block per d.
+template <typename T>
+void bias_backward(int64_t outer, int64_t dim, int64_t inner, const T* dy, bool accumulate, T* db,
+                   CUstream_st* stream);
+}  // namespace gpu
+#endif  // CORTADO_USE_CUDA
+
+}  // namespace cortado

@@ -1,0 +1,74 @@
+#pragma once
+// Embed: a lookup table. Each bottom value is an index into the rows of W.
+//
+//   top[m, :] = W[idx_m, :] (+ b)       for m in [0, M), M = bottom count
+//   dW[r, :] += sum_{m : idx_m = r} dtop[m, :];  db += sum_m dtop[m, :]
+//   The bottom (indexes) gets no gradient.
+//
+// Bottoms: 1, any shape, values integers in [0, input_dim) read as float.
+// Tops: 1, the bottom's shape with num_output appended.
+// Params: W (input_dim, num_output); b (num_output) when bias_term.
+// Fields: embed_param.num_output (required, > 0); embed_param.input_dim
+// (required, > 0); embed_param.bias_term (default true);
+// embed_param.weight_filler, embed_param.bias_filler. In place: no.
+// Types: forward adds in math_t<Ftype>; backward sums each row's (and the
+// bias's) gradient contributions in math_t<Btype> in ascending m and adds the
+// sum once to the stored diff (in Btype).
+// GPU (embed_layer.cu): forward one thread per top element; weight backward
+// one thread per (m, column) that is the first occurrence of its index,
+// summing the later occurrences in the CPU's order; bias backward one thread
+// per column. Deterministic, no atomics.
+
+#include "cortado/config.hpp"
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class EmbedLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+  const char* type() const override { return "Embed"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool AllowForceBackward(int bottom_index) const override { return false; }
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
+
+ private:
+  /// Throws a field error naming the first bottom value that is not an index.
+  void CheckIndexes(const float* idx) const;
+
+  int num_output_ = 0, input_dim_ = 0;
+  bool bias_term_ = true;
+  int64_t m_ = 0;
+};
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+/// y[m, d] = W[idx[m], d] (+ b[d] when b is not null); n = M * N.
+template <typename T>
+void embed_forward(int64_t n, int64_t N, const float* idx, const T* w, const T* b, T* y, CUstream_st* stream);
+/// dW[r, d] += sum_{m: idx[m] = r} dy[m, d]; M indexes, N columns.
+template <typename T>
+void embed_backward_weight(int64_t M, int64_t N, const float* idx, const T* dy, T* dw, CUstream_st* stream);
+/// db[d] += sum_m dy[m, d].
+template <typename T>
+void embed_backward_bias(int64_t M, int64_t N, const T* dy, T* db, CUstream_st* stream);
+}  // namespace gpu
+#endif
+
+}  // namespace cortado

@@ -1,0 +1,99 @@
+#pragma once
+// Multiplies by a broadcast scale and optionally adds a bias, as Caffe's
+// ScaleLayer.
+//
+// The bottom x is seen as (outer, dim, inner) around the scale s (dim values):
+// s's shape must equal x.shape[axis, axis + s.num_axes()); outer = count of
+// the axes before `axis`, inner = count of the axes after the scale's.
+//   y[o, d, i] = x[o, d, i] * s[d] (+ b[d] with bias_term)
+// Backward: dx = dy * s[d]; ds[d] = sum over o, i of dy * x; db[d] = sum of dy.
+// Parameter diffs are accumulated; a second bottom's diff is written.
+//
+// Bottoms: x, and optionally s as a second bottom. With one bottom s is the
+// learnable blobs_[0], of shape x.shape[axis, axis + num_axes) (num_axes -1:
+// to the last axis; 0: a scalar). The bias b (bias_term) has s's shape and is
+// the next parameter blob (blobs_[1] with one bottom, blobs_[0] with two).
+//
+// scale_param fields:
+//   axis (default 1; negative counts from the end)
+//   num_axes (default 1; >= -1; one-bottom form only)
+//   filler (default constant 1; one-bottom form only)
+//   bias_term (default false), bias_filler (default constant 0)
+//
+// Types: forward in math_t<Ftype>, backward sums in math_t<Btype> (float for
+// float16). In place: yes (the forward then keeps a copy of x for ds).
+// GPU: elementwise forward and dx; ds and db are one block per scale value
+// summing over (outer, inner) in float (double for double).
+
+#include <cstdint>
+#include <vector>
+
+#include "cortado/layer.hpp"
+
+struct CUstream_st;
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class ScaleLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "Scale"; }
+  int MinBottomBlobs() const override { return 1; }
+  int MaxBottomBlobs() const override { return 2; }
+  int ExactNumTopBlobs() const override { return 1; }
+#ifdef CORTADO_USE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+#endif
+
+ private:
+  std::vector<int> ParamShape(const Blob& x) const;
+  Blob* scale(const BlobVec& bottom) const { return bottom.size() > 1 ? bottom[1] : this->blobs_[0].get(); }
+  Blob* bias_blob(const BlobVec& bottom) const {
+    return bias_term_ ? this->blobs_[bottom.size() > 1 ? 0 : 1].get() : nullptr;
+  }
+  int bias_index(const BlobVec& bottom) const { return bottom.size() > 1 ? 0 : 1; }
+  /// x as seen by the backward: the bottom, or the copy kept when in place.
+  const Blob& saved_x(const BlobVec& bottom, const BlobVec& top) const {
+    return top[0] == bottom[0] ? x_copy_ : *bottom[0];
+  }
+
+  bool bias_term_ = false;
+  int64_t outer_ = 0, dim_ = 0, inner_ = 0;
+  Blob x_copy_{type_of<Ftype>()};
+};
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+// Launchers of scale_layer.cu; x, y are (outer, dim, inner).
+
+/// y = x * s[d] (+ b[d] when b is not null); y may be x.
+template <typename T>
+void scale_forward(int64_t outer, int64_t dim, int64_t inner, const T* x, const T* s, const T* b, T* y,
+                   CUstream_st* stream);
+/// dx = dy * s[d] (dx may be dy).
+template <typename T>
+void scale_backward_dx(int64_t outer, int64_t dim, int64_t inner, const T* dy, const T* s, T* dx,
+                       CUstream_st* stream);
+/// One block per d. With ds: ds[d] = (accumulate_s ? ds[d] : 0) + sum dy * x;
+/// with db: db[d] += sum dy. Either may be null.
+template <typename T>
+void scale_backward_params(int64_t outer, int64_t dim, int64_t inner, const T* dy, const T* x, T* ds,
+                           bool accumulate_s, T* db, CUstream_st* stream);
+}  // namespace gpu
+#endif  // CORTADO_USE_CUDA
+
+}  // namespace cortado

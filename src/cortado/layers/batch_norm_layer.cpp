@@ -1,0 +1,263 @@
+#include "cortado/layers/batch_norm_layer.hpp"
+
+#include <cmath>
+#include <utility>
+
+#include "cortado/filler.hpp"
+#include "cortado/util/math_buffer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+void BatchNormLayer<Ftype, Btype>::ValidateParam(int channels) {
+  const BatchNormParameter& p = this->layer_param().batch_norm_param();
+  if (!(p.moving_average_fraction() >= 0.f && p.moving_average_fraction() <= 1.f)) {
+    this->field_error("batch_norm_param.moving_average_fraction", "must be in [0, 1], got ",
+                      p.moving_average_fraction());
+  }
+  if (!(p.eps() > 0.f)) this->field_error("batch_norm_param.eps", "must be positive, got ", p.eps());
+  if (p.scale_bias()) {
+    for (const auto& [f, field] : {std::pair{&p.scale_filler(), "batch_norm_param.scale_filler"},
+                                   std::pair{&p.bias_filler(), "batch_norm_param.bias_filler"}}) {
+      if (!f->has_type()) continue;
+      try {
+        ValidateFiller(*f, "");
+      } catch (const Error& e) {
+        this->field_error(std::string(field) + ".type", e.what());
+      }
+    }
+  }
+  // The statistics (blobs 0..2) are not learned: a ParamSpec for them must say so.
+  const LayerParameter& lp = this->layer_param();
+  for (int i = 0; i < 3 && i < lp.param_size(); ++i) {
+    if (lp.param(i).lr_mult() != 0.f || (lp.param(i).has_decay_mult() && lp.param(i).decay_mult() != 0.f)) {
+      this->field_error("param", "ParamSpec ", i, " is for a batch statistic (", i == 0 ? "mean" : i == 1 ? "variance" : "moving-average factor",
+                        "): lr_mult and decay_mult must be 0");
+    }
+  }
+  const size_t want = p.scale_bias() ? 5 : 3;
+  if (static_cast<size_t>(lp.param_size()) > want) {
+    this->field_error("param", "has ", lp.param_size(), " ParamSpecs for ", want, " parameter blobs");
+  }
+  const auto& blobs = this->blobs_;
+  if (blobs.empty()) return;
+  if (blobs.size() != want) {
+    this->field_error("blobs", "expected ", want, " parameter blobs (scale_bias ", p.scale_bias(), "), got ",
+                      blobs.size());
+  }
+  for (size_t i = 0; i < want; ++i) {
+    const std::vector<int> shape{i == 2 ? 1 : channels};
+    if (blobs[i]->count() != static_cast<size_t>(shape[0])) {
+      this->field_error("blobs", "blob ", i, " has shape ", blobs[i]->shape_string(), ", expected ",
+                        shape_string(shape));
+    }
+  }
+}
+
+template <typename Ftype, typename Btype>
+void BatchNormLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  const BatchNormParameter& p = this->layer_param().batch_norm_param();
+  const int channels = bottom[0]->num_axes() <= 1 ? 1 : bottom[0]->shape(1);
+  if (bottom[0]->num_axes() == 0) this->field_error("bottom", "needs at least one axis");
+  ValidateParam(channels);
+  use_global_stats_ = p.has_use_global_stats() ? p.use_global_stats() : this->layer_param().phase() == TEST;
+  scale_bias_ = p.scale_bias();
+  maf_ = p.moving_average_fraction();
+  eps_ = p.eps();
+  channels_ = channels;
+  auto& blobs = this->blobs_;
+  if (blobs.empty()) {
+    // Statistics in the math type; fresh blobs are zero.
+    blobs.push_back(std::make_shared<Blob>(std::vector<int>{channels}, type_of<MF>()));
+    blobs.push_back(std::make_shared<Blob>(std::vector<int>{channels}, type_of<MF>()));
+    blobs.push_back(std::make_shared<Blob>(std::vector<int>{1}, type_of<MF>()));
+    if (scale_bias_) {
+      FillerParameter one, zero;
+      one.set_type("constant");
+      one.set_value(1);
+      zero.set_type("constant");
+      zero.set_value(0);
+      blobs.push_back(this->make_param({channels}));
+      Fill(p.has_scale_filler() ? p.scale_filler() : one, blobs[3].get(), "batch_norm_param.scale_filler");
+      blobs.push_back(this->make_param({channels}));
+      Fill(p.has_bias_filler() ? p.bias_filler() : zero, blobs[4].get(), "batch_norm_param.bias_filler");
+    }
+  }
+  for (int i = this->param_.param_size(); i < 3; ++i) {
+    ParamSpec* spec = this->param_.add_param();
+    spec->set_lr_mult(0.f);
+    spec->set_decay_mult(0.f);
+  }
+  this->param_propagate_down_.assign(blobs.size(), true);
+  for (int i = 0; i < 3; ++i) this->param_propagate_down_[i] = false;
+}
+
+template <typename Ftype, typename Btype>
+void BatchNormLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  const Blob& b = *bottom[0];
+  const int channels = b.num_axes() <= 1 ? 1 : b.shape(1);
+  if (b.num_axes() == 0 || channels != channels_) {
+    this->field_error("bottom", "bottom shape ", b.shape_string(), " does not have the ", channels_,
+                      " channels the layer was set up for");
+  }
+  num_ = b.shape(0);
+  spatial_ = num_ * channels_ == 0 ? 0 : static_cast<int64_t>(b.count() / (static_cast<size_t>(num_) * channels_));
+  if (top[0] != bottom[0]) top[0]->ReshapeLike(b);
+  xhat_.ReshapeLike(b);
+  for (Blob* s : {&mean_, &inv_std_, &sdy_, &sdyx_}) s->Reshape({channels_});
+}
+
+template <typename Ftype, typename Btype>
+void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  using M = MF;
+  const size_t count = bottom[0]->count();
+  const M* xp = bottom[0]->template cpu_data<M>();
+  const std::vector<M> x(xp, xp + count);  // a copy: top may be bottom
+  const int64_t s = spatial_;
+  const double m = static_cast<double>(num_) * s;
+  M* mean = mean_.template mutable_cpu_data<M>();
+  M* inv_std = inv_std_.template mutable_cpu_data<M>();
+  M* run_mean = this->blobs_[0]->template mutable_cpu_data<M>();
+  M* run_var = this->blobs_[1]->template mutable_cpu_data<M>();
+  M* run_factor = this->blobs_[2]->template mutable_cpu_data<M>();
+  auto at = [&](int n, int c, int64_t i) { return (static_cast<int64_t>(n) * channels_ + c) * s + i; };
+  if (use_global_stats_) {
+    const M f = run_factor[0] == M(0) ? M(0) : M(1) / run_factor[0];
+    for (int c = 0; c < channels_; ++c) {
+      mean[c] = run_mean[c] * f;
+      inv_std[c] = M(1) / std::sqrt(run_var[c] * f + static_cast<M>(eps_));
+    }
+  } else {
+    for (int c = 0; c < channels_; ++c) {
+      M sum = 0;
+      for (int n = 0; n < num_; ++n) for (int64_t i = 0; i < s; ++i) sum += x[at(n, c, i)];
+      const M mu = m > 0 ? sum / static_cast<M>(m) : M(0);
+      M sq = 0;
+      for (int n = 0; n < num_; ++n) for (int64_t i = 0; i < s; ++i) sq += (x[at(n, c, i)] - mu) * (x[at(n, c, i)] - mu);
+      const M var = m > 0 ? sq / static_cast<M>(m) : M(0);
+      mean[c] = mu;
+      inv_std[c] = M(1) / std::sqrt(var + static_cast<M>(eps_));
+      const M unbias = m > 1 ? static_cast<M>(m / (m - 1)) : M(1);
+      run_mean[c] = static_cast<M>(maf_) * run_mean[c] + mu;
+      run_var[c] = static_cast<M>(maf_) * run_var[c] + unbias * var;
+    }
+    run_factor[0] = static_cast<M>(maf_) * run_factor[0] + M(1);
+  }
+  const M* gamma = scale_bias_ ? this->blobs_[3]->template cpu_data<M>() : nullptr;
+  const M* beta = scale_bias_ ? this->blobs_[4]->template cpu_data<M>() : nullptr;
+  M* xhat = xhat_.template mutable_cpu_data<M>();
+  MathBuffer<Ftype> y(top[0]->template mutable_cpu_data<Ftype>(), count, false);
+  for (int n = 0; n < num_; ++n) {
+    for (int c = 0; c < channels_; ++c) {
+      for (int64_t i = 0; i < s; ++i) {
+        const int64_t j = at(n, c, i);
+        xhat[j] = (x[j] - mean[c]) * inv_std[c];
+        y.get()[j] = gamma ? gamma[c] * xhat[j] + beta[c] : xhat[j];
+      }
+    }
+  }
+  y.store();
+}
+
+template <typename Ftype, typename Btype>
+void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                                const BlobVec& bottom) {
+  using M = math_t<Btype>;
+  const size_t count = top[0]->count();
+  const M* dyp = top[0]->template cpu_diff<M>();
+  const std::vector<M> dy(dyp, dyp + count);  // a copy: the bottom diff may be the top diff
+  const M* xhat = xhat_.template cpu_data<M>();
+  const M* inv_std = inv_std_.template cpu_data<M>();
+  const M* gamma = scale_bias_ ? this->blobs_[3]->template cpu_data<M>() : nullptr;
+  const int64_t s = spatial_;
+  const M m = static_cast<M>(static_cast<double>(num_) * s);
+  std::vector<M> sdy(channels_, M(0)), sdyx(channels_, M(0));
+  auto at = [&](int n, int c, int64_t i) { return (static_cast<int64_t>(n) * channels_ + c) * s + i; };
+  for (int n = 0; n < num_; ++n) {
+    for (int c = 0; c < channels_; ++c) {
+      for (int64_t i = 0; i < s; ++i) {
+        const int64_t j = at(n, c, i);
+        sdy[c] += dy[j];
+        sdyx[c] += dy[j] * xhat[j];
+      }
+    }
+  }
+  if (scale_bias_) {
+    for (int k = 3; k < 5; ++k) {
+      if (!this->param_propagate_down(k)) continue;
+      MathBuffer<Btype> d(this->blobs_[k]->template mutable_cpu_diff<Btype>(), channels_, true);
+      for (int c = 0; c < channels_; ++c) d.get()[c] += k == 3 ? sdyx[c] : sdy[c];
+      d.store();
+    }
+  }
+  if (propagate_down.empty() || !propagate_down[0]) return;
+  MathBuffer<Btype> dx(bottom[0]->template mutable_cpu_diff<Btype>(), count, false);
+  for (int n = 0; n < num_; ++n) {
+    for (int c = 0; c < channels_; ++c) {
+      const M g = (gamma ? gamma[c] : M(1)) * inv_std[c];
+      const M mdy = use_global_stats_ || m == 0 ? M(0) : sdy[c] / m;
+      const M mdyx = use_global_stats_ || m == 0 ? M(0) : sdyx[c] / m;
+      for (int64_t i = 0; i < s; ++i) {
+        const int64_t j = at(n, c, i);
+        dx.get()[j] = g * (dy[j] - mdy - xhat[j] * mdyx);
+      }
+    }
+  }
+  dx.store();
+}
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void BatchNormLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  using M = MF;
+  CUstream_st* stream = this->context().stream();
+  M* mean = mean_.template mutable_gpu_data<M>();
+  M* inv_std = inv_std_.template mutable_gpu_data<M>();
+  M* run_mean = this->blobs_[0]->template mutable_gpu_data<M>();
+  M* run_var = this->blobs_[1]->template mutable_gpu_data<M>();
+  M* run_factor = this->blobs_[2]->template mutable_gpu_data<M>();
+  const Ftype* x = bottom[0]->template gpu_data<Ftype>();
+  if (use_global_stats_) {
+    gpu::bn_global_stats<M>(channels_, run_mean, run_var, run_factor, mean, inv_std, stream);
+  } else {
+    gpu::bn_batch_stats<Ftype, M>(num_, channels_, spatial_, x, maf_, mean, inv_std, run_mean, run_var, run_factor,
+                                  stream);
+  }
+  gpu::bn_inv_std<M>(channels_, eps_, inv_std, stream);
+  const Ftype* gamma = scale_bias_ ? this->blobs_[3]->template gpu_data<Ftype>() : nullptr;
+  const Ftype* beta = scale_bias_ ? this->blobs_[4]->template gpu_data<Ftype>() : nullptr;
+  M* xhat = xhat_.template mutable_gpu_data<M>();
+  // Elementwise: y may be x (in place).
+  Ftype* y = top[0]->template mutable_gpu_data<Ftype>();
+  gpu::bn_normalize<Ftype, M>(num_, channels_, spatial_, x, mean, inv_std, gamma, beta, xhat, y, stream);
+}
+
+template <typename Ftype, typename Btype>
+void BatchNormLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                                const BlobVec& bottom) {
+  using M = math_t<Btype>;
+  CUstream_st* stream = this->context().stream();
+  const Btype* dy = top[0]->template gpu_diff<Btype>();
+  const M* xhat = xhat_.template gpu_data<M>();
+  const M* inv_std = inv_std_.template gpu_data<M>();
+  M* sdy = sdy_.template mutable_gpu_data<M>();
+  M* sdyx = sdyx_.template mutable_gpu_data<M>();
+  const bool dg = scale_bias_ && this->param_propagate_down(3);
+  const bool db = scale_bias_ && this->param_propagate_down(4);
+  const bool dx_wanted = !propagate_down.empty() && propagate_down[0];
+  if (dg || db || (dx_wanted && !use_global_stats_)) {
+    gpu::bn_backward_reduce<Btype, M>(num_, channels_, spatial_, dy, xhat, sdy, sdyx,
+                                      dg ? this->blobs_[3]->template mutable_gpu_diff<Btype>() : nullptr,
+                                      db ? this->blobs_[4]->template mutable_gpu_diff<Btype>() : nullptr, stream);
+  }
+  if (!dx_wanted) return;
+  const Btype* gamma = scale_bias_ ? this->blobs_[3]->template gpu_data<Btype>() : nullptr;
+  Btype* dx = bottom[0]->template mutable_gpu_diff<Btype>();
+  gpu::bn_backward_dx<Btype, M>(num_, channels_, spatial_, dy, xhat, inv_std, gamma,
+                                use_global_stats_ ? nullptr : sdy, use_global_stats_ ? nullptr : sdyx, dx, stream);
+}
+#endif  // CORTADO_USE_CUDA
+
+CORTADO_INSTANTIATE_LAYER(BatchNormLayer);
+
+}  // namespace cortado

@@ -1,0 +1,154 @@
+#include "cortado/layers/embed_layer.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <vector>
+
+#include "cortado/filler.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+void EmbedLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  const EmbedParameter& p = this->layer_param().embed_param();
+  if (!p.has_num_output() || p.num_output() == 0 || p.num_output() > static_cast<uint32_t>(INT_MAX)) {
+    this->field_error("embed_param.num_output", "must be set and in 1..", INT_MAX, ", got ", p.num_output());
+  }
+  if (!p.has_input_dim() || p.input_dim() == 0 || p.input_dim() > static_cast<uint32_t>(INT_MAX)) {
+    this->field_error("embed_param.input_dim", "must be set and in 1..", INT_MAX, ", got ", p.input_dim());
+  }
+  auto validate = [this](const FillerParameter& f, const std::string& field) {
+    try {
+      ValidateFiller(f, "");
+    } catch (const Error& e) {
+      this->field_error(field + ".type", e.what());
+    }
+  };
+  validate(p.weight_filler(), "embed_param.weight_filler");
+  if (p.bias_term()) validate(p.bias_filler(), "embed_param.bias_filler");
+  num_output_ = static_cast<int>(p.num_output());
+  input_dim_ = static_cast<int>(p.input_dim());
+  bias_term_ = p.bias_term();
+  const std::vector<int> wshape{input_dim_, num_output_};
+  const std::vector<int> bshape{num_output_};
+  auto& blobs = this->blobs_;
+  if (!blobs.empty()) {
+    const size_t want = bias_term_ ? 2 : 1;
+    if (blobs.size() != want) {
+      this->field_error("blobs", "expected ", want, " parameter blobs (bias_term ", bias_term_, "), got ",
+                        blobs.size());
+    }
+    if (blobs[0]->shape() != wshape || (bias_term_ && blobs[1]->shape() != bshape)) {
+      this->field_error("blobs", "parameter shapes do not match (input_dim ", input_dim_, ", num_output ",
+                        num_output_, ")");
+    }
+  } else {
+    blobs.push_back(this->make_param(wshape));
+    Fill(p.weight_filler(), blobs[0].get(), "embed_param.weight_filler");
+    if (bias_term_) {
+      blobs.push_back(this->make_param(bshape));
+      Fill(p.bias_filler(), blobs[1].get(), "embed_param.bias_filler");
+    }
+  }
+  this->param_propagate_down_.assign(blobs.size(), true);
+}
+
+template <typename Ftype, typename Btype>
+void EmbedLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  if (bottom[0] == top[0]) this->field_error("top", "Embed cannot be computed in place");
+  std::vector<int> shape = bottom[0]->shape();
+  shape.push_back(num_output_);
+  top[0]->Reshape(shape);
+  m_ = static_cast<int64_t>(bottom[0]->count());
+}
+
+template <typename Ftype, typename Btype>
+void EmbedLayer<Ftype, Btype>::CheckIndexes(const float* idx) const {
+  for (int64_t m = 0; m < m_; ++m) {
+    const float v = idx[m];
+    if (!(v >= 0.f) || static_cast<float>(static_cast<int64_t>(v)) != v || v >= static_cast<float>(input_dim_)) {
+      this->field_error("bottom[0]", "value ", v, " at position ", m,
+                        " is not an index: expected an integer in [0, ", input_dim_, ") (embed_param.input_dim)");
+    }
+  }
+}
+
+template <typename Ftype, typename Btype>
+void EmbedLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  using M = math_t<Ftype>;
+  const float* idx = bottom[0]->cpu_data<float>();
+  CheckIndexes(idx);
+  const Ftype* w = this->blobs_[0]->template cpu_data<Ftype>();
+  const Ftype* b = bias_term_ ? this->blobs_[1]->template cpu_data<Ftype>() : nullptr;
+  Ftype* y = top[0]->mutable_cpu_data<Ftype>();
+  const int64_t n = num_output_;
+  for (int64_t m = 0; m < m_; ++m) {
+    const Ftype* row = w + static_cast<int64_t>(idx[m]) * n;
+    for (int64_t d = 0; d < n; ++d) {
+      y[m * n + d] = b ? static_cast<Ftype>(static_cast<M>(row[d]) + static_cast<M>(b[d])) : row[d];
+    }
+  }
+}
+
+template <typename Ftype, typename Btype>
+void EmbedLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                            const BlobVec& bottom) {
+  using M = math_t<Btype>;
+  const Btype* dy = top[0]->cpu_diff<Btype>();
+  const int64_t n = num_output_;
+  if (this->param_propagate_down(0)) {
+    const float* idx = bottom[0]->cpu_data<float>();
+    std::map<int64_t, std::vector<int64_t>> rows;  // index -> positions, ascending
+    for (int64_t m = 0; m < m_; ++m) rows[static_cast<int64_t>(idx[m])].push_back(m);
+    Btype* dw = this->blobs_[0]->template mutable_cpu_diff<Btype>();
+    std::vector<M> acc(n);
+    for (const auto& [r, positions] : rows) {
+      std::fill(acc.begin(), acc.end(), M(0));
+      for (int64_t m : positions) {
+        for (int64_t d = 0; d < n; ++d) acc[d] += static_cast<M>(dy[m * n + d]);
+      }
+      for (int64_t d = 0; d < n; ++d) dw[r * n + d] = static_cast<Btype>(static_cast<M>(dw[r * n + d]) + acc[d]);
+    }
+  }
+  if (bias_term_ && this->param_propagate_down(1)) {
+    Btype* db = this->blobs_[1]->template mutable_cpu_diff<Btype>();
+    for (int64_t d = 0; d < n; ++d) {
+      M sum = 0;
+      for (int64_t m = 0; m < m_; ++m) sum += static_cast<M>(dy[m * n + d]);
+      db[d] = static_cast<Btype>(static_cast<M>(db[d]) + sum);
+    }
+  }
+}
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void EmbedLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  // The indexes are validated on the host copy: a bad index is a user error,
+  // not something a kernel can report.
+  CheckIndexes(bottom[0]->cpu_data<float>());
+  const float* idx = bottom[0]->gpu_data<float>();
+  const Ftype* w = this->blobs_[0]->template gpu_data<Ftype>();
+  const Ftype* b = bias_term_ ? this->blobs_[1]->template gpu_data<Ftype>() : nullptr;
+  Ftype* y = top[0]->mutable_gpu_data<Ftype>();
+  gpu::embed_forward(top[0]->count(), num_output_, idx, w, b, y, this->context().stream());
+}
+
+template <typename Ftype, typename Btype>
+void EmbedLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                            const BlobVec& bottom) {
+  const Btype* dy = top[0]->gpu_diff<Btype>();
+  if (this->param_propagate_down(0)) {
+    gpu::embed_backward_weight(m_, num_output_, bottom[0]->gpu_data<float>(), dy,
+                               this->blobs_[0]->template mutable_gpu_diff<Btype>(), this->context().stream());
+  }
+  if (bias_term_ && this->param_propagate_down(1)) {
+    gpu::embed_backward_bias(m_, num_output_, dy, this->blobs_[1]->template mutable_gpu_diff<Btype>(),
+                             this->context().stream());
+  }
+}
+#endif
+
+CORTADO_INSTANTIATE_LAYER(EmbedLayer);
+
+}  // namespace cortado

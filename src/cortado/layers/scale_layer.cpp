@@ -1,0 +1,200 @@
+#include "cortado/layers/scale_layer.hpp"
+
+#include "cortado/filler.hpp"
+#include "cortado/util/math.hpp"
+#include "cortado/util/math_buffer.hpp"
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/gpu_math.hpp"
+#endif
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+std::vector<int> ScaleLayer<Ftype, Btype>::ParamShape(const Blob& x) const {
+  const ScaleParameter& p = this->layer_param().scale_param();
+  const int n = x.num_axes();
+  if (p.num_axes() < -1) this->field_error("scale_param.num_axes", "must be >= -1, got ", p.num_axes());
+  if (p.num_axes() == 0) return {};
+  if (p.axis() < -n || p.axis() >= n) {
+    this->field_error("scale_param.axis", "= ", p.axis(), " is out of range for a bottom of shape ",
+                      x.shape_string());
+  }
+  const int axis = p.axis() < 0 ? p.axis() + n : p.axis();
+  const int end = p.num_axes() == -1 ? n : axis + p.num_axes();
+  if (end > n) {
+    this->field_error("scale_param.num_axes", "= ", p.num_axes(), " from axis ", axis,
+                      " goes past the last axis of a bottom of shape ", x.shape_string());
+  }
+  return std::vector<int>(x.shape().begin() + axis, x.shape().begin() + end);
+}
+
+template <typename Ftype, typename Btype>
+void ScaleLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  const ScaleParameter& p = this->layer_param().scale_param();
+  bias_term_ = p.bias_term();
+  auto validate = [this](const FillerParameter& f, const std::string& field) {
+    try {
+      ValidateFiller(f, "");
+    } catch (const Error& e) {
+      this->field_error(field + ".type", e.what());
+    }
+  };
+  const bool one = bottom.size() == 1;
+  if (one) validate(p.filler(), "scale_param.filler");
+  if (bias_term_) validate(p.bias_filler(), "scale_param.bias_filler");
+  const std::vector<int> shape = one ? ParamShape(*bottom[0]) : bottom[1]->shape();
+  const size_t want = (one ? 1 : 0) + (bias_term_ ? 1 : 0);
+  auto& blobs = this->blobs_;
+  if (!blobs.empty()) {
+    if (blobs.size() != want) {
+      this->field_error("blobs", "expected ", want, " parameter blobs, got ", blobs.size());
+    }
+    for (auto& b : blobs) {
+      if (b->shape() != shape) {
+        this->field_error("blobs", "parameter shape ", b->shape_string(), " does not match the expected ",
+                          shape_string(shape));
+      }
+    }
+  } else {
+    if (one) {
+      FillerParameter f = p.filler();
+      if (!p.has_filler()) f.set_value(1);  // constant 1 by default
+      blobs.push_back(this->make_param(shape));
+      Fill(f, blobs.back().get(), "scale_param.filler");
+    }
+    if (bias_term_) {
+      blobs.push_back(this->make_param(shape));
+      Fill(p.bias_filler(), blobs.back().get(), "scale_param.bias_filler");
+    }
+  }
+  this->param_propagate_down_.assign(blobs.size(), true);
+}
+
+template <typename Ftype, typename Btype>
+void ScaleLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  const ScaleParameter& p = this->layer_param().scale_param();
+  const Blob& x = *bottom[0];
+  const Blob& s = *scale(bottom);
+  const int n = x.num_axes();
+  int axis = 0;
+  if (s.num_axes() > 0) {
+    if (p.axis() < -n || p.axis() >= n) {
+      this->field_error("scale_param.axis", "= ", p.axis(), " is out of range for a bottom of shape ",
+                        x.shape_string());
+    }
+    axis = p.axis() < 0 ? p.axis() + n : p.axis();
+  }
+  bool fits = axis + s.num_axes() <= n;
+  for (int i = 0; fits && i < s.num_axes(); ++i) fits = x.shape(axis + i) == s.shape(i);
+  if (!fits) {
+    this->field_error("scale_param.axis", "scale shape ", s.shape_string(), " does not match bottom shape ",
+                      x.shape_string(), " from axis ", axis);
+  }
+  if (bias_term_ && bias_blob(bottom)->count() != s.count()) {
+    this->field_error("blobs", "bias shape ", bias_blob(bottom)->shape_string(), " does not match scale shape ",
+                      s.shape_string());
+  }
+  outer_ = static_cast<int64_t>(x.count(0, axis));
+  dim_ = static_cast<int64_t>(s.count());
+  inner_ = static_cast<int64_t>(x.count(axis + s.num_axes()));
+  if (top[0] != bottom[0]) top[0]->ReshapeLike(x);
+  if (top[0] == bottom[0]) x_copy_.ReshapeLike(x);
+}
+
+template <typename Ftype, typename Btype>
+void ScaleLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  using M = math_t<Ftype>;
+  const int64_t count = outer_ * dim_ * inner_;
+  if (top[0] == bottom[0]) {
+    cpu_copy<Ftype>(count, bottom[0]->template cpu_data<Ftype>(), x_copy_.template mutable_cpu_data<Ftype>());
+  }
+  const M* xp = saved_x(bottom, top).template cpu_data<M>();
+  const std::vector<M> x(xp, xp + count);
+  const M* sp = scale(bottom)->template cpu_data<M>();
+  const std::vector<M> s(sp, sp + dim_);
+  std::vector<M> b(dim_, M(0));
+  if (bias_term_) {
+    const M* bp = bias_blob(bottom)->template cpu_data<M>();
+    b.assign(bp, bp + dim_);
+  }
+  MathBuffer<Ftype> y(top[0]->template mutable_cpu_data<Ftype>(), count, false);
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t d = (j / inner_) % dim_;
+    y.get()[j] = bias_term_ ? x[j] * s[d] + b[d] : x[j] * s[d];
+  }
+  y.store();
+}
+
+template <typename Ftype, typename Btype>
+void ScaleLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                            const BlobVec& bottom) {
+  using M = math_t<Btype>;
+  const int64_t count = outer_ * dim_ * inner_;
+  const bool second = bottom.size() > 1;
+  const M* dyp = top[0]->template cpu_diff<M>();
+  const std::vector<M> dy(dyp, dyp + count);
+  const bool want_s = second ? propagate_down.size() > 1 && propagate_down[1] : this->param_propagate_down(0);
+  const bool want_b = bias_term_ && this->param_propagate_down(bias_index(bottom));
+  if (want_s) {
+    const M* x = saved_x(bottom, top).template cpu_data<M>();
+    std::vector<M> sum(dim_, M(0));
+    for (int64_t j = 0; j < count; ++j) sum[(j / inner_) % dim_] += dy[j] * x[j];
+    MathBuffer<Btype> ds(scale(bottom)->template mutable_cpu_diff<Btype>(), dim_, !second);
+    for (int64_t d = 0; d < dim_; ++d) ds.get()[d] = (second ? M(0) : ds.get()[d]) + sum[d];
+    ds.store();
+  }
+  if (want_b) {
+    std::vector<M> sum(dim_, M(0));
+    for (int64_t j = 0; j < count; ++j) sum[(j / inner_) % dim_] += dy[j];
+    MathBuffer<Btype> db(bias_blob(bottom)->template mutable_cpu_diff<Btype>(), dim_, true);
+    for (int64_t d = 0; d < dim_; ++d) db.get()[d] += sum[d];
+    db.store();
+  }
+  if (!propagate_down.empty() && propagate_down[0]) {
+    const M* sp = scale(bottom)->template cpu_data<M>();
+    const std::vector<M> s(sp, sp + dim_);
+    MathBuffer<Btype> dx(bottom[0]->template mutable_cpu_diff<Btype>(), count, false);
+    for (int64_t j = 0; j < count; ++j) dx.get()[j] = dy[j] * s[(j / inner_) % dim_];
+    dx.store();
+  }
+}
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void ScaleLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  CUstream_st* stream = this->context().stream();
+  const int64_t count = outer_ * dim_ * inner_;
+  if (top[0] == bottom[0]) {
+    gpu_copy<Ftype>(count, bottom[0]->template gpu_data<Ftype>(), x_copy_.template mutable_gpu_data<Ftype>(), stream);
+  }
+  const Ftype* x = bottom[0]->template gpu_data<Ftype>();
+  const Ftype* s = scale(bottom)->template gpu_data<Ftype>();
+  const Ftype* b = bias_term_ ? bias_blob(bottom)->template gpu_data<Ftype>() : nullptr;
+  Ftype* y = top[0]->template mutable_gpu_data<Ftype>();
+  gpu::scale_forward<Ftype>(outer_, dim_, inner_, x, s, b, y, stream);
+}
+
+template <typename Ftype, typename Btype>
+void ScaleLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                            const BlobVec& bottom) {
+  CUstream_st* stream = this->context().stream();
+  const bool second = bottom.size() > 1;
+  const bool want_s = second ? propagate_down.size() > 1 && propagate_down[1] : this->param_propagate_down(0);
+  const bool want_b = bias_term_ && this->param_propagate_down(bias_index(bottom));
+  const Btype* dy = top[0]->template gpu_diff<Btype>();
+  if (want_s || want_b) {
+    const Btype* x = want_s ? saved_x(bottom, top).template gpu_data<Btype>() : nullptr;
+    Btype* ds = want_s ? scale(bottom)->template mutable_gpu_diff<Btype>() : nullptr;
+    Btype* db = want_b ? bias_blob(bottom)->template mutable_gpu_diff<Btype>() : nullptr;
+    gpu::scale_backward_params<Btype>(outer_, dim_, inner_, dy, x, ds, !second, db, stream);
+  }
+  if (!propagate_down.empty() && propagate_down[0]) {
+    const Btype* s = scale(bottom)->template gpu_data<Btype>();
+    gpu::scale_backward_dx<Btype>(outer_, dim_, inner_, dy, s, bottom[0]->template mutable_gpu_diff<Btype>(), stream);
+  }
+}
+#endif  // CORTADO_USE_CUDA
+
+CORTADO_INSTANTIATE_LAYER(ScaleLayer);
+
+}  // namespace cortado
