@@ -208,3 +208,28 @@ TEST(Net, CopyTrainedLayersAndToProto) {
 
 }  // namespace
 }  // namespace cortado
+
+namespace cortado {
+namespace {
+
+// A layer may add ParamSpecs in LayerSetUp (BatchNorm freezes its running
+// statistics with lr_mult 0, as in Caffe); the Net must honour them.
+TEST(Net, LayerProvidedParamSpecsFreezeStatistics) {
+  NetParameter p = parse(R"(
+    layer { name: "x" type: "DummyData" top: "x" dummy_data_param { shape { dim: 4 dim: 3 } data_filler { type: "gaussian" } } }
+    layer { name: "bn" type: "BatchNorm" bottom: "x" top: "y" batch_norm_param { scale_bias: true } }
+    layer { name: "l" type: "Flatten" bottom: "y" top: "loss" loss_weight: 1 })");
+  p.mutable_state()->set_phase(TRAIN);
+  Net net(p);
+  ASSERT_EQ(net.learnable_params().size(), 5u);  // mean, variance, factor, scale, bias
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(net.params_lr()[i], 0.f) << i;
+    EXPECT_EQ(net.params_weight_decay()[i], 0.f) << i;
+    EXPECT_FALSE(net.layer_by_name("bn")->param_propagate_down(i)) << i;
+  }
+  EXPECT_EQ(net.params_lr()[3], 1.f);
+  EXPECT_TRUE(net.layer_by_name("bn")->param_propagate_down(3));
+}
+
+}  // namespace
+}  // namespace cortado
