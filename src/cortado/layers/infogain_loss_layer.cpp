@@ -1,4 +1,5 @@
 #include "cortado/layers/infogain_loss_layer.hpp"
+#include "cortado/layers/loss_normalization.hpp"
 
 #include <algorithm>
 #include <cfloat>
@@ -22,13 +23,7 @@ void InfogainLossLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const Bl
   axis_ = bottom[0]->CanonicalAxisIndex(axis);
   has_ignore_label_ = p.loss_param().has_ignore_label();
   ignore_label_ = p.loss_param().ignore_label();
-  if (p.loss_param().has_normalization()) {
-    normalization_ = p.loss_param().normalization();
-  } else if (p.loss_param().has_normalize()) {
-    normalization_ = p.loss_param().normalize() ? LossParameter::VALID : LossParameter::BATCH_SIZE;
-  } else {
-    normalization_ = LossParameter::VALID;
-  }
+  normalization_ = NormalizationMode(p.loss_param());
   if (bottom.size() < 3) {
     if (!p.infogain_loss_param().has_source() || p.infogain_loss_param().source().empty()) {
       this->field_error("infogain_loss_param.source",
@@ -135,13 +130,7 @@ void InfogainLossLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const B
       ++valid;
     }
   }
-  switch (normalization_) {
-    case LossParameter::FULL: normalizer_ = static_cast<double>(outer_) * inner_; break;
-    case LossParameter::VALID: normalizer_ = static_cast<double>(valid); break;
-    case LossParameter::BATCH_SIZE: normalizer_ = outer_; break;
-    case LossParameter::NONE: normalizer_ = 1; break;
-  }
-  normalizer_ = std::max(1.0, normalizer_);
+  normalizer_ = LossNormalizer(normalization_, static_cast<double>(outer_) * inner_, static_cast<double>(valid), outer_);
   top[0]->mutable_cpu_data<float>()[0] = static_cast<float>(loss / static_cast<M>(normalizer_));
   if (top.size() > 1) {
     Ftype* y = top[1]->mutable_cpu_data<Ftype>();

@@ -1,4 +1,5 @@
 #include "cortado/layers/sigmoid_cross_entropy_loss_layer.hpp"
+#include "cortado/layers/loss_normalization.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,13 +11,7 @@ void SigmoidCrossEntropyLossLayer<Ftype, Btype>::LayerSetUp(const BlobVec& botto
   const LayerParameter& p = this->layer_param();
   has_ignore_label_ = p.loss_param().has_ignore_label();
   ignore_label_ = p.loss_param().ignore_label();
-  if (p.loss_param().has_normalization()) {
-    normalization_ = p.loss_param().normalization();
-  } else if (p.loss_param().has_normalize()) {
-    normalization_ = p.loss_param().normalize() ? LossParameter::VALID : LossParameter::BATCH_SIZE;
-  } else {
-    normalization_ = LossParameter::VALID;
-  }
+  normalization_ = NormalizationMode(p.loss_param());
   if (p.loss_weight_size() == 0) this->param_.add_loss_weight(1.f);
 }
 
@@ -43,13 +38,7 @@ void SigmoidCrossEntropyLossLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bott
     loss += std::max(v, M(0)) - v * static_cast<M>(t[i]) + std::log1p(std::exp(-std::fabs(v)));
     ++valid;
   }
-  switch (normalization_) {
-    case LossParameter::FULL: normalizer_ = static_cast<double>(n); break;
-    case LossParameter::VALID: normalizer_ = static_cast<double>(valid); break;
-    case LossParameter::BATCH_SIZE: normalizer_ = outer_; break;
-    case LossParameter::NONE: normalizer_ = 1; break;
-  }
-  normalizer_ = std::max(1.0, normalizer_);
+  normalizer_ = LossNormalizer(normalization_, static_cast<double>(n), static_cast<double>(valid), outer_);
   top[0]->mutable_cpu_data<float>()[0] = static_cast<float>(loss / static_cast<M>(normalizer_));
 }
 

@@ -1,4 +1,5 @@
 #include "cortado/layers/softmax_with_loss_layer.hpp"
+#include "cortado/layers/loss_normalization.hpp"
 
 #include <algorithm>
 #include <cfloat>
@@ -33,13 +34,7 @@ void SoftmaxWithLossLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const
   axis_ = bottom[0]->CanonicalAxisIndex(axis);
   has_ignore_label_ = p.loss_param().has_ignore_label();
   ignore_label_ = p.loss_param().ignore_label();
-  if (p.loss_param().has_normalization()) {
-    normalization_ = p.loss_param().normalization();
-  } else if (p.loss_param().has_normalize()) {
-    normalization_ = p.loss_param().normalize() ? LossParameter::VALID : LossParameter::BATCH_SIZE;
-  } else {
-    normalization_ = LossParameter::VALID;
-  }
+  normalization_ = NormalizationMode(p.loss_param());
   // A loss layer: its loss top weighs 1 unless the prototxt says otherwise
   // (SetUp applies the weights right after LayerSetUp).
   if (p.loss_weight_size() == 0) {
@@ -94,13 +89,7 @@ void SoftmaxWithLossLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, cons
     }
   }
   const double all = static_cast<double>(outer_) * inner_;
-  switch (normalization_) {
-    case LossParameter::FULL: normalizer_ = all; break;
-    case LossParameter::VALID: normalizer_ = has_ignore_label_ ? static_cast<double>(valid) : all; break;
-    case LossParameter::BATCH_SIZE: normalizer_ = outer_; break;
-    case LossParameter::NONE: normalizer_ = 1; break;
-  }
-  normalizer_ = std::max(1.0, normalizer_);
+  normalizer_ = LossNormalizer(normalization_, all, has_ignore_label_ ? static_cast<double>(valid) : all, outer_);
   top[0]->mutable_cpu_data<float>()[0] = static_cast<float>(loss / normalizer_);
   if (top.size() > 1) {
     Ftype* y = top[1]->mutable_cpu_data<Ftype>();
