@@ -8,12 +8,15 @@
 #      capability) against that prefix only, and builds with all cores
 #   3. runs the whole test suite with ctest (GPU cases included)
 #   4. converts Fashion-MNIST (from the prefix) to LMDB
-#   5. `trainer time --gpu` for LeNet FP32 and FP16 (scripts/bench/lenet_gpu.sh)
-#      and for the largest net under models/*/ (by learnable parameters)
+#   5. `trainer time --gpu` for LeNet FP32 and FP16 (scripts/bench/lenet_gpu.sh),
+#      for the largest net under models/*/ (by parameters), for AlexNet and
+#      GoogLeNet (DummyData, FP32 and FP16), and ResNet-50 against PyTorch
+#      (scripts/bench/resnet50_gpu.sh, FP16/AMP and FP32)
 #   6. trains LeNet with FP16 storage on the GPU (models/lenet/solver_fp16.prototxt)
 #   7. prints a summary last
 #
-# Options: --build-only (steps 1-2), --no-tests (skip step 3).
+# Options: --build-only (steps 1-2), --no-tests (skip step 3), --no-resnet
+# (skip the ResNet-50 comparison, the longest benchmark).
 # Environment: DEPS_DIR (.deps), BUILD_DIR (build-gpu), JOBS (all cores),
 # GPU (0), CUDA_ARCH (detected; 90 when nvidia-smi cannot tell), LOG_DIR
 # ($BUILD_DIR/gpu_check_logs), STRICT_PREFIX=1 (configure with
@@ -30,11 +33,13 @@ export LC_COLLATE=C
 
 BUILD_ONLY=0
 RUN_TESTS=1
+RUN_RESNET=1
 for a in "$@"; do
   case "$a" in
     --build-only) BUILD_ONLY=1 ;;
     --no-tests) RUN_TESTS=0 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    --no-resnet) RUN_RESNET=0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown option $a (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -259,7 +264,7 @@ for solver in models/*/solver*.prototxt; do
   [ -n "$net" ] && [ -f "$net" ] || continue
   [ -n "${seen[$net]:-}" ] && continue
   seen[$net]=1
-  out=$("$TRAINER" time --model="$net" --gpu="$GPU" --iterations=1 --warmup=0 2>>"$LOG_DIR/largest_scan.log" | grep '^time:' || true)
+  out=$("$TRAINER" time --model="$net" --gpu="$GPU" --batch_size=1 --iterations=1 --warmup=0 2>>"$LOG_DIR/largest_scan.log" | grep '^time:' || true)
   p=$(kv params "$out")
   if [ -z "$p" ]; then say "could not time $net (see $LOG_DIR/largest_scan.log); skipped"; continue; fi
   if [ "$p" -gt "$largest_params" ]; then largest=$net largest_params=$p; fi
@@ -271,6 +276,43 @@ if [ -n "$largest" ]; then
     largest_line="$largest: $(kv total_ms_median "$out") ms/iter (forward $(kv forward_ms_median "$out"), backward $(kv backward_ms_median "$out")), $(kv images_per_s "$out") images/s, batch $(kv batch "$out"), $largest_params parameters"
   else
     largest_line="$largest: FAILED (see $LOG_DIR/largest.log)"; status=1
+  fi
+fi
+
+# The ImageNet nets: AlexNet and GoogLeNet, FP32 and FP16 storage, on their
+# DummyData variants at the training batch, with the default SGD update.
+declare -A imagenet_line=()
+for m in alexnet googlenet; do
+  line=""
+  for p in fp32 fp16; do
+    suffix=""; [ $p = fp16 ] && suffix=_fp16
+    net=models/$m/train_val_dummy$suffix.prototxt
+    [ -f "$net" ] || continue
+    say "timing $net (log: $LOG_DIR/${m}_$p.log)"
+    if out=$("$TRAINER" time --model="$net" --gpu="$GPU" --iterations="${TIME_ITERS:-100}" --warmup=10 2>"$LOG_DIR/${m}_$p.log" \
+             | tee "$LOG_DIR/${m}_$p.table" | grep '^time:'); then
+      line+="$p $(kv total_ms_median "$out") ms/iter = $(kv images_per_s "$out") images/s (batch $(kv batch "$out"), peak $(kv peak_mem_mib "$out") MiB); "
+    else
+      line+="$p FAILED (see $LOG_DIR/${m}_$p.log); "; status=1
+    fi
+  done
+  imagenet_line[$m]=${line%; }
+done
+
+# ResNet-50 against PyTorch on this GPU (scripts/bench/resnet50_gpu.sh).
+resnet_line="not run (--no-resnet)"
+if [ $RUN_RESNET = 1 ]; then
+  say "ResNet-50, Cortado against PyTorch (log: $LOG_DIR/resnet50_gpu.log)"
+  set +e
+  BUILD_DIR=$BUILD_DIR GPU=$GPU LOG_DIR=$LOG_DIR/resnet50 bash scripts/bench/resnet50_gpu.sh >"$LOG_DIR/resnet50_gpu.log" 2>&1
+  resnet_rc=$?
+  set -e
+  r=$(grep '^resnet50_gpu:' "$LOG_DIR/resnet50_gpu.log" | tail -1 || true)
+  if [ $resnet_rc != 0 ] || [ -z "$r" ]; then
+    tail -20 "$LOG_DIR/resnet50_gpu.log"; resnet_line="FAILED (see $LOG_DIR/resnet50_gpu.log)"; status=1
+  else
+    sed -n '/^ResNet-50 training/,/^resnet50_gpu:/p' "$LOG_DIR/resnet50_gpu.log" | grep -v '^resnet50_gpu:'
+    resnet_line="batch $(kv batch "$r"): Cortado FP16 $(kv cortado_fp16_ips "$r") images/s ($(kv cortado_fp16_mib "$r") MiB), PyTorch AMP $(kv pytorch_amp_ips "$r") ($(kv pytorch_amp_mib "$r") MiB), ratio $(kv ratio_fp16 "$r"); FP32: Cortado $(kv cortado_fp32_ips "$r"), PyTorch $(kv pytorch_fp32_ips "$r"), ratio $(kv ratio_fp32 "$r")"
   fi
 fi
 
@@ -303,6 +345,10 @@ if [ -n "$bench_big" ]; then
   echo "LeNet:   batch 1024: FP32 $(kv fp32_ms "$bench_big") ms/iter, FP16 $(kv fp16_ms "$bench_big") ms/iter; FP32/FP16 = $(kv speedup "$bench_big")"
 fi
 echo "Largest: $largest_line"
+for m in alexnet googlenet; do
+  [ -n "${imagenet_line[$m]:-}" ] && printf '%-9s%s\n' "$m:" "${imagenet_line[$m]}"
+done
+echo "ResNet50: $resnet_line"
 echo "Train:   LeNet FP16 on Fashion-MNIST, GPU: test accuracy = $acc after 2000 iterations (${train_s} s${ips:+, last $ips})"
 echo "Logs:    $LOG_DIR"
 exit $status

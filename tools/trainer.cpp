@@ -1,7 +1,7 @@
 // trainer: the command-line front end, in the shape of Caffe's `caffe` tool.
 //   trainer train --solver=S [--snapshot=F | --weights=W] [--gpu=...]
 //   trainer test  --model=M --weights=W [--iterations=N]
-//   trainer time  --model=M [--iterations=N] [--warmup=N] [--gpu=N]
+//   trainer time  --model=M [--solver=S] [--batch_size=B] [--iterations=N] [--warmup=N] [--gpu=N]
 //   trainer grad_stats --model=M [--weights=W] [--iterations=N] [--csv=F] [--plot=F.png]
 //   trainer device_query [--gpu=N]
 // A user error (bad prototxt, missing file, bad flag) prints one message and
@@ -19,21 +19,25 @@
 #include <new>
 #include <sstream>
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cortado/context.hpp"
 #include "cortado/solver.hpp"
+#include "cortado/util/cuda.hpp"
 #include "cortado/util/device.hpp"
 #include "cortado/util/grad_stats.hpp"
 #include "cortado/util/signals.hpp"
 
-DEFINE_string(solver, "", "The solver prototxt (train).");
+DEFINE_string(solver, "", "The solver prototxt (train; time: the update to time, and its net without --model).");
 DEFINE_string(model, "", "The net prototxt (test, time).");
 DEFINE_string(weights, "", "Comma-separated .caffemodel files to initialize from (train: fine-tune; test).");
 DEFINE_string(snapshot, "", "A .solverstate to resume training from.");
 DEFINE_int32(iterations, 50, "Iterations for test and time.");
 DEFINE_int32(warmup, 5, "time: untimed iterations before the timed ones (at least 1 is run).");
+DEFINE_int32(batch_size, 0, "time: the batch (first dimension) of the model's Data, DummyData and Input layers; "
+             "0 keeps the model's.");
 DEFINE_string(phase, "", "TRAIN or TEST: the phase of --model (test defaults to TEST, time to TRAIN).");
 DEFINE_int32(level, 0, "The net state level.");
 DEFINE_string(stage, "", "Comma-separated net state stages.");
@@ -143,18 +147,24 @@ int test() {
   return 0;
 }
 
-// time: Caffe's benchmark. After --warmup untimed iterations (at least one), each of
-// --iterations timed iterations runs the net twice:
-//  - once whole, forward then backward, with the context's stream
-//    synchronized only at the end of each pass: the forward, backward and
-//    total milliseconds of the iteration (what training pays; on a GPU this
-//    keeps the kernels of consecutive layers overlapping their launches);
+// time: Caffe's benchmark, grown for real benchmarking. After --warmup
+// untimed iterations (at least one), each of --iterations timed iterations
+// runs the net twice:
+//  - once whole, as training runs it: forward, backward, then the update
+//    (clearing the gradients and the solver's step), the context's stream
+//    synchronized only at the end of each part. These give the forward,
+//    backward, update and total milliseconds of an iteration; on a GPU the
+//    kernels of consecutive layers still overlap their launches.
 //  - once layer by layer, synchronizing after every layer (a no-op on the
-//    CPU): the per-layer breakdown. The synchronization adds a launch latency
-//    per layer on a GPU, so these columns sum to more than the whole pass.
-// Reports medians (robust to the odd slow iteration), the mean, and
-// images/second = batch size / median total. The timing lives here, in the
-// tool; layers never synchronize.
+//    CPU): the per-layer table. The synchronization adds a launch latency
+//    per layer on a GPU, so the table sums to more than the whole pass.
+// The update is the solver's: --solver's rule and settings when given (its
+// net too, unless --model names one), else SGD with momentum 0.9 and weight
+// decay 1e-4, the ImageNet recipe. A TEST-phase model has no update.
+// Reports medians (robust to the odd slow iteration), images/second = batch
+// / median total, and the peak memory: the device allocator's peak on a
+// GPU, the process's peak resident set on the CPU. The timing lives here,
+// in the tool; layers never synchronize.
 double median_of(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -168,11 +178,87 @@ double mean_of(const std::vector<double>& v) {
   return v.empty() ? 0 : s / v.size();
 }
 
+// Applies --level, --stage and --batch_size to a net parameter of `phase`.
+void apply_net_flags(NetParameter* p, Phase phase) {
+  p->mutable_state()->set_phase(phase);
+  p->mutable_state()->set_level(FLAGS_level);
+  p->mutable_state()->clear_stage();
+  for (const std::string& s : split(FLAGS_stage)) p->mutable_state()->add_stage(s);
+  if (FLAGS_batch_size > 0 && SetBatchSize(p, FLAGS_batch_size) == 0)
+    fail("--batch_size=", FLAGS_batch_size, ": the net has no Data, DummyData or Input layer to set it on");
+}
+
+// The solver whose update time measures, around the --model (or --solver) net.
+std::unique_ptr<Solver> timing_solver(std::shared_ptr<const Context> ctx) {
+  SolverParameter sp;
+  SourceInfo info;
+  if (!FLAGS_solver.empty()) {
+    ReadTextProto(FLAGS_solver, &sp, &info);
+  } else {
+    sp.set_type("SGD");
+    sp.set_base_lr(0.001f);
+    sp.set_lr_policy("fixed");
+    sp.set_momentum(0.9f);
+    sp.set_weight_decay(1e-4f);
+  }
+  if (!FLAGS_model.empty()) {
+    sp.clear_net();
+    sp.clear_net_param();
+    sp.clear_train_net();
+    sp.clear_train_net_param();
+    sp.set_net(FLAGS_model);
+  }
+  // Only the train net: no test nets, display or snapshots while timing.
+  sp.clear_test_net();
+  sp.clear_test_net_param();
+  sp.clear_test_iter();
+  sp.clear_test_state();
+  sp.set_test_interval(0);
+  sp.set_display(0);
+  sp.set_snapshot(0);
+  sp.set_snapshot_after_train(false);
+  if (sp.iter_size() > 1)
+    LOG(INFO) << "iter_size " << sp.iter_size() << ": time reports one forward and backward pass per update";
+  sp.set_iter_size(1);
+  SolverSetup setup(std::move(ctx));
+  setup.edit_net = [](NetParameter* p) { apply_net_flags(p, TRAIN); };
+  return Solver::Create(sp, info, setup);
+}
+
+// Peak memory in bytes, and what it measured.
+std::pair<double, std::string> peak_memory(const Context& ctx) {
+#ifdef CORTADO_USE_CUDA
+  if (ctx.on_gpu()) return {static_cast<double>(cuda::device_bytes_peak()), "device allocator peak"};
+#endif
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return {ru.ru_maxrss * 1024.0, "process peak resident set"};
+}
+
 int time_net() {
-  require(FLAGS_model, "model", "time");
+  if (FLAGS_model.empty() && FLAGS_solver.empty()) fail("time needs --model (or --solver, whose net it times)");
   require_iterations();
   if (FLAGS_warmup < 0) fail("--warmup=", FLAGS_warmup, ": must be zero or positive");
-  std::unique_ptr<Net> net = load_model(phase_flag(TRAIN), device_context());
+  if (FLAGS_batch_size < 0) fail("--batch_size=", FLAGS_batch_size, ": must be positive (0 keeps the model's)");
+  const Phase phase = phase_flag(TRAIN);
+  if (phase == TEST && FLAGS_model.empty()) fail("--phase=TEST needs --model");
+  std::shared_ptr<const Context> context = device_context();
+  std::unique_ptr<Solver> solver;
+  std::unique_ptr<Net> test_net;
+  if (phase == TRAIN) {
+    solver = timing_solver(context);
+  } else {
+    NetParameter p;
+    SourceInfo info;
+    ReadTextProto(FLAGS_model, &p, &info);
+    apply_net_flags(&p, TEST);
+    test_net = std::make_unique<Net>(p, info, context);
+    for (const std::string& w : split(FLAGS_weights)) test_net->CopyTrainedLayersFrom(w);
+  }
+  Net* net = solver ? solver->net() : test_net.get();
+  if (solver)
+    for (const std::string& w : split(FLAGS_weights)) net->CopyTrainedLayersFrom(w);
+  const std::string model = FLAGS_model.empty() ? FLAGS_solver : FLAGS_model;
   const Context& ctx = net->context();
   using clock = std::chrono::steady_clock;
   auto ms_since = [](clock::time_point t0) {
@@ -182,32 +268,53 @@ int time_net() {
   const auto& bottoms = net->bottom_vecs();
   const auto& tops = net->top_vecs();
   const size_t L = layers.size();
-  auto forward_layer = [&](size_t i) { layers[i]->Forward(bottoms[i], tops[i]); };
-  auto backward_layer = [&](size_t i) {
-    if (net->layer_need_backward()[i]) layers[i]->Backward(tops[i], net->bottom_need_backward()[i], bottoms[i]);
-  };
 
   int batch = 0;
   if (L > 0 && !tops[0].empty() && !tops[0][0]->shape().empty()) batch = tops[0][0]->shape()[0];
-  size_t params = 0;
-  for (const Blob* b : net->learnable_params()) params += b->count();
-  LOG(INFO) << "Timing " << FLAGS_model << " on " << (ctx.on_gpu() ? "GPU " + std::to_string(ctx.device()) : "the CPU")
-            << ": " << L << " layers, " << params << " learnable parameters, batch " << batch;
+  // Caffe counts every parameter blob; "trained" leaves out those with
+  // lr_mult 0 (BatchNorm's statistics), the count papers publish.
+  size_t params = 0, trained = 0;
+  for (size_t i = 0; i < net->learnable_params().size(); ++i) {
+    params += net->learnable_params()[i]->count();
+    if (net->params_lr()[i] != 0) trained += net->learnable_params()[i]->count();
+  }
+  LOG(INFO) << "Timing " << model << " on " << (ctx.on_gpu() ? "GPU " + std::to_string(ctx.device()) : "the CPU")
+            << ": " << L << " layers, " << params << " parameters (" << trained << " trained), batch " << batch
+            << (solver ? str_cat(", update: ", solver->type()) : std::string(", TEST phase: no update"));
 
+  // Whole iteration parts. The update clears the gradients first, as the
+  // solver's Step does at the start of every iteration.
+  int skipped = 0;  // timed updates skipped for Inf/NaN gradients
+  auto update = [&] {
+    if (!solver) return true;
+    const bool applied = solver->ApplyUpdate();
+    net->ClearParamDiffs();
+    return applied;
+  };
   // Warm-up through the Net (at least once), so that an error in a layer is
   // reported with its file, line and layer like everywhere else.
   const int warmup = std::max(1, FLAGS_warmup);
   LOG(INFO) << "Warm-up: " << warmup << " iterations (not timed)";
-  for (int it = 0; it < warmup; ++it) {
+  // With dynamic loss scaling the first steps of a fresh FP16 net overflow
+  // and are skipped while the scale comes down; a skipped update costs less
+  // than a real one, so the warm-up goes on until an update is applied (at
+  // most 64 more iterations).
+  bool applied = false;
+  for (int it = 0; it < warmup || (!applied && it < warmup + 64); ++it) {
+    net->ClearParamDiffs();
     net->Forward();
     net->Backward();
+    applied = update();
+    if (it == warmup - 1 && !applied) LOG(INFO) << "The last warm-up update was skipped (Inf/NaN gradients); warming up "
+                                                << "until the loss scale lets one through";
   }
   ctx.Synchronize();
 
-  std::vector<double> it_f, it_b, it_t;
+  std::vector<double> it_f, it_b, it_u, it_t;
   std::vector<std::vector<double>> lay_f(L), lay_b(L);
   for (int it = 0; it < FLAGS_iterations; ++it) {
-    // Whole passes, as training runs them.
+    net->ClearParamDiffs();  // the layer-by-layer pass below accumulated into them
+    ctx.Synchronize();
     auto t0 = clock::now();
     net->Forward();
     ctx.Synchronize();
@@ -216,44 +323,100 @@ int time_net() {
     net->Backward();
     ctx.Synchronize();
     const double b = ms_since(t0);
+    t0 = clock::now();
+    if (!update()) ++skipped;
+    ctx.Synchronize();
+    const double u = ms_since(t0);
     it_f.push_back(f);
     it_b.push_back(b);
-    it_t.push_back(f + b);
+    it_u.push_back(u);
+    it_t.push_back(f + b + u);
     // Layer by layer.
     ctx.Activate();
     for (size_t i = 0; i < L; ++i) {
       t0 = clock::now();
-      forward_layer(i);
+      layers[i]->Forward(bottoms[i], tops[i]);
       ctx.Synchronize();
       lay_f[i].push_back(ms_since(t0));
     }
     for (size_t i = L; i-- > 0;) {
       if (!net->layer_need_backward()[i]) continue;
       t0 = clock::now();
-      backward_layer(i);
+      layers[i]->Backward(tops[i], net->bottom_need_backward()[i], bottoms[i]);
       ctx.Synchronize();
       lay_b[i].push_back(ms_since(t0));
     }
   }
 
+  // Caffe's per-layer lines, in net order (its log parsers read them).
   LOG(INFO) << "Median time per layer over " << FLAGS_iterations
             << " iterations (stream synchronized after each layer):";
+  std::vector<double> med_f(L), med_b(L);
   for (size_t i = 0; i < L; ++i) {
-    LOG(INFO) << std::setw(20) << layers[i]->name() << "\tforward: " << median_of(lay_f[i]) << " ms.";
-    LOG(INFO) << std::setw(20) << layers[i]->name() << "\tbackward: " << median_of(lay_b[i]) << " ms.";
+    med_f[i] = median_of(lay_f[i]);
+    med_b[i] = median_of(lay_b[i]);
+    LOG(INFO) << std::setw(20) << layers[i]->name() << "\tforward: " << med_f[i] << " ms.";
+    LOG(INFO) << std::setw(20) << layers[i]->name() << "\tbackward: " << med_b[i] << " ms.";
   }
-  const double mf = median_of(it_f), mb = median_of(it_b), mt = median_of(it_t);
-  // Caffe's three lines (its parsers read them), here the medians of whole passes.
+  const double mf = median_of(it_f), mb = median_of(it_b), mu = median_of(it_u), mt = median_of(it_t);
   LOG(INFO) << "Average Forward pass: " << mf << " ms.";
   LOG(INFO) << "Average Backward pass: " << mb << " ms.";
-  LOG(INFO) << "Average Forward-Backward: " << mt << " ms.";
+  LOG(INFO) << "Average Forward-Backward: " << mf + mb << " ms.";
+
+  // Where the time goes: layers by cost, then the same summed by type.
+  std::vector<size_t> order(L);
+  double layer_sum = 0;
+  for (size_t i = 0; i < L; ++i) {
+    order[i] = i;
+    layer_sum += med_f[i] + med_b[i];
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return med_f[x] + med_b[x] > med_f[y] + med_b[y]; });
+  auto share = [&](double ms) { return layer_sum > 0 ? 100.0 * ms / layer_sum : 0.0; };
+  std::ostringstream table;
+  table << std::fixed << std::setprecision(3);
+  table << "Layers by cost (median ms over " << FLAGS_iterations << " iterations, synchronized after each layer):\n";
+  table << std::setw(5) << "rank" << "  " << std::left << std::setw(28) << "layer" << std::setw(22) << "type"
+        << std::right << std::setw(11) << "forward" << std::setw(11) << "backward" << std::setw(11) << "total"
+        << std::setw(8) << "share" << "\n";
+  for (size_t r = 0; r < L; ++r) {
+    const size_t i = order[r];
+    table << std::setw(5) << r + 1 << "  " << std::left << std::setw(28) << layers[i]->name() << std::setw(22)
+          << layers[i]->type() << std::right << std::setw(11) << med_f[i] << std::setw(11) << med_b[i]
+          << std::setw(11) << med_f[i] + med_b[i] << std::setprecision(1) << std::setw(7) << share(med_f[i] + med_b[i])
+          << "%" << std::setprecision(3) << "\n";
+  }
+  std::map<std::string, std::pair<int, double>> by_type;
+  for (size_t i = 0; i < L; ++i) {
+    auto& e = by_type[layers[i]->type()];
+    ++e.first;
+    e.second += med_f[i] + med_b[i];
+  }
+  std::vector<std::pair<std::string, std::pair<int, double>>> types(by_type.begin(), by_type.end());
+  std::stable_sort(types.begin(), types.end(),
+                   [](const auto& x, const auto& y) { return x.second.second > y.second.second; });
+  table << "By layer type:\n";
+  for (const auto& t : types)
+    table << "  " << std::left << std::setw(22) << t.first << std::right << std::setw(4) << t.second.first
+          << " layers" << std::setw(11) << t.second.second << " ms" << std::setprecision(1) << std::setw(7)
+          << share(t.second.second) << "%" << std::setprecision(3) << "\n";
+  const auto mem = peak_memory(ctx);
+  table << std::setprecision(3) << "Median iteration: forward " << mf << " ms, backward " << mb << " ms, update " << mu
+        << " ms, total " << mt << " ms; " << std::setprecision(1) << (mt > 0 ? batch * 1000.0 / mt : 0.0)
+        << " images/s; peak memory " << mem.first / (1 << 20) << " MiB (" << mem.second << ")\n";
+  if (skipped)
+    table << "Note: " << skipped << " of " << FLAGS_iterations << " timed updates were skipped for Inf/NaN gradients "
+          << "(loss scale " << solver->loss_scale() << "); a skipped update costs less than an applied one\n";
+  std::cout << table.str();
+
   // One line for scripts: key=value.
   std::ostringstream line;
   line << std::fixed << std::setprecision(4) << "time: device=" << (ctx.on_gpu() ? "gpu" + std::to_string(ctx.device()) : "cpu")
        << " iterations=" << FLAGS_iterations << " warmup=" << warmup << " batch=" << batch
-       << " params=" << params << " forward_ms_median=" << mf << " backward_ms_median=" << mb
-       << " total_ms_median=" << mt << " total_ms_mean=" << mean_of(it_t) << std::setprecision(1)
-       << " images_per_s=" << (mt > 0 ? batch * 1000.0 / mt : 0.0);
+       << " params=" << params << " trained_params=" << trained << " forward_ms_median=" << mf << " backward_ms_median=" << mb
+       << " update_ms_median=" << mu << " total_ms_median=" << mt << " total_ms_mean=" << mean_of(it_t)
+       << std::setprecision(1) << " images_per_s=" << (mt > 0 ? batch * 1000.0 / mt : 0.0)
+       << " peak_mem_mib=" << mem.first / (1 << 20) << " skipped_updates=" << skipped;
   std::cout << line.str() << std::endl;
   return 0;
 }
@@ -335,8 +498,9 @@ int main(int argc, char** argv) {
       "command [flags]\ncommands:\n"
       "  train         train or fine-tune a model (--solver, --snapshot or --weights)\n"
       "  test          score a model (--model, --weights, --iterations)\n"
-      "  time          benchmark a model's forward and backward, median ms per iteration and\n"
-      "                images/s (--model, --iterations, --warmup, --gpu)\n"
+      "  time          benchmark a model: median forward, backward and update ms, images/s,\n"
+      "                layers by cost, peak memory (--model, --solver, --batch_size,\n"
+      "                --iterations, --warmup, --gpu)\n"
       "  grad_stats    histogram of a model's gradients against FP16's range, with a loss scale\n"
       "                (--model, --weights, --iterations, --csv, --plot)\n"
       "  device_query  show GPU diagnostic information");

@@ -141,4 +141,11 @@ class Net {
 /// index in `in` (the consumer's index for inserted splits).
 NetParameter InsertSplits(const NetParameter& in, std::vector<int>* origin);
 
+/// Sets the batch (the first dimension) of every data source in `param`:
+/// Data's batch_size, and the first dimension of each DummyData and Input
+/// shape. Returns how many layers it changed. For benchmarks (trainer time
+/// --batch_size) that run a model file at another batch than it was written
+/// for; nothing else in the net is touched.
+int SetBatchSize(NetParameter* param, int batch);
+
 }  // namespace cortado

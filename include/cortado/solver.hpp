@@ -62,18 +62,27 @@ struct ParamUpdate {
   double decay = 0;        // weight_decay * decay_mult
 };
 
+/// How a solver is set up beyond its SolverParameter: where its nets run,
+/// and an optional edit applied to every net parameter (train and test)
+/// before the net is built (trainer time's --batch_size, for one).
+struct SolverSetup {
+  SolverSetup(std::shared_ptr<const Context> c = nullptr) : ctx(std::move(c)) {}  // NOLINT: implicit on purpose
+  std::shared_ptr<const Context> ctx;  // null: the CPU
+  std::function<void(NetParameter*)> edit_net;
+};
+
 class Solver {
  public:
   /// `info` locates fields of the solver prototxt (and its embedded nets);
-  /// `ctx` is where the nets run (null: the CPU). The device comes from the
-  /// caller (trainer's --gpu), not from solver_mode.
+  /// `setup.ctx` is where the nets run (null: the CPU). The device comes
+  /// from the caller (trainer's --gpu), not from solver_mode.
   explicit Solver(const SolverParameter& param, const SourceInfo& info = SourceInfo(),
-                  std::shared_ptr<const Context> ctx = nullptr);
+                  SolverSetup setup = SolverSetup());
   virtual ~Solver() = default;
   /// Reads a solver prototxt and makes the solver its `type` names.
   static std::unique_ptr<Solver> Create(const std::string& solver_file, std::shared_ptr<const Context> ctx = nullptr);
   static std::unique_ptr<Solver> Create(const SolverParameter& param, const SourceInfo& info = SourceInfo(),
-                                        std::shared_ptr<const Context> ctx = nullptr);
+                                        SolverSetup setup = SolverSetup());
   /// The solver types Create knows, sorted.
   static std::vector<std::string> Types();
 
@@ -81,6 +90,12 @@ class Solver {
   void Solve(const std::string& resume_file = "");
   /// Runs `iters` iterations.
   void Step(int iters);
+  /// The update half of an iteration, for the gradients now in the net:
+  /// checks them for Inf/NaN, adjusts the loss scale, updates every
+  /// parameter; returns false when the step was skipped. Step calls it after
+  /// backward; trainer time calls it alone to time it. The iteration count
+  /// does not advance.
+  bool ApplyUpdate();
   void Restore(const std::string& state_file);
   /// Writes <prefix>_iter_<N>.caffemodel and .solverstate; returns the model path.
   std::string Snapshot();
@@ -130,6 +145,7 @@ class Solver {
   SolverParameter param_;
   SourceInfo info_;
   std::shared_ptr<const Context> ctx_;
+  std::function<void(NetParameter*)> edit_net_;
   int iter_ = 0;
   int current_step_ = 0;
   std::unique_ptr<Net> net_;
@@ -142,9 +158,6 @@ class Solver {
   std::vector<double> Test(int test_net_id);
   void UpdateSmoothedLoss(double loss, int start_iter);
   void DisplayOutputs(double elapsed_s, int iters);
-  /// Checks gradients, adjusts the loss scale, updates every parameter;
-  /// returns false when the step was skipped.
-  bool ApplyUpdate();
   /// The same on the device (CUDA builds, GPU context): fused multi-tensor
   /// kernels and one synchronization (the overflow and clipping read-back).
   bool ApplyUpdateGpu();

@@ -30,15 +30,12 @@ std::unique_ptr<Solver> Solver::Create(const std::string& solver_file, std::shar
 
 namespace {
 template <typename S>
-std::unique_ptr<Solver> make_solver(const SolverParameter& p, const SourceInfo& i) {
-  return std::make_unique<S>(p, i);
+std::unique_ptr<Solver> make_solver(const SolverParameter& p, const SourceInfo& i, SolverSetup setup) {
+  return std::make_unique<S>(p, i, std::move(setup));
 }
-// The context reaches the constructors through this (the rules' constructors
-// keep Caffe's two-argument shape).
-thread_local std::shared_ptr<const Context> t_create_ctx;
 struct SolverEntry {
   const char* type;
-  std::unique_ptr<Solver> (*make)(const SolverParameter&, const SourceInfo&);
+  std::unique_ptr<Solver> (*make)(const SolverParameter&, const SourceInfo&, SolverSetup);
 };
 // The one table of update rules, sorted by type string.
 const SolverEntry kSolvers[] = {
@@ -56,18 +53,10 @@ std::vector<std::string> Solver::Types() {
 }
 
 std::unique_ptr<Solver> Solver::Create(const SolverParameter& param, const SourceInfo& info,
-                                       std::shared_ptr<const Context> ctx) {
+                                       SolverSetup setup) {
   for (const SolverEntry& e : kSolvers) {
     if (param.type() != e.type) continue;
-    t_create_ctx = std::move(ctx);
-    try {
-      auto solver = e.make(param, info);
-      t_create_ctx.reset();
-      return solver;
-    } catch (...) {
-      t_create_ctx.reset();
-      throw;
-    }
+    return e.make(param, info, std::move(setup));
   }
   std::string known;
   for (const SolverEntry& e : kSolvers) known += std::string(known.empty() ? "" : ", ") + e.type;
@@ -75,8 +64,11 @@ std::unique_ptr<Solver> Solver::Create(const SolverParameter& param, const Sourc
   fail(info.where(line), "type: unknown solver type '", param.type(), "'; known types: ", known);
 }
 
-Solver::Solver(const SolverParameter& param, const SourceInfo& info, std::shared_ptr<const Context> ctx)
-    : param_(param), info_(info), ctx_(ctx ? std::move(ctx) : t_create_ctx ? t_create_ctx : Context::Cpu()) {
+Solver::Solver(const SolverParameter& param, const SourceInfo& info, SolverSetup setup)
+    : param_(param),
+      info_(info),
+      ctx_(setup.ctx ? std::move(setup.ctx) : Context::Cpu()),
+      edit_net_(std::move(setup.edit_net)) {
   Validate();
   if (param_.random_seed() >= 0) set_random_seed(param_.random_seed());
   if (param_.has_solver_mode())
@@ -167,7 +159,9 @@ void Solver::InitNets() {
   state.set_phase(TRAIN);
   state.MergeFrom(train.state());
   state.MergeFrom(param_.train_state());
+  const NetParameter general_net = train;  // the test nets' copy, before the edit
   *train.mutable_state() = state;
+  if (edit_net_) edit_net_(&train);
   net_ = std::make_unique<Net>(train, train_info, ctx_);
 
   // Test nets: test_net files, test_net_param, or the general net in TEST phase.
@@ -183,7 +177,7 @@ void Solver::InitNets() {
     tests.emplace_back(param_.test_net_param(i),
                        info_.with_net_tree(root ? root->GetTreeForNested(test_param_field, i) : nullptr));
   if (tests.empty() && (param_.has_net() || param_.has_net_param())) {
-    NetParameter general = param_.has_net() ? train : param_.net_param();
+    const NetParameter& general = param_.has_net() ? general_net : param_.net_param();
     for (int i = 0; i < param_.test_iter_size(); ++i) tests.emplace_back(general, train_info);
   }
   if (param_.test_iter_size() != static_cast<int>(tests.size()))
@@ -195,6 +189,7 @@ void Solver::InitNets() {
     s.set_phase(TEST);
     if (i < static_cast<size_t>(param_.test_state_size())) s.MergeFrom(param_.test_state(i));
     *p.mutable_state() = s;
+    if (edit_net_) edit_net_(&p);
     test_nets_.push_back(std::make_unique<Net>(p, tests[i].second, ctx_));
     test_nets_.back()->ShareTrainedLayersWith(*net_);
   }

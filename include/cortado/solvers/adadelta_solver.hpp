@@ -18,7 +18,7 @@ namespace cortado {
 
 class AdaDeltaSolver : public Solver {
  public:
-  AdaDeltaSolver(const SolverParameter& param, const SourceInfo& info = SourceInfo());
+  AdaDeltaSolver(const SolverParameter& param, const SourceInfo& info = SourceInfo(), SolverSetup setup = SolverSetup());
   const char* type() const override { return "AdaDelta"; }
 
  protected:

@@ -16,7 +16,7 @@ namespace cortado {
 
 class AdaGradSolver : public Solver {
  public:
-  AdaGradSolver(const SolverParameter& param, const SourceInfo& info = SourceInfo());
+  AdaGradSolver(const SolverParameter& param, const SourceInfo& info = SourceInfo(), SolverSetup setup = SolverSetup());
   const char* type() const override { return "AdaGrad"; }
 
  protected:

@@ -27,7 +27,7 @@ namespace cortado {
 
 class AdamSolver : public Solver {
  public:
-  AdamSolver(const SolverParameter& param, const SourceInfo& info = SourceInfo());
+  AdamSolver(const SolverParameter& param, const SourceInfo& info = SourceInfo(), SolverSetup setup = SolverSetup());
   const char* type() const override { return "Adam"; }
 
  protected:

@@ -14,7 +14,7 @@ namespace cortado {
 
 class RMSPropSolver : public Solver {
  public:
-  RMSPropSolver(const SolverParameter& param, const SourceInfo& info = SourceInfo());
+  RMSPropSolver(const SolverParameter& param, const SourceInfo& info = SourceInfo(), SolverSetup setup = SolverSetup());
   const char* type() const override { return "RMSProp"; }
 
  protected:

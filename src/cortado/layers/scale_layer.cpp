@@ -118,10 +118,14 @@ void ScaleLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec&
     b.assign(bp, bp + dim_);
   }
   MathBuffer<Ftype> y(top[0]->template mutable_cpu_data<Ftype>(), count, false);
-  for (int64_t j = 0; j < count; ++j) {
-    const int64_t d = (j / inner_) % dim_;
-    y.get()[j] = bias_term_ ? x[j] * s[d] + b[d] : x[j] * s[d];
-  }
+  // Nested loops, not an index division per element: this layer follows
+  // every BatchNorm of a Caffe-style ResNet.
+  M* out = y.get();
+  for (int64_t o = 0, j = 0; o < outer_; ++o)
+    for (int64_t d = 0; d < dim_; ++d) {
+      const M sd = s[d], bd = b[d];
+      for (int64_t i = 0; i < inner_; ++i, ++j) out[j] = x[j] * sd + bd;
+    }
   y.store();
 }
 
@@ -138,14 +142,24 @@ void ScaleLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vecto
   if (want_s) {
     const M* x = saved_x(bottom, top).template cpu_data<M>();
     std::vector<M> sum(dim_, M(0));
-    for (int64_t j = 0; j < count; ++j) sum[(j / inner_) % dim_] += dy[j] * x[j];
+    for (int64_t o = 0, j = 0; o < outer_; ++o)
+      for (int64_t d = 0; d < dim_; ++d) {
+        M acc = 0;
+        for (int64_t i = 0; i < inner_; ++i, ++j) acc += dy[j] * x[j];
+        sum[d] += acc;
+      }
     MathBuffer<Btype> ds(scale(bottom)->template mutable_cpu_diff<Btype>(), dim_, !second);
     for (int64_t d = 0; d < dim_; ++d) ds.get()[d] = (second ? M(0) : ds.get()[d]) + sum[d];
     ds.store();
   }
   if (want_b) {
     std::vector<M> sum(dim_, M(0));
-    for (int64_t j = 0; j < count; ++j) sum[(j / inner_) % dim_] += dy[j];
+    for (int64_t o = 0, j = 0; o < outer_; ++o)
+      for (int64_t d = 0; d < dim_; ++d) {
+        M acc = 0;
+        for (int64_t i = 0; i < inner_; ++i, ++j) acc += dy[j];
+        sum[d] += acc;
+      }
     MathBuffer<Btype> db(bias_blob(bottom)->template mutable_cpu_diff<Btype>(), dim_, true);
     for (int64_t d = 0; d < dim_; ++d) db.get()[d] += sum[d];
     db.store();
@@ -154,7 +168,12 @@ void ScaleLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vecto
     const M* sp = scale(bottom)->template cpu_data<M>();
     const std::vector<M> s(sp, sp + dim_);
     MathBuffer<Btype> dx(bottom[0]->template mutable_cpu_diff<Btype>(), count, false);
-    for (int64_t j = 0; j < count; ++j) dx.get()[j] = dy[j] * s[(j / inner_) % dim_];
+    M* out = dx.get();
+    for (int64_t o = 0, j = 0; o < outer_; ++o)
+      for (int64_t d = 0; d < dim_; ++d) {
+        const M sd = s[d];
+        for (int64_t i = 0; i < inner_; ++i, ++j) out[j] = dy[j] * sd;
+      }
     dx.store();
   }
 }

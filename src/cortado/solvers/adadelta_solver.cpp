@@ -1,10 +1,12 @@
 #include "cortado/solvers/adadelta_solver.hpp"
 
 #include <cmath>
+#include <utility>
 
 namespace cortado {
 
-AdaDeltaSolver::AdaDeltaSolver(const SolverParameter& param, const SourceInfo& info) : Solver(param, info) {
+AdaDeltaSolver::AdaDeltaSolver(const SolverParameter& param, const SourceInfo& info, SolverSetup setup)
+    : Solver(param, info, std::move(setup)) {
   if (!(param_.momentum() >= 0 && param_.momentum() < 1))
     ParamFail("momentum", str_cat("must lie in [0, 1) for AdaDelta, got ", param_.momentum()));
 }

@@ -1,10 +1,12 @@
 #include "cortado/solvers/adagrad_solver.hpp"
 
 #include <cmath>
+#include <utility>
 
 namespace cortado {
 
-AdaGradSolver::AdaGradSolver(const SolverParameter& param, const SourceInfo& info) : Solver(param, info) {
+AdaGradSolver::AdaGradSolver(const SolverParameter& param, const SourceInfo& info, SolverSetup setup)
+    : Solver(param, info, std::move(setup)) {
   if (param_.momentum() != 0)
     ParamFail("momentum",
               str_cat("must be 0 (unset) for AdaGrad, which has no momentum term; got ", param_.momentum()));

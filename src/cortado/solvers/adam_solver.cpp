@@ -1,10 +1,12 @@
 #include "cortado/solvers/adam_solver.hpp"
 
 #include <cmath>
+#include <utility>
 
 namespace cortado {
 
-AdamSolver::AdamSolver(const SolverParameter& param, const SourceInfo& info) : Solver(param, info) {
+AdamSolver::AdamSolver(const SolverParameter& param, const SourceInfo& info, SolverSetup setup)
+    : Solver(param, info, std::move(setup)) {
   if (!(param_.momentum() >= 0 && param_.momentum() < 1))
     ParamFail("momentum", str_cat("(beta1) must lie in [0, 1) for ", param_.type(), ", got ", param_.momentum()));
   if (!(param_.momentum2() >= 0 && param_.momentum2() < 1))

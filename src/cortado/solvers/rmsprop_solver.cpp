@@ -1,10 +1,12 @@
 #include "cortado/solvers/rmsprop_solver.hpp"
 
 #include <cmath>
+#include <utility>
 
 namespace cortado {
 
-RMSPropSolver::RMSPropSolver(const SolverParameter& param, const SourceInfo& info) : Solver(param, info) {
+RMSPropSolver::RMSPropSolver(const SolverParameter& param, const SourceInfo& info, SolverSetup setup)
+    : Solver(param, info, std::move(setup)) {
   if (param_.momentum() != 0)
     ParamFail("momentum", str_cat("must be 0 (unset) for RMSProp, as in Caffe; got ", param_.momentum()));
   if (!(param_.rms_decay() >= 0 && param_.rms_decay() < 1))

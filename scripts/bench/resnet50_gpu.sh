@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# ResNet-50 training on one GPU: Cortado against PyTorch, in the same run on
+# the same GPU, FP16 and FP32.
+#
+#   Cortado FP16: trainer time on models/resnet50/train_val_dummy_fp16.prototxt
+#                 (FP16 storage, FP32 math and master weights) with the update
+#                 of models/resnet50/solver_dummy_fp16.prototxt (SGD with
+#                 momentum, dynamic loss scaling)
+#   PyTorch AMP:  scripts/bench/resnet50_pytorch.py --precision amp
+#                 (torchvision resnet50, channels_last, cudnn.benchmark,
+#                 autocast FP16 + GradScaler, SGD with momentum)
+#   Cortado FP32 and PyTorch FP32: the same without FP16.
+# Synthetic data resident on the GPU for both (DummyData; one random batch).
+# An iteration is forward, backward and the optimizer step. Each run reports
+# the median of ITERS timed iterations after WARMUP; REPEATS runs alternate
+# the four configurations, and the report is the median over runs of
+# images/s, with the peak GPU memory (Cortado: its caching allocator's peak;
+# PyTorch: max_memory_reserved, both over the whole run) and the ratio
+# Cortado / PyTorch (above 1: Cortado is faster). Then the 15 most expensive
+# layers of Cortado's FP16 run: where the time goes.
+#
+# Environment: GPU (0; "cpu" runs Cortado on the CPU alone, a smoke test of
+# this script at a tiny BATCH), BATCH (256, halved until every run fits), ITERS (30),
+# WARMUP (10), REPEATS (3), BUILD_DIR (build-gpu, else build), PYTHON
+# (python3), LOG_DIR (a temporary folder, kept and printed).
+# Needs a CUDA build of Cortado (scripts/gpu_check.sh --build-only makes
+# build-gpu) and torch + torchvision for the PyTorch side; without them the
+# PyTorch columns say so and the Cortado numbers still print.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if [ -z "${BUILD_DIR:-}" ]; then
+  BUILD_DIR=build-gpu
+  [ -x "$BUILD_DIR/tools/trainer" ] || BUILD_DIR=build
+fi
+TRAINER=$BUILD_DIR/tools/trainer
+GPU=${GPU:-0}
+BATCH=${BATCH:-256}
+ITERS=${ITERS:-30}
+WARMUP=${WARMUP:-10}
+REPEATS=${REPEATS:-3}
+PYTHON=${PYTHON:-python3}
+LOG_DIR=${LOG_DIR:-$(mktemp -d)}
+mkdir -p "$LOG_DIR"
+[ -x "$TRAINER" ] || { echo "resnet50_gpu: $TRAINER not found; build first (scripts/gpu_check.sh --build-only)" >&2; exit 1; }
+# A build against scripts/gpu_check.sh's prefix finds its libraries there.
+if [ -d .deps/prefix/usr/lib ]; then
+  for d in .deps/prefix/usr/lib/*-linux-gnu .deps/prefix/lib/*-linux-gnu .deps/prefix/usr/lib/*-linux-gnu/openblas-pthread; do
+    [ -d "$d" ] && LD_LIBRARY_PATH=$(cd "$d" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  done
+  export LD_LIBRARY_PATH
+fi
+
+kv() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | tail -1; }
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+GPU_FLAG=--gpu=$GPU DEVICE=gpu$GPU
+[ "$GPU" = cpu ] && GPU_FLAG="" DEVICE=cpu
+HAVE_TORCH=1
+if [ "$GPU" = cpu ]; then
+  HAVE_TORCH=0
+elif ! "$PYTHON" -c 'import torch, torchvision; assert torch.cuda.is_available()' 2>"$LOG_DIR/torch_import.log"; then
+  HAVE_TORCH=0
+  echo "resnet50_gpu: PyTorch with CUDA is not available to $PYTHON ($(tail -1 "$LOG_DIR/torch_import.log")); timing Cortado only"
+fi
+
+declare -A model=([cortado_fp16]=models/resnet50/train_val_dummy_fp16.prototxt
+                  [cortado_fp32]=models/resnet50/train_val_dummy.prototxt)
+declare -A solver=([cortado_fp16]=models/resnet50/solver_dummy_fp16.prototxt
+                   [cortado_fp32]=models/resnet50/solver_dummy.prototxt)
+declare -A torch_prec=([pytorch_amp]=amp [pytorch_fp32]=fp32)
+configs=(cortado_fp16 pytorch_amp cortado_fp32 pytorch_fp32)
+
+# One run of one configuration at batch $2: prints "ips mib", or "oom", or fails.
+run_one() {
+  local c=$1 b=$2 r=$3 out log=$LOG_DIR/$1_b$2_run$3.log
+  case "$c" in
+    cortado_*)
+      if ! "$TRAINER" time --model="${model[$c]}" --solver="${solver[$c]}" --batch_size="$b" $GPU_FLAG \
+           --iterations="$ITERS" --warmup="$WARMUP" >"$log" 2>&1; then
+        grep -q "out of memory" "$log" && { echo oom; return 0; }
+        tail -20 "$log" >&2; echo "resnet50_gpu: $c failed (log: $log)" >&2; return 1
+      fi
+      out=$(grep '^time:' "$log" | tail -1)
+      [ "$(kv device "$out")" = "$DEVICE" ] || { echo "resnet50_gpu: trainer did not run on $DEVICE: $out" >&2; return 1; }
+      echo "$(kv images_per_s "$out") $(kv peak_mem_mib "$out")" ;;
+    pytorch_*)
+      set +e
+      "$PYTHON" scripts/bench/resnet50_pytorch.py --precision "${torch_prec[$c]}" --batch "$b" --iters "$ITERS" \
+        --warmup "$WARMUP" --device "cuda:$GPU" >"$log" 2>&1
+      local rc=$?
+      set -e
+      [ $rc = 3 ] && { echo oom; return 0; }
+      [ $rc = 0 ] || { tail -20 "$log" >&2; echo "resnet50_gpu: $c failed (log: $log)" >&2; return 1; }
+      out=$(grep '^pytorch:' "$log" | tail -1)
+      echo "$(kv images_per_s "$out") $(kv peak_reserved_mib "$out")" ;;
+  esac
+}
+
+while :; do
+  declare -A ips=() mib=()
+  oom=""
+  echo "ResNet-50 on GPU $GPU, batch $BATCH, $REPEATS runs x $ITERS iterations (after $WARMUP warm-up); logs: $LOG_DIR"
+  for r in $(seq 1 "$REPEATS"); do
+    for c in "${configs[@]}"; do
+      [[ $c == pytorch_* && $HAVE_TORCH = 0 ]] && continue
+      res=$(run_one "$c" "$BATCH" "$r")
+      if [ "$res" = oom ]; then oom=$c; break 2; fi
+      ips[$c]+="${res% *} "
+      mib[$c]=${res#* }
+      printf '  run %d %-13s %8s images/s  peak %8s MiB\n' "$r" "$c" "${res% *}" "${res#* }"
+    done
+  done
+  [ -z "$oom" ] && break
+  [ "$BATCH" -le 8 ] && { echo "resnet50_gpu: out of memory even at batch $BATCH ($oom)" >&2; exit 1; }
+  echo "resnet50_gpu: $oom ran out of memory at batch $BATCH; retrying every configuration at $((BATCH / 2))"
+  BATCH=$((BATCH / 2))
+done
+
+declare -A med=()
+for c in "${configs[@]}"; do
+  if [ -n "${ips[$c]:-}" ]; then med[$c]=$(echo "${ips[$c]}" | tr ' ' '\n' | grep . | median); else med[$c]=""; fi
+done
+ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }' || echo "n/a"; }
+echo
+echo "ResNet-50 training, GPU $GPU ($(nvidia-smi --query-gpu=name --format=csv,noheader -i "$GPU" 2>/dev/null || echo unknown)), batch $BATCH, median images/s over $REPEATS runs:"
+printf '  %-8s %-22s %-22s %s\n' "" "Cortado" "PyTorch" "Cortado/PyTorch"
+for p in fp16 fp32; do
+  t=pytorch_amp; [ $p = fp32 ] && t=pytorch_fp32
+  label=FP32; [ $p = fp16 ] && label="FP16/AMP"
+  printf '  %-8s %-22s %-22s %s\n' "$label" \
+    "${med[cortado_$p]} img/s ${mib[cortado_$p]:-?} MiB" \
+    "${med[$t]:-n/a} img/s ${mib[$t]:-n/a} MiB" "$(ratio "${med[cortado_$p]}" "${med[$t]}")"
+done
+echo
+echo "Where Cortado's FP16 time goes (run 1, synchronized per layer):"
+sed -n '/^Layers by cost/,/^By layer type/p' "$LOG_DIR/cortado_fp16_b${BATCH}_run1.log" | head -17
+sed -n '/^By layer type/,/^Median iteration/p' "$LOG_DIR/cortado_fp16_b${BATCH}_run1.log"
+echo "resnet50_gpu: batch=$BATCH cortado_fp16_ips=${med[cortado_fp16]} pytorch_amp_ips=${med[pytorch_amp]:-} ratio_fp16=$(ratio "${med[cortado_fp16]}" "${med[pytorch_amp]:-}") cortado_fp32_ips=${med[cortado_fp32]} pytorch_fp32_ips=${med[pytorch_fp32]:-} ratio_fp32=$(ratio "${med[cortado_fp32]}" "${med[pytorch_fp32]:-}") cortado_fp16_mib=${mib[cortado_fp16]} pytorch_amp_mib=${mib[pytorch_amp]:-} cortado_fp32_mib=${mib[cortado_fp32]} pytorch_fp32_mib=${mib[pytorch_fp32]:-} repeats=$REPEATS iterations=$ITERS gpu=$GPU"

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""ResNet-50 training throughput in PyTorch, the peer run of resnet50_gpu.sh.
+
+The configuration PyTorch users run for mixed precision: torchvision's
+resnet50, channels_last memory format, torch.backends.cudnn.benchmark = True,
+torch.autocast(float16) with a GradScaler (dynamic loss scaling), SGD with
+momentum 0.9 and weight decay 1e-4, one fixed synthetic batch resident on the
+GPU (no data loading, like Cortado's DummyData net). --precision fp32 runs
+the same without autocast and GradScaler (TF32 left at PyTorch's default for
+convolutions, which is on; matmul TF32 off, also the default).
+
+One iteration is forward, loss, backward, optimizer step and zero_grad. Each
+of --iters timed iterations is timed with CUDA events after --warmup untimed
+ones; prints the median, images/s = batch / median, and the peak memory the
+caching allocator reserved over the whole run, warm-up and cuDNN's algorithm
+search included (what the process holds, as Cortado's allocator peak), and
+allocated, as one key=value line:
+  pytorch: precision=amp batch=256 ms_median=... images_per_s=... peak_reserved_mib=... peak_allocated_mib=...
+Exit status 3: out of memory at this batch (the caller may retry smaller).
+"""
+import argparse
+import statistics
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--precision", choices=["amp", "fp32"], default="amp")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--device", default="cuda:0")
+    args = ap.parse_args()
+
+    import torch
+    import torchvision
+
+    dev = torch.device(args.device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        print("resnet50_pytorch: needs a CUDA device (got %s, cuda available: %s)"
+              % (args.device, torch.cuda.is_available()), file=sys.stderr)
+        return 1
+    torch.cuda.set_device(dev)
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(1)
+    amp = args.precision == "amp"
+
+    model = torchvision.models.resnet50(num_classes=1000).to(dev, memory_format=torch.channels_last)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x = torch.randn(args.batch, 3, 224, 224, device=dev).contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (args.batch,), device=dev)
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+
+    try:
+        for _ in range(max(1, args.warmup)):
+            step()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(args.iters):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            step()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+    except torch.cuda.OutOfMemoryError:
+        print("resnet50_pytorch: out of memory at batch %d" % args.batch, file=sys.stderr)
+        return 3
+    ms = statistics.median(times)
+    mib = 1024.0 * 1024.0
+    print("pytorch: precision=%s batch=%d iterations=%d warmup=%d ms_median=%.3f images_per_s=%.1f "
+          "peak_reserved_mib=%.1f peak_allocated_mib=%.1f torch=%s cudnn=%s gpu=%s" % (
+              args.precision, args.batch, args.iters, args.warmup, ms, args.batch * 1000.0 / ms,
+              torch.cuda.max_memory_reserved(dev) / mib, torch.cuda.max_memory_allocated(dev) / mib,
+              torch.__version__, torch.backends.cudnn.version(),
+              torch.cuda.get_device_name(dev).replace(" ", "_")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
