@@ -109,6 +109,62 @@ TYPED_TEST(ConvolutionLayerTest, ForwardGroupsAndOneByOne) {
   ExpectValues(y, want);
 }
 
+// Depthwise (group == C, the direct path): against the convolution formula
+// summed here in double, with C = 3 channels and 2 filters each, stride 2,
+// pad 1, and a dilated rectangular kernel. Small integers: exact in every type.
+void DepthwiseReference(const std::vector<int>& xs, int mult, int kh, int kw, int ph, int pw, int sh, int sw,
+                        int dh, int dw, const std::vector<double>& x, const std::vector<double>& w,
+                        const std::vector<double>& b, std::vector<double>* y, std::vector<int>* yshape) {
+  const int N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  const int OH = (H + 2 * ph - (dh * (kh - 1) + 1)) / sh + 1, OW = (W + 2 * pw - (dw * (kw - 1) + 1)) / sw + 1;
+  *yshape = {N, C * mult, OH, OW};
+  y->assign(static_cast<size_t>(N) * C * mult * OH * OW, 0);
+  for (int n = 0; n < N; ++n)
+    for (int o = 0; o < C * mult; ++o)
+      for (int oy = 0; oy < OH; ++oy)
+        for (int ox = 0; ox < OW; ++ox) {
+          double sum = b[o];
+          for (int ky = 0; ky < kh; ++ky)
+            for (int kx = 0; kx < kw; ++kx) {
+              const int iy = oy * sh - ph + ky * dh, ix = ox * sw - pw + kx * dw;
+              if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                sum += w[(o * kh + ky) * kw + kx] * x[((n * C + o / mult) * H + iy) * W + ix];
+            }
+          (*y)[((n * C * mult + o) * OH + oy) * OW + ox] = sum;
+        }
+}
+
+std::vector<double> SmallInts(size_t n, int seed) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<double>((i * 7 + seed * 3) % 5) - 2;  // -2..2
+  return v;
+}
+
+TYPED_TEST(ConvolutionLayerTest, ForwardDepthwiseAgainstDirectSum) {
+  struct Case {
+    const char* params;
+    std::vector<int> xs;
+    int mult, kh, kw, ph, pw, sh, sw, dh, dw;
+  };
+  const Case cases[] = {
+      {"num_output: 6 group: 3 kernel_size: 3 pad: 1 stride: 2", {2, 3, 5, 6}, 2, 3, 3, 1, 1, 2, 2, 1, 1},
+      {"num_output: 3 group: 3 kernel_h: 2 kernel_w: 3 pad_h: 1 pad_w: 2 dilation: 2", {2, 3, 4, 5}, 1, 2, 3, 1, 2,
+       1, 1, 2, 2},
+  };
+  for (const Case& c : cases) {
+    const size_t nx = static_cast<size_t>(c.xs[0]) * c.xs[1] * c.xs[2] * c.xs[3];
+    const size_t nw = static_cast<size_t>(c.xs[1]) * c.mult * c.kh * c.kw;
+    const std::vector<double> x = SmallInts(nx, 1), w = SmallInts(nw, 2), b = SmallInts(c.xs[1] * c.mult, 3);
+    std::vector<double> want;
+    std::vector<int> want_shape, shape;
+    DepthwiseReference(c.xs, c.mult, c.kh, c.kw, c.ph, c.pw, c.sh, c.sw, c.dh, c.dw, x, w, b, &want, &want_shape);
+    auto y = this->Run(std::string("type: 'Convolution' convolution_param { ") + c.params + " }", c.xs, x, w, b,
+                       &shape);
+    EXPECT_EQ(shape, want_shape) << c.params;
+    ExpectValues(y, want);
+  }
+}
+
 TYPED_TEST(ConvolutionLayerTest, BackwardHandComputed) {
   std::vector<int> shape;
   this->Run("type: 'Convolution' convolution_param { num_output: 1 kernel_size: 2 }", {1, 1, 3, 3}, Iota(9),
@@ -152,6 +208,18 @@ TYPED_TEST(ConvolutionLayerTest, GradientOneByOneTwoBottoms) {
   test::CheckLayer<TypeParam>(std::string("type: 'Convolution' convolution_param { num_output: 3 kernel_size: 1") +
                                   kFillers + " }",
                               {{2, 2, 3, 3}, {2, 2, 3, 3}}, kGaussianFill, test::GradientSettings(), kTol, {}, 2);
+}
+
+TYPED_TEST(ConvolutionLayerTest, GradientDepthwise) {
+  test::CheckLayer<TypeParam>(std::string("type: 'Convolution' convolution_param { num_output: 6 group: 3 "
+                                          "kernel_size: 3 pad: 1 stride: 2") + kFillers + " }",
+                              {{2, 3, 5, 4}}, kGaussianFill, test::GradientSettings(), kTol);
+}
+
+TYPED_TEST(ConvolutionLayerTest, GradientDepthwiseDilatedTwoBottoms) {
+  test::CheckLayer<TypeParam>(std::string("type: 'Convolution' convolution_param { num_output: 4 group: 4 "
+                                          "kernel_h: 2 kernel_w: 3 pad_h: 1 pad_w: 2 dilation: 2") + kFillers + " }",
+                              {{2, 4, 4, 5}, {2, 4, 4, 5}}, kGaussianFill, test::GradientSettings(), kTol, {}, 2);
 }
 
 // ---- GPU against CPU ---------------------------------------------------------------
@@ -208,6 +276,19 @@ TYPED_TEST(ConvolutionLayerTest, GpuMatchesCpuEngineCaffeOneByOne) {
                                                   "num_output: 3 kernel_size: 1") + kFillers + " }",
                                       {{2, 2, 3, 3}, {2, 2, 3, 3}}, kGaussianFill, ConvGpuTolerance<TypeParam>(), {},
                                       2);
+}
+
+TYPED_TEST(ConvolutionLayerTest, GpuMatchesCpuDepthwise) {
+  for (const char* engine : {"", "engine: CAFFE "}) {
+    SCOPED_TRACE(engine);
+    test::CheckGpuAgainstCpu<TypeParam>(std::string("type: 'Convolution' convolution_param { ") + engine +
+                                            "num_output: 6 group: 3 kernel_size: 3 pad: 1 stride: 2" + kFillers + " }",
+                                        {{2, 3, 7, 6}}, kGaussianFill, ConvGpuTolerance<TypeParam>());
+    test::CheckGpuAgainstCpu<TypeParam>(std::string("type: 'Convolution' convolution_param { ") + engine +
+                                            "num_output: 4 group: 4 kernel_h: 2 kernel_w: 3 pad_h: 1 pad_w: 2 "
+                                            "dilation: 2" + kFillers + " }",
+                                        {{2, 4, 4, 5}}, kGaussianFill, ConvGpuTolerance<TypeParam>());
+  }
 }
 
 // The factory's engine choice: im2col + GEMM on the CPU whatever the engine;

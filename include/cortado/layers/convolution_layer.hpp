@@ -32,8 +32,13 @@
 // math_t<Ftype> (float for float16, one rounding on the store). Backward reads
 // the top diff, the weights and the bottom data as math_t<Btype>, sums the
 // parameter gradients of the whole batch in math_t<Btype> and adds them once to
-// the parameter diffs (Btype); bottom diffs are overwritten. 1x1 kernels with
-// stride 1 and pad 0 skip im2col. In place: no.
+// the parameter diffs (Btype); bottom diffs are overwritten. In place: no.
+//
+// Fast paths: 1x1 kernels with stride 1 and pad 0 skip im2col (the GEMM reads
+// the bottom itself). Depthwise convolutions (group == C, each input channel
+// with its own num_output/C filters, MobileNet's layers) run a direct loop on
+// the CPU and direct kernels in the CUDA engine instead of C tiny GEMMs per
+// image: the same sums over the same terms, without im2col's copies.
 //
 // GPU (this class is the plain CUDA engine, engine: CAFFE; the factory picks
 // CuDNNConvolutionLayer on a GPU otherwise): im2col_gpu + cuBLAS GEMM per
@@ -55,6 +60,12 @@ struct CUstream_st;
 struct cublasContext;
 
 namespace cortado {
+
+/// The geometry of a depthwise convolution: `channels` input channels, each
+/// with `mult` filters (output channel c * mult + m reads input channel c).
+struct DepthwiseGeometry {
+  int num, channels, mult, height, width, out_h, out_w, kh, kw, ph, pw, sh, sw, dh, dw;
+};
 
 template <typename Ftype, typename Btype>
 class ConvolutionLayer : public Layer<Ftype, Btype> {
@@ -82,6 +93,10 @@ class ConvolutionLayer : public Layer<Ftype, Btype> {
 #endif
 
   void ReadGeometry();
+  DepthwiseGeometry depthwise_geometry() const {
+    return {num_, channels_, num_output_ / group_, height_, width_, out_h_, out_w_, kh_, kw_, ph_, pw_, sh_, sw_,
+            dh_, dw_};
+  }
   void CheckBottoms(const BlobVec& bottom) const;
 
   // Compute types of the GPU GEMMs / cuDNN calls (see the header comment):
@@ -94,6 +109,7 @@ class ConvolutionLayer : public Layer<Ftype, Btype> {
   bool bias_term_ = true;
   int kh_ = 0, kw_ = 0, ph_ = 0, pw_ = 0, sh_ = 1, sw_ = 1, dh_ = 1, dw_ = 1;
   bool is_1x1_ = false;
+  bool depthwise_ = false;  // group_ == channels_ > 1: the direct path
   int channels_ = 0;  // C of the bottom at setup; the weights depend on it
   int num_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
 };
@@ -117,6 +133,16 @@ void gemm_accumulate_f32(cublasContext* handle, Trans ta, Trans tb, int M, int N
 /// dst[i] = T(dst[i] + src[i]), computed in float.
 template <typename T>
 void add_f32(int64_t n, const float* src, T* dst, CUstream_st* stream);
+/// Depthwise convolution of the whole batch: y = conv(x, w) without bias
+/// (one thread per output); dx = the adjoint, overwritten (one thread per
+/// input); dw += the weight gradient of the batch (one block per weight,
+/// summed in float, double for double, and added with one rounding).
+template <typename T>
+void depthwise_forward(const DepthwiseGeometry& g, const T* x, const T* w, T* y, CUstream_st* stream);
+template <typename T>
+void depthwise_backward_data(const DepthwiseGeometry& g, const T* w, const T* dy, T* dx, CUstream_st* stream);
+template <typename T>
+void depthwise_backward_weight(const DepthwiseGeometry& g, const T* x, const T* dy, T* dw, CUstream_st* stream);
 }  // namespace gpu
 #endif  // CORTADO_USE_CUDA
 

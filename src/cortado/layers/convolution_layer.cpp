@@ -2,6 +2,7 @@
 
 #include <climits>
 
+#include <algorithm>
 #include <optional>
 #include <type_traits>
 
@@ -77,6 +78,69 @@ void add_row_sums(int rows, int cols, const M* x, M* s) {
     M sum = 0;
     for (int j = 0; j < cols; ++j) sum += row[j];
     s[o] += sum;
+  }
+}
+
+// Depthwise convolution of one image: y[o] = sum_{ky,kx} w[o, ky, kx] *
+// x[o / mult] at the dilated, strided, padded position; no bias.
+template <typename M>
+void depthwise_forward_cpu(const DepthwiseGeometry& g, const M* x, const M* w, M* y) {
+  const int64_t hw = static_cast<int64_t>(g.height) * g.width, ohw = static_cast<int64_t>(g.out_h) * g.out_w;
+  const int kk = g.kh * g.kw;
+  for (int c = 0; c < g.channels; ++c) {
+    const M* xc = x + c * hw;
+    for (int m = 0; m < g.mult; ++m) {
+      const int o = c * g.mult + m;
+      const M* wo = w + static_cast<int64_t>(o) * kk;
+      M* yo = y + o * ohw;
+      for (int oy = 0; oy < g.out_h; ++oy)
+        for (int ox = 0; ox < g.out_w; ++ox) {
+          M acc = 0;
+          for (int ky = 0; ky < g.kh; ++ky) {
+            const int iy = oy * g.sh - g.ph + ky * g.dh;
+            if (iy < 0 || iy >= g.height) continue;
+            for (int kx = 0; kx < g.kw; ++kx) {
+              const int ix = ox * g.sw - g.pw + kx * g.dw;
+              if (ix >= 0 && ix < g.width) acc += wo[ky * g.kw + kx] * xc[iy * g.width + ix];
+            }
+          }
+          yo[oy * g.out_w + ox] = acc;
+        }
+    }
+  }
+}
+
+// Its backward for one image: dw += dy (x) x (when dw), dx = w^T dy
+// (overwritten, when dx).
+template <typename M>
+void depthwise_backward_cpu(const DepthwiseGeometry& g, const M* x, const M* w, const M* dy, M* dw, M* dx) {
+  const int64_t hw = static_cast<int64_t>(g.height) * g.width, ohw = static_cast<int64_t>(g.out_h) * g.out_w;
+  const int kk = g.kh * g.kw;
+  if (dx) std::fill(dx, dx + g.channels * hw, M(0));
+  for (int c = 0; c < g.channels; ++c) {
+    const M* xc = x ? x + c * hw : nullptr;
+    M* dxc = dx ? dx + c * hw : nullptr;
+    for (int m = 0; m < g.mult; ++m) {
+      const int o = c * g.mult + m;
+      const M* wo = w + static_cast<int64_t>(o) * kk;
+      M* dwo = dw ? dw + static_cast<int64_t>(o) * kk : nullptr;
+      const M* dyo = dy + o * ohw;
+      for (int oy = 0; oy < g.out_h; ++oy)
+        for (int ox = 0; ox < g.out_w; ++ox) {
+          const M d = dyo[oy * g.out_w + ox];
+          for (int ky = 0; ky < g.kh; ++ky) {
+            const int iy = oy * g.sh - g.ph + ky * g.dh;
+            if (iy < 0 || iy >= g.height) continue;
+            for (int kx = 0; kx < g.kw; ++kx) {
+              const int ix = ox * g.sw - g.pw + kx * g.dw;
+              if (ix < 0 || ix >= g.width) continue;
+              const int64_t at = iy * g.width + ix;
+              if (dwo) dwo[ky * g.kw + kx] += d * xc[at];
+              if (dxc) dxc[at] += wo[ky * g.kw + kx] * d;
+            }
+          }
+        }
+    }
   }
 }
 
@@ -165,6 +229,7 @@ void ConvolutionLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const Blo
   ReadGeometry();
   CheckBottoms(bottom);
   channels_ = bottom[0]->shape(1);
+  depthwise_ = group_ > 1 && group_ == channels_;
   const std::vector<int> wshape{num_output_, channels_ / group_, kh_, kw_};
   const std::vector<int> bshape{num_output_};
   auto& blobs = this->blobs_;
@@ -217,13 +282,18 @@ void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Bl
   const size_t top_image = static_cast<size_t>(num_output_) * ohw;
   const M* w = this->blobs_[0]->template cpu_data<M>();
   const M* b = bias_term_ ? this->blobs_[1]->template cpu_data<M>() : nullptr;
-  std::vector<M> col(is_1x1_ ? 0 : static_cast<size_t>(kg) * group_ * ohw);
+  std::vector<M> col(is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(kg) * group_ * ohw);
   for (size_t i = 0; i < bottom.size(); ++i) {
     const M* x = bottom[i]->template cpu_data<M>();
     MathBuffer<Ftype> y(top[i]->template mutable_cpu_data<Ftype>(), top[i]->count(), false);
     for (int n = 0; n < num_; ++n) {
       const M* xn = x + n * chw;
       M* yn = y.get() + n * top_image;
+      if (depthwise_) {
+        depthwise_forward_cpu<M>(depthwise_geometry(), xn, w, yn);
+        if (b) add_bias(num_output_, ohw, b, yn);
+        continue;
+      }
       const M* c = xn;
       if (!is_1x1_) {
         im2col_cpu<M>(xn, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col.data());
@@ -255,7 +325,7 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
   if (do_w) wd.emplace(this->blobs_[0]->template mutable_cpu_diff<Btype>(), this->blobs_[0]->count(), true);
   if (do_b) bd.emplace(this->blobs_[1]->template mutable_cpu_diff<Btype>(), this->blobs_[1]->count(), true);
   const M* w = this->blobs_[0]->template cpu_data<M>();
-  std::vector<M> col(is_1x1_ ? 0 : static_cast<size_t>(kg) * group_ * ohw);
+  std::vector<M> col(is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(kg) * group_ * ohw);
   std::vector<M> col_diff(col.size());
   for (size_t i = 0; i < top.size(); ++i) {
     const bool do_x = i < propagate_down.size() && propagate_down[i];
@@ -267,6 +337,12 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
     for (int n = 0; n < num_; ++n) {
       const M* tdn = td + n * top_image;
       if (do_b) add_row_sums(num_output_, ohw, tdn, bd->get());
+      if (depthwise_) {
+        if (do_w || do_x)
+          depthwise_backward_cpu<M>(depthwise_geometry(), do_w ? x + n * chw : nullptr, w, tdn,
+                                    do_w ? wd->get() : nullptr, do_x ? xd->get() + n * chw : nullptr);
+        continue;
+      }
       if (do_w) {
         const M* c = x + n * chw;
         if (!is_1x1_) {
@@ -316,11 +392,16 @@ void ConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const Bl
   cublasContext* handle = this->context().cublas();
   const Ftype* w = this->blobs_[0]->template gpu_data<Ftype>();
   const Ftype* b = bias_term_ ? this->blobs_[1]->template gpu_data<Ftype>() : nullptr;
-  DeviceScratch col = scratch(is_1x1_ ? 0 : static_cast<size_t>(kg) * group_ * ohw * sizeof(Ftype));
+  DeviceScratch col = scratch(is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(kg) * group_ * ohw * sizeof(Ftype));
   Ftype* colp = static_cast<Ftype*>(col.get());
   for (size_t i = 0; i < bottom.size(); ++i) {
     const Ftype* x = bottom[i]->template gpu_data<Ftype>();
     Ftype* y = top[i]->template mutable_gpu_data<Ftype>();
+    if (depthwise_) {
+      gpu::depthwise_forward<Ftype>(depthwise_geometry(), x, w, y, stream);
+      if (b) gpu::conv_add_bias<Ftype>(num_, num_output_, ohw, b, y, stream);
+      continue;
+    }
     for (int n = 0; n < num_; ++n) {
       const Ftype* c = x + n * chw;
       Ftype* yn = y + n * top_image;
@@ -357,8 +438,8 @@ void ConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std:
   Btype* wd = do_w ? this->blobs_[0]->template mutable_gpu_diff<Btype>() : nullptr;
   Btype* bd = do_b ? this->blobs_[1]->template mutable_gpu_diff<Btype>() : nullptr;
   const Btype* w = this->blobs_[0]->template gpu_data<Btype>();
-  DeviceScratch col = scratch(is_1x1_ ? 0 : static_cast<size_t>(kg) * group_ * ohw * sizeof(Btype));
-  DeviceScratch wacc = scratch(do_w && f32_acc ? wcount * sizeof(float) : 0);
+  DeviceScratch col = scratch(is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(kg) * group_ * ohw * sizeof(Btype));
+  DeviceScratch wacc = scratch(do_w && f32_acc && !depthwise_ ? wcount * sizeof(float) : 0);
   Btype* colp = static_cast<Btype*>(col.get());
   float* waccp = static_cast<float*>(wacc.get());
   for (size_t i = 0; i < top.size(); ++i) {
@@ -368,6 +449,11 @@ void ConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std:
     if (do_b) gpu::conv_bias_grad<Btype>(num_, num_output_, ohw, td, bd, stream);
     const Btype* x = do_w ? bottom[i]->template gpu_data<Btype>() : nullptr;
     Btype* xd = do_x ? bottom[i]->template mutable_gpu_diff<Btype>() : nullptr;
+    if (depthwise_) {  // the weight kernel sums the batch in float itself
+      if (do_w) gpu::depthwise_backward_weight<Btype>(depthwise_geometry(), x, td, wd, stream);
+      if (do_x) gpu::depthwise_backward_data<Btype>(depthwise_geometry(), w, td, xd, stream);
+      continue;
+    }
     if (waccp) CORTADO_CUDA_CHECK(cudaMemsetAsync(waccp, 0, wcount * sizeof(float), stream));
     for (int n = 0; n < num_; ++n) {
       const Btype* tdn = td + n * top_image;
