@@ -1,16 +1,17 @@
 // Kernels of BatchNormLayer. x is (N, C, S); channel c holds m = N * S values.
 //
 // Reductions (statistics in the forward, sum dy and sum dy * xhat in the
-// backward): one block of kThreads threads per channel; thread t walks the
-// channel's values t, t + kThreads, ... (over n and s), accumulating in M
-// (float for __half, the type itself otherwise); the partial sums meet in
-// shared memory in a tree. The variance is a second pass over the channel
-// once the block knows the mean. Thread 0 writes the per-channel results and
-// updates the running statistics (and, in block 0, the moving-average factor).
+// backward) go through channel_reduce.cuh: many blocks per channel, partial
+// sums in M (float for __half, the type itself otherwise), added per channel
+// in a fixed order. The variance is a second pass over x once the mean is
+// known (as on the CPU). The finishing step writes the per-channel results
+// and updates the running statistics (channel 0 also the moving-average
+// factor).
 // Elementwise kernels (normalize, dx) are grid-stride loops over N * C * S
 // computing in M and rounding once to the storage type.
 
 #include "cortado/layers/batch_norm_layer.hpp"
+#include "channel_reduce.cuh"
 #include "device_values.cuh"
 
 namespace cortado {
@@ -18,50 +19,69 @@ namespace cortado {
 namespace {
 
 using kernels::dev;
+using kernels::dev_t;
 using kernels::dmath_t;
 using kernels::load;
 using kernels::store;
 
-constexpr int kBlock = 256;
-
-/// Sums v over the block (blockDim.x == kBlock); the result is valid in thread 0.
-template <typename M>
-__device__ M block_sum(M v, M* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int k = kBlock / 2; k > 0; k >>= 1) {
-    if (threadIdx.x < k) shared[threadIdx.x] += shared[threadIdx.x + k];
-    __syncthreads();
-  }
-  const M r = shared[0];
-  __syncthreads();
-  return r;
-}
-
+// Statistics pass 1: the sum of x; finishing: mean = sum / m.
 template <typename T, typename M>
-__global__ void batch_stats_kernel(int n, int c, int64_t s, const T* x, M maf, M* mean, M* var, M* run_mean,
-                                   M* run_var, M* run_factor) {
-  __shared__ M shared[kBlock];
-  const int ch = blockIdx.x;
-  const int64_t m = int64_t(n) * s;
-  M sum = 0;
-  for (int64_t k = threadIdx.x; k < m; k += kBlock) sum += load(x, ((k / s) * c + ch) * s + k % s);
-  const M mu = m > 0 ? block_sum(sum, shared) / M(m) : M(0);
-  M sq = 0;
-  for (int64_t k = threadIdx.x; k < m; k += kBlock) {
-    const M d = load(x, ((k / s) * c + ch) * s + k % s) - mu;
-    sq += d * d;
+struct SumX {
+  const T* x;
+  __device__ void operator()(int64_t j, int64_t, M* acc) const { acc[0] += M(load(x, j)); }
+};
+template <typename M>
+struct FinishMean {
+  M inv_m;
+  M* mean;
+  __device__ void operator()(int64_t ch, const M* t) const { mean[ch] = t[0] * inv_m; }
+};
+// Pass 2: the sum of squared deviations; finishing: the biased variance and
+// the running statistics.
+template <typename T, typename M>
+struct SumSquaredDeviation {
+  const T* x;
+  const M* mean;
+  __device__ void operator()(int64_t j, int64_t ch, M* acc) const {
+    const M d = M(load(x, j)) - mean[ch];
+    acc[0] += d * d;
   }
-  const M v = m > 0 ? block_sum(sq, shared) / M(m) : M(0);
-  if (threadIdx.x == 0) {
-    mean[ch] = mu;
+};
+template <typename M>
+struct FinishVariance {
+  M inv_m, unbias, maf;
+  const M* mean;
+  M *var, *run_mean, *run_var, *run_factor;
+  __device__ void operator()(int64_t ch, const M* t) const {
+    const M v = t[0] * inv_m;
     var[ch] = v;
-    const M unbias = m > 1 ? M(double(m) / double(m - 1)) : M(1);
-    run_mean[ch] = maf * run_mean[ch] + mu;
+    run_mean[ch] = maf * run_mean[ch] + mean[ch];
     run_var[ch] = maf * run_var[ch] + unbias * v;
     if (ch == 0) run_factor[0] = maf * run_factor[0] + M(1);
   }
-}
+};
+// Backward: sum dy and sum dy * xhat.
+template <typename T, typename M>
+struct SumDyDyXhat {
+  const T* dy;
+  const M* xhat;
+  __device__ void operator()(int64_t j, int64_t, M* acc) const {
+    const M d = load(dy, j);
+    acc[0] += d;
+    acc[1] += d * xhat[j];
+  }
+};
+template <typename T, typename M>
+struct FinishBackward {
+  M *sdy, *sdyx;
+  T *dgamma, *dbeta;
+  __device__ void operator()(int64_t ch, const M* t) const {
+    sdy[ch] = t[0];
+    sdyx[ch] = t[1];
+    if (dgamma) store(dgamma, ch, M(load(dgamma, ch)) + t[1]);
+    if (dbeta) store(dbeta, ch, M(load(dbeta, ch)) + t[0]);
+  }
+};
 
 template <typename M>
 __global__ void global_stats_kernel(int c, const M* run_mean, const M* run_var, const M* run_factor, M* mean,
@@ -90,29 +110,6 @@ __global__ void normalize_kernel(int64_t total, int c, int64_t s, const T* x, co
 }
 
 template <typename T, typename M>
-__global__ void backward_reduce_kernel(int n, int c, int64_t s, const T* dy, const M* xhat, M* sdy, M* sdyx,
-                                       T* dgamma, T* dbeta) {
-  __shared__ M shared[kBlock];
-  const int ch = blockIdx.x;
-  const int64_t m = int64_t(n) * s;
-  M a = 0, b = 0;
-  for (int64_t k = threadIdx.x; k < m; k += kBlock) {
-    const int64_t j = ((k / s) * c + ch) * s + k % s;
-    const M d = load(dy, j);
-    a += d;
-    b += d * xhat[j];
-  }
-  a = block_sum(a, shared);
-  b = block_sum(b, shared);
-  if (threadIdx.x == 0) {
-    sdy[ch] = a;
-    sdyx[ch] = b;
-    if (dgamma) store(dgamma, ch, M(load(dgamma, ch)) + b);
-    if (dbeta) store(dbeta, ch, M(load(dbeta, ch)) + a);
-  }
-}
-
-template <typename T, typename M>
 __global__ void backward_dx_kernel(int64_t total, int c, int64_t s, M inv_m, const T* dy, const M* xhat,
                                    const M* inv_std, const T* gamma, const M* sdy, const M* sdyx, T* dx) {
   CORTADO_KERNEL_LOOP(j, total) {
@@ -132,8 +129,15 @@ template <typename T, typename M>
 void bn_batch_stats(int n, int c, int64_t s, const T* x, double maf, M* mean, M* var, M* run_mean, M* run_var,
                     M* run_factor, CUstream_st* stream) {
   if (c == 0) return;
-  batch_stats_kernel<<<c, kBlock, 0, stream>>>(n, c, s, dev(x), M(maf), mean, var, run_mean, run_var, run_factor);
-  CORTADO_KERNEL_CHECK();
+  using D = dev_t<T>;
+  const kernels::ChannelShape shape{n, c, s};
+  const int64_t m = int64_t(n) * s;
+  const M inv_m = m > 0 ? M(1) / M(m) : M(0);
+  const M unbias = m > 1 ? M(double(m) / double(m - 1)) : M(1);
+  kernels::channel_reduce<1, M>(shape, SumX<D, M>{dev(x)}, FinishMean<M>{inv_m, mean}, stream);
+  kernels::channel_reduce<1, M>(shape, SumSquaredDeviation<D, M>{dev(x), mean},
+                                FinishVariance<M>{inv_m, unbias, M(maf), mean, var, run_mean, run_var, run_factor},
+                                stream);
 }
 
 template <typename M>
@@ -166,8 +170,9 @@ template <typename T, typename M>
 void bn_backward_reduce(int n, int c, int64_t s, const T* dy, const M* xhat, M* sdy, M* sdyx, T* dgamma, T* dbeta,
                         CUstream_st* stream) {
   if (c == 0) return;
-  backward_reduce_kernel<<<c, kBlock, 0, stream>>>(n, c, s, dev(dy), xhat, sdy, sdyx, dev(dgamma), dev(dbeta));
-  CORTADO_KERNEL_CHECK();
+  using D = dev_t<T>;
+  kernels::channel_reduce<2, M>(kernels::ChannelShape{n, c, s}, SumDyDyXhat<D, M>{dev(dy), xhat},
+                                FinishBackward<D, M>{sdy, sdyx, dev(dgamma), dev(dbeta)}, stream);
 }
 
 template <typename T, typename M>

@@ -1,10 +1,10 @@
 // Kernels of BiasLayer; x, y are (outer, dim, inner).
 // Forward: a grid-stride loop over every element, y = x + b[d] in float
-// (double for double), rounded once. Backward: one block per bias value d;
-// its threads walk the outer * inner values of d, summing dy in float
-// (double for double), then a shared-memory tree; thread 0 writes db[d].
+// (double for double), rounded once. Backward: sum dy per bias value d in
+// float (double for double), many blocks per value (channel_reduce.cuh).
 
 #include "cortado/layers/bias_layer.hpp"
+#include "channel_reduce.cuh"
 #include "device_values.cuh"
 
 namespace cortado {
@@ -12,11 +12,10 @@ namespace cortado {
 namespace {
 
 using kernels::dev;
+using kernels::dev_t;
 using kernels::dmath_t;
 using kernels::load;
 using kernels::store;
-
-constexpr int kBlock = 256;
 
 template <typename T>
 __global__ void forward_kernel(int64_t total, int64_t dim, int64_t inner, const T* x, const T* b, T* y) {
@@ -25,21 +24,19 @@ __global__ void forward_kernel(int64_t total, int64_t dim, int64_t inner, const 
 }
 
 template <typename T>
-__global__ void backward_kernel(int64_t outer, int64_t dim, int64_t inner, const T* dy, bool accumulate, T* db) {
-  using M = dmath_t<T>;
-  __shared__ M shared[kBlock];
-  const int64_t d = blockIdx.x;
-  const int64_t m = outer * inner;
-  M sum = 0;
-  for (int64_t k = threadIdx.x; k < m; k += kBlock) sum += load(dy, ((k / inner) * dim + d) * inner + k % inner);
-  shared[threadIdx.x] = sum;
-  __syncthreads();
-  for (int s = kBlock / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
-    __syncthreads();
+struct SumDy {
+  const T* dy;
+  __device__ void operator()(int64_t j, int64_t, dmath_t<T>* acc) const { acc[0] += load(dy, j); }
+};
+template <typename T>
+struct FinishDb {
+  bool accumulate;
+  T* db;
+  __device__ void operator()(int64_t d, const dmath_t<T>* t) const {
+    using M = dmath_t<T>;
+    store(db, d, (accumulate ? M(load(db, d)) : M(0)) + t[0]);
   }
-  if (threadIdx.x == 0) store(db, d, (accumulate ? M(load(db, d)) : M(0)) + shared[0]);
-}
+};
 
 }  // namespace
 
@@ -57,8 +54,9 @@ template <typename T>
 void bias_backward(int64_t outer, int64_t dim, int64_t inner, const T* dy, bool accumulate, T* db,
                    CUstream_st* stream) {
   if (dim == 0) return;
-  backward_kernel<<<static_cast<unsigned>(dim), kBlock, 0, stream>>>(outer, dim, inner, dev(dy), accumulate, dev(db));
-  CORTADO_KERNEL_CHECK();
+  using D = dev_t<T>;
+  kernels::channel_reduce<1, dmath_t<D>>(kernels::ChannelShape{outer, dim, inner}, SumDy<D>{dev(dy)},
+                                         FinishDb<D>{accumulate, dev(db)}, stream);
 }
 
 #define CORTADO_INSTANTIATE_BIAS_GPU(T)                                                                  \

@@ -3,10 +3,10 @@
 //
 // conv_add_bias: one thread per top element (grid-stride, 64-bit indexes),
 //   computed in float (double for double), stored once.
-// conv_bias_grad: one block per output channel; its threads stride over the
-//   (image, position) pairs of that channel, sum in float (double for double),
-//   reduce in shared memory, and thread 0 adds the total to db[c] with one
-//   rounding. No atomics: the result does not depend on the schedule.
+// conv_bias_grad: per output channel, the sum of dy over (image, position) in
+//   float (double for double), many blocks per channel (channel_reduce.cuh),
+//   added to db[c] with one rounding. No atomics: the result does not depend
+//   on the schedule.
 // gemm_accumulate_f32: cublasGemmEx with T inputs, an FP32 output and FP32
 //   compute (Tensor Cores for float16), beta = 1.
 // add_f32: one thread per element, dst = T(dst + src) in float.
@@ -17,6 +17,7 @@
 #include <cuda_fp16.h>
 
 #include "cortado/layers/convolution_layer.hpp"
+#include "channel_reduce.cuh"
 #include "device_values.cuh"
 #include "cortado/util/cuda.hpp"
 
@@ -40,24 +41,15 @@ __global__ void add_bias_kernel(int64_t n, int channels, int64_t spatial, const 
 }
 
 template <typename T>
-__global__ void bias_grad_kernel(int64_t num, int channels, int64_t spatial, const T* dy, T* db) {
-  using A = typename acc<T>::type;
-  __shared__ A part[cuda::kThreads];
-  const int c = blockIdx.x;
-  const int64_t n_total = num * spatial;
-  A sum = 0;
-  for (int64_t j = threadIdx.x; j < n_total; j += blockDim.x) {
-    const int64_t n = j / spatial, s = j - n * spatial;
-    sum += load(dy, (n * channels + c) * spatial + s);
-  }
-  part[threadIdx.x] = sum;
-  __syncthreads();
-  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) store(db, c, load(db, c) + part[0]);
-}
+struct SumDy {
+  const T* dy;
+  __device__ void operator()(int64_t j, int64_t, typename acc<T>::type* a) const { a[0] += load(dy, j); }
+};
+template <typename T>
+struct AddToDb {
+  T* db;
+  __device__ void operator()(int64_t c, const typename acc<T>::type* t) const { store(db, c, load(db, c) + t[0]); }
+};
 
 template <typename T>
 __global__ void add_f32_kernel(int64_t n, const float* src, T* dst) {
@@ -171,8 +163,9 @@ void conv_add_bias(int64_t num, int channels, int64_t spatial, const T* b, T* y,
 template <typename T>
 void conv_bias_grad(int64_t num, int channels, int64_t spatial, const T* dy, T* db, CUstream_st* stream) {
   if (channels == 0) return;
-  bias_grad_kernel<<<channels, cuda::kThreads, 0, stream>>>(num, channels, spatial, dev(dy), dev(db));
-  CORTADO_KERNEL_CHECK();
+  using D = dev_t<T>;
+  kernels::channel_reduce<1, typename acc<D>::type>(kernels::ChannelShape{num, channels, spatial}, SumDy<D>{dev(dy)},
+                                                    AddToDb<D>{dev(db)}, stream);
 }
 
 // Row-major C = A B is column-major C^T = B^T A^T: swap operands and sizes.

@@ -1,11 +1,11 @@
 // Kernels of ScaleLayer; x, y are (outer, dim, inner).
 // Forward and dx: grid-stride loops over every element, computing in float
-// (double for double) and rounding once. Parameter gradients: one block per
-// scale value d; its threads walk the outer * inner values of d, summing
-// dy * x and dy in float (double for double), then a shared-memory tree;
-// thread 0 writes ds[d] and db[d].
+// (double for double) and rounding once. Parameter gradients: sum dy * x and
+// sum dy per scale value d in float (double for double), many blocks per
+// value (channel_reduce.cuh); the finishing step writes ds[d] and db[d].
 
 #include "cortado/layers/scale_layer.hpp"
+#include "channel_reduce.cuh"
 #include "device_values.cuh"
 
 namespace cortado {
@@ -13,11 +13,10 @@ namespace cortado {
 namespace {
 
 using kernels::dev;
+using kernels::dev_t;
 using kernels::dmath_t;
 using kernels::load;
 using kernels::store;
-
-constexpr int kBlock = 256;
 
 template <typename T>
 __global__ void forward_kernel(int64_t total, int64_t dim, int64_t inner, const T* x, const T* s, const T* b, T* y) {
@@ -35,40 +34,30 @@ __global__ void dx_kernel(int64_t total, int64_t dim, int64_t inner, const T* dy
   CORTADO_KERNEL_LOOP(j, total) store(dx, j, M(load(dy, j)) * M(load(s, (j / inner) % dim)));
 }
 
-template <typename M>
-__device__ M block_sum(M v, M* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int k = kBlock / 2; k > 0; k >>= 1) {
-    if (threadIdx.x < k) shared[threadIdx.x] += shared[threadIdx.x + k];
-    __syncthreads();
-  }
-  const M r = shared[0];
-  __syncthreads();
-  return r;
-}
-
+// The parameter gradients: sum dy * x (ds) and sum dy (db) per scale value,
+// through channel_reduce.cuh (many blocks per value, a fixed order).
 template <typename T>
-__global__ void params_kernel(int64_t outer, int64_t dim, int64_t inner, const T* dy, const T* x, T* ds,
-                              bool accumulate_s, T* db) {
-  using M = dmath_t<T>;
-  __shared__ M shared[kBlock];
-  const int64_t d = blockIdx.x;
-  const int64_t m = outer * inner;
-  M sx = 0, sb = 0;
-  for (int64_t k = threadIdx.x; k < m; k += kBlock) {
-    const int64_t j = ((k / inner) * dim + d) * inner + k % inner;
+struct SumParams {
+  const T* dy;
+  const T* x;  // null: no ds
+  __device__ void operator()(int64_t j, int64_t, dmath_t<T>* acc) const {
+    using M = dmath_t<T>;
     const M g = load(dy, j);
-    if (ds) sx += g * M(load(x, j));
-    sb += g;
+    if (x) acc[0] += g * M(load(x, j));
+    acc[1] += g;
   }
-  if (ds) sx = block_sum(sx, shared);
-  if (db) sb = block_sum(sb, shared);
-  if (threadIdx.x == 0) {
-    if (ds) store(ds, d, (accumulate_s ? M(load(ds, d)) : M(0)) + sx);
-    if (db) store(db, d, M(load(db, d)) + sb);
+};
+template <typename T>
+struct FinishParams {
+  T* ds;
+  bool accumulate_s;
+  T* db;
+  __device__ void operator()(int64_t d, const dmath_t<T>* t) const {
+    using M = dmath_t<T>;
+    if (ds) store(ds, d, (accumulate_s ? M(load(ds, d)) : M(0)) + t[0]);
+    if (db) store(db, d, M(load(db, d)) + t[1]);
   }
-}
+};
 
 }  // namespace
 
@@ -97,9 +86,10 @@ template <typename T>
 void scale_backward_params(int64_t outer, int64_t dim, int64_t inner, const T* dy, const T* x, T* ds,
                            bool accumulate_s, T* db, CUstream_st* stream) {
   if (dim == 0) return;
-  params_kernel<<<static_cast<unsigned>(dim), kBlock, 0, stream>>>(outer, dim, inner, dev(dy), dev(x), dev(ds),
-                                                                    accumulate_s, dev(db));
-  CORTADO_KERNEL_CHECK();
+  using D = dev_t<T>;
+  kernels::channel_reduce<2, dmath_t<D>>(kernels::ChannelShape{outer, dim, inner},
+                                         SumParams<D>{dev(dy), ds ? dev(x) : nullptr},
+                                         FinishParams<D>{dev(ds), accumulate_s, dev(db)}, stream);
 }
 
 #define CORTADO_INSTANTIATE_SCALE_GPU(T)                                                                          \
