@@ -87,9 +87,38 @@ TYPED_TEST(ContrastiveLossLayerTest, ShapeErrors) {
   }
 }
 
+// GPU against CPU: each pair's distance is summed in the CPU's order with
+// the same roundings (and sqrt and division are exact IEEE operations on
+// both sides), so the gradients agree to the unit and the loss differs by
+// the order of the float sum only. Both forms, margins that leave some
+// dissimilar pairs inside and some outside, and a loss weight other than 1.
 TYPED_TEST(ContrastiveLossLayerTest, GpuMatchesCpu) {
-  test::CheckGpuAgainstCpu<TypeParam>("type: 'ContrastiveLoss'", {{5, 3, 1, 1}, {5, 3, 1, 1}, {5, 1, 1, 1}}, Fill,
-                                      test::GpuTolerance{4, 4}, {true, true, false});
+  for (const char* legacy : {"false", "true"}) {
+    SCOPED_TRACE(str_cat("legacy_version: ", legacy));
+    for (const char* margin : {"1", "0.5"}) {
+      SCOPED_TRACE(str_cat("margin: ", margin));
+      test::CheckGpuAgainstCpu<TypeParam>(str_cat("type: 'ContrastiveLoss' contrastive_loss_param { margin: ", margin,
+                                                  " legacy_version: ", legacy, " }"),
+                                          {{5, 3, 1, 1}, {5, 3, 1, 1}, {5, 1, 1, 1}}, Fill, test::GpuTolerance{4, 1},
+                                          {true, true, false});
+    }
+    test::CheckGpuAgainstCpu<TypeParam>(
+        str_cat("type: 'ContrastiveLoss' loss_weight: 0.5 contrastive_loss_param { legacy_version: ", legacy, " }"),
+        {{4, 6}, {4, 6}, {4}}, Fill, test::GpuTolerance{4, 1}, {false, true, false});
+  }
+}
+
+// Several blocks (four) of the GPU's two-stage sum (1000 pairs) and a second forward
+// into the same buffers. The CPU's sequential float sum drifts from the exact
+// one by ulps per hundred terms; the GPU's tree sum is close to exact.
+TYPED_TEST(ContrastiveLossLayerTest, GpuMatchesCpuManyBlocks) {
+  auto fill = [](int i, Blob* b) {
+    if (i < 2) test::FillUniform(b, -0.5, 0.5, 34 + i);
+    else test::FillLabels(b, 2, 36);
+  };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'ContrastiveLoss' contrastive_loss_param { margin: 1.2 }",
+                                      {{1000, 8}, {1000, 8}, {1000}}, fill, test::GpuTolerance{128, 1},
+                                      {true, true, false}, -1, 2);
 }
 
 }  // namespace

@@ -59,10 +59,32 @@ TYPED_TEST(EuclideanLossLayerTest, CountMismatch) {
   }
 }
 
-// CPU path on both sides (no GPU path yet): identical results; skips without a device.
+// GPU against CPU: d = a - b is the same on both sides and the gradient is
+// one rounded product, so the diffs agree to the unit; the loss differs only
+// by the order of the float sum (few terms here: a few ulps). Bottoms of
+// different shapes and one count, and a loss weight other than 1.
 TYPED_TEST(EuclideanLossLayerTest, GpuMatchesCpu) {
   auto fill = [](int i, Blob* b) { test::FillGaussian(b, 0, 1, 20 + i); };
-  test::CheckGpuAgainstCpu<TypeParam>("type: 'EuclideanLoss'", {{4, 5}, {4, 5}}, fill, test::GpuTolerance{4, 4});
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'EuclideanLoss'", {{4, 5}, {4, 5, 1}}, fill, test::GpuTolerance{4, 1});
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'EuclideanLoss' loss_weight: 0.5", {{3, 2, 2}, {3, 4}}, fill,
+                                      test::GpuTolerance{4, 1}, {true, true}, -1, 2);
+}
+
+// Enough elements for many blocks of the GPU's two-stage sum (and a second
+// forward into the same buffers). The CPU adds the 3840 terms one after the
+// other in float, which drifts from the exact sum by tens of ulps; the
+// GPU's tree sum is close to exact.
+TYPED_TEST(EuclideanLossLayerTest, GpuMatchesCpuManyBlocks) {
+  auto fill = [](int i, Blob* b) { test::FillGaussian(b, 0, 1, 22 + i); };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'EuclideanLoss'", {{16, 15, 4, 4}, {16, 240}}, fill,
+                                      test::GpuTolerance{256, 1}, {true, true}, -1, 2);
+}
+
+// Only the second bottom receives a gradient (its sign is the negated one).
+TYPED_TEST(EuclideanLossLayerTest, GpuMatchesCpuOneBottom) {
+  auto fill = [](int i, Blob* b) { test::FillGaussian(b, 0, 1, 24 + i); };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'EuclideanLoss'", {{4, 5}, {4, 5}}, fill, test::GpuTolerance{4, 1},
+                                      {false, true});
 }
 
 }  // namespace

@@ -80,9 +80,65 @@ TYPED_TEST(HingeLossLayerTest, BadLabel) {
   }
 }
 
+// GPU against CPU: the margins are the same on both sides and each gradient
+// is one rounded product, so the diffs agree to the unit; the loss differs
+// by the order of the float sum only.
 TYPED_TEST(HingeLossLayerTest, GpuMatchesCpu) {
-  test::CheckGpuAgainstCpu<TypeParam>("type: 'HingeLoss' hinge_loss_param { norm: L2 }", {{4, 5}, {4}}, Fill,
-                                      test::GpuTolerance{4, 4}, {true, false});
+  for (const char* norm : {"L1", "L2"}) {
+    SCOPED_TRACE(norm);
+    test::CheckGpuAgainstCpu<TypeParam>(str_cat("type: 'HingeLoss' hinge_loss_param { norm: ", norm, " }"),
+                                        {{4, 5}, {4}}, Fill, test::GpuTolerance{4, 1}, {true, false});
+    test::CheckGpuAgainstCpu<TypeParam>(
+        str_cat("type: 'HingeLoss' loss_weight: 0.25 hinge_loss_param { norm: ", norm, " }"), {{3, 2, 2, 2}, {3, 1}},
+        Fill, test::GpuTolerance{4, 1}, {true, false});
+  }
+}
+
+// Many blocks of the GPU's two-stage sum (6400 scores) and a second forward
+// into the same buffers. The CPU's sequential float sum drifts from the exact
+// one by tens of ulps; the GPU's tree sum is close to exact.
+TYPED_TEST(HingeLossLayerTest, GpuMatchesCpuManyBlocks) {
+  auto fill = [](int i, Blob* b) {
+    if (i == 0) test::FillUniform(b, -3, 3, 30);
+    else test::FillLabels(b, 100, 31);
+  };
+  for (const char* norm : {"L1", "L2"}) {
+    SCOPED_TRACE(norm);
+    test::CheckGpuAgainstCpu<TypeParam>(str_cat("type: 'HingeLoss' hinge_loss_param { norm: ", norm, " }"),
+                                        {{64, 100}, {64}}, fill, test::GpuTolerance{256, 1}, {true, false}, -1, 2);
+  }
+}
+
+// On the GPU a bad label cannot throw inside the kernel: it is recorded, and
+// the Backward after the (synchronizing) loss read raises the CPU's error.
+TYPED_TEST(HingeLossLayerTest, GpuBadLabelIsReported) {
+#ifndef CORTADO_USE_CUDA
+  GTEST_SKIP() << "no CUDA backend in this build";
+#else
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
+  using F = typename TypeParam::Ftype;
+  auto ctx = Context::Create(0);
+  struct Restore {
+    ~Restore() { Context::Cpu()->Activate(); }
+  } restore;
+  ctx->Activate();
+  auto layer = test::NewLayer<TypeParam>("name: 'loss' type: 'HingeLoss'");
+  layer->set_context(ctx);
+  test::Blobs bottom, top;
+  bottom.add({3, 4}, type_of<F>(), {0, 1, 2, 3, 1, 1, 1, 1, -1, 0, 1, 2});
+  bottom.add({3}, type_of<F>(), {1, 3, 7});
+  top.add(type_of<F>());
+  layer->SetUp(bottom.vec, top.vec);
+  layer->Forward(bottom.vec, top.vec);
+  try {
+    layer->Backward(top.vec, {true, false}, bottom.vec);
+    ADD_FAILURE() << "a label of 7 with 4 classes was not reported";
+  } catch (const FieldError& e) {
+    EXPECT_EQ(e.field(), "bottom[1]");
+    EXPECT_NE(std::string(e.what()).find("label value 7 at position 2"), std::string::npos) << e.what();
+  }
+  ctx->Synchronize();
+#endif
 }
 
 }  // namespace

@@ -149,14 +149,106 @@ TYPED_TEST(InfogainLossLayerTest, FieldErrors) {
   expect_error("infogain_loss_param { source: '" + path + "' }", 2, "infogain_loss_param.source", "holds 4 values");
 }
 
+// GPU against CPU. The softmax uses the device's expf and its own summation
+// order, and the loss sums in another order: a few ulps on the loss, the
+// probabilities and the gradient p * rowsum - H.
+const test::GpuTolerance kGpuTol{16, 32};
+
+// H from a bottom, the probability top, and a loss weight other than 1.
 TYPED_TEST(InfogainLossLayerTest, GpuMatchesCpu) {
   auto fill = [](int i, Blob* b) {
     if (i == 0) test::FillGaussian(b, 0, 2, 27);
     else if (i == 1) test::FillLabels(b, 4, 28);
     else test::FillUniform(b, 0, 1, 29);
   };
-  test::CheckGpuAgainstCpu<TypeParam>("type: 'InfogainLoss'", {{3, 4}, {3}, {4, 4}}, fill, test::GpuTolerance{4, 4},
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'InfogainLoss'", {{3, 4}, {3}, {4, 4}}, fill, kGpuTol,
                                       {true, false, false});
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'InfogainLoss' loss_weight: 2 loss_weight: 0", {{5, 4}, {5}, {4, 4}},
+                                      fill, kGpuTol, {true, false, false}, 2);
+}
+
+// H read from the source file (uploaded once: two forwards), with the
+// probabilities kept per position over a spatial axis (inner > 1).
+TYPED_TEST(InfogainLossLayerTest, GpuMatchesCpuMatrixFromFile) {
+  using F = typename TypeParam::Ftype;
+  std::vector<double> h(25);
+  for (size_t k = 0; k < h.size(); ++k) h[k] = k % 6 == 0 ? 1.0 : 0.05 * static_cast<double>(k % 7);
+  const std::string path = WriteMatrix(
+      str_cat("infogain_gpu_", type_short(type_of<F>()), "_", type_short(type_of<typename TypeParam::Btype>()),
+              ".binaryproto"),
+      h, 5);
+  auto fill = [](int i, Blob* b) {
+    if (i == 0) test::FillGaussian(b, 0, 2, 37);
+    else test::FillLabels(b, 5, 38);
+  };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'InfogainLoss' infogain_loss_param { source: '" + path + "' }",
+                                      {{2, 5, 3, 2}, {2, 1, 3, 2}}, fill, kGpuTol, {true, false}, 2, 2);
+}
+
+// ignore_label with every normalization (VALID divides by a count the GPU
+// knows only on the device), and another softmax axis.
+TYPED_TEST(InfogainLossLayerTest, GpuMatchesCpuIgnoreLabel) {
+  auto fill = [](int i, Blob* b) {
+    if (i == 0) test::FillGaussian(b, 0, 2, 39);
+    else if (i == 1) test::FillLabels(b, 3, 40);
+    else test::FillUniform(b, 0, 1, 41);
+  };
+  for (const char* norm : {"FULL", "VALID", "BATCH_SIZE", "NONE"}) {
+    SCOPED_TRACE(norm);
+    test::CheckGpuAgainstCpu<TypeParam>(
+        str_cat("type: 'InfogainLoss' infogain_loss_param { axis: 2 } loss_param { ignore_label: 1 normalization: ",
+                norm, " }"),
+        {{2, 4, 3}, {2, 4}, {3, 3}}, fill, kGpuTol, {true, false, false});
+  }
+}
+
+// Several blocks of the GPU's two-stage sum (2048 positions) and a second
+// forward. The CPU adds every H-weighted term one after the other in float,
+// which drifts from the exact sum by tens of ulps; the GPU's sum is close to
+// exact.
+TYPED_TEST(InfogainLossLayerTest, GpuMatchesCpuManyBlocks) {
+  auto fill = [](int i, Blob* b) {
+    if (i == 0) test::FillGaussian(b, 0, 2, 42);
+    else if (i == 1) test::FillLabels(b, 6, 43);
+    else test::FillUniform(b, 0, 1, 44);
+  };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'InfogainLoss' loss_param { ignore_label: 5 }",
+                                      {{8, 6, 16, 16}, {8, 1, 16, 16}, {6, 6}}, fill, test::GpuTolerance{256, 32},
+                                      {true, false, false}, -1, 2);
+}
+
+// On the GPU a bad label cannot throw inside the kernel: it is recorded, and
+// the Backward after the (synchronizing) loss read raises the CPU's error.
+TYPED_TEST(InfogainLossLayerTest, GpuBadLabelIsReported) {
+#ifndef CORTADO_USE_CUDA
+  GTEST_SKIP() << "no CUDA backend in this build";
+#else
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
+  using F = typename TypeParam::Ftype;
+  auto ctx = Context::Create(0);
+  struct Restore {
+    ~Restore() { Context::Cpu()->Activate(); }
+  } restore;
+  ctx->Activate();
+  auto layer = test::NewLayer<TypeParam>("name: 'loss' type: 'InfogainLoss' loss_param { ignore_label: 0 }");
+  layer->set_context(ctx);
+  test::Blobs bottom, top;
+  bottom.add({2, 3}, type_of<F>(), kX);
+  bottom.add({2}, type_of<F>(), {0, 2.5});
+  bottom.add({3, 3}, type_of<F>(), kH);
+  top.add(type_of<F>());
+  layer->SetUp(bottom.vec, top.vec);
+  layer->Forward(bottom.vec, top.vec);
+  try {
+    layer->Backward(top.vec, {true, false, false}, bottom.vec);
+    ADD_FAILURE() << "a label of 2.5 was not reported";
+  } catch (const FieldError& e) {
+    EXPECT_EQ(e.field(), "bottom[1]");
+    EXPECT_NE(std::string(e.what()).find("label value 2.5 at position 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("or ignore_label 0"), std::string::npos) << e.what();
+  }
+  ctx->Synchronize();
+#endif
 }
 
 }  // namespace

@@ -19,10 +19,16 @@
 //   (default 1: a loss layer).
 // Errors: a and b of different shapes, y count other than N (FieldError
 // "bottom[1]" / "bottom[2]"); propagate_down to y.
-// In place: no. GPU: no GPU path yet (the CPU path runs).
+// In place: no.
+// GPU (contrastive_loss_layer.cu): one thread per pair computes d and D_n in
+// the CPU path's order (both kept on the device in math_t) and its l_n; the
+// pairs' losses are summed in math_t per block, then across blocks, and the
+// loss is written to top[0] without leaving the device. The backward reads
+// the loss weight on the device and rounds like the CPU path.
 
 #include <vector>
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
 
 namespace cortado {
@@ -42,6 +48,14 @@ class ContrastiveLossLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
  private:
   using M = math_t<Ftype>;
@@ -50,6 +64,27 @@ class ContrastiveLossLayer : public Layer<Ftype, Btype> {
   int num_ = 1, dim_ = 0;
   std::vector<M> diff_;     // a - b
   std::vector<M> dist_sq_;  // (N)
+  // GPU path.
+  Tensor diff_gpu_{type_of<M>()};     // (N, C) a - b in M
+  Tensor dist_sq_gpu_{type_of<M>()};  // (N) D_n in M
+  Tensor partial_gpu_{type_of<M>()};  // (cuda::blocks_for(N)) partial loss sums
 };
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+/// d = a - b into diff (num * dim values) and D_n = |d_n|^2 into dist_sq (num), both in math_t<T>, and
+/// top[0] = float(sum_n l_n / A(2 max(1, num))), l_n as in the class comment, in A = math_t<T>; y is read
+/// as float. partial is scratch of cuda::blocks_for(num) values.
+template <typename T>
+void contrastive_loss_forward(int num, int dim, const T* a, const T* b, const float* y, double margin, bool legacy,
+                              math_t<T>* diff, math_t<T>* dist_sq, math_t<T>* partial, float* top,
+                              CUstream_st* stream);
+/// da and db (either may be null) as in the class comment, with alpha = math_t<B>(+-*weight / num)
+/// (weight read in double) and every product in math_t<B>.
+template <typename M, typename B>
+void contrastive_loss_backward(int num, int dim, const M* diff, const M* dist_sq, const float* y, double margin,
+                               bool legacy, const double* weight, B* da, B* db, CUstream_st* stream);
+}  // namespace gpu
+#endif
 
 }  // namespace cortado

@@ -10,10 +10,14 @@
 // Fields: loss_weight (default 1: a loss layer). No other parameters.
 // Errors: bottoms of different counts (FieldError "bottom[1]").
 // Both bottoms may receive gradients. In place: no.
-// GPU: no GPU path yet (the CPU path runs on a GPU context).
+// GPU (euclidean_loss_layer.cu): one kernel computes d (kept on the device in
+// math_t) and per-block partial sums of d^2 in math_t, a second sums the
+// partials and writes the loss to top[0], without leaving the device. The
+// backward reads the loss weight on the device and rounds like the CPU.
 
 #include <vector>
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
 
 namespace cortado {
@@ -33,11 +37,37 @@ class EuclideanLossLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
  private:
   using M = math_t<Ftype>;
   std::vector<M> diff_;  // a - b
   int num_ = 1;
+  // GPU path.
+  Tensor diff_gpu_{type_of<M>()};     // a - b in M
+  Tensor partial_gpu_{type_of<M>()};  // (cuda::blocks_for(count)) partial sums of d^2
 };
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+/// d = a - b in math_t<T> into diff (n values), and top[0] = float(sum(d^2) / A(divisor)) summed in
+/// A = math_t<T>; partial is scratch of cuda::blocks_for(n) values.
+template <typename T>
+void euclidean_loss_forward(int64_t n, const T* a, const T* b, math_t<T>* diff, math_t<T>* partial, double divisor,
+                            float* top, CUstream_st* stream);
+/// da = B(w / num * d), db = B(-w / num * d) (either may be null), w = *weight read in double, the scale
+/// rounded to math_t<B> first, as the CPU path does.
+template <typename M, typename B>
+void euclidean_loss_backward(int64_t n, const M* diff, const double* weight, int num, B* da, B* db,
+                             CUstream_st* stream);
+}  // namespace gpu
+#endif
 
 }  // namespace cortado

@@ -12,10 +12,19 @@
 // Fields: hinge_loss_param.norm: L1 (default) or L2; loss_weight (default 1).
 // Errors: a label that is not a class index (FieldError "bottom[1]" naming the
 // value and D); a label count other than N; propagate_down to the labels.
-// In place: no. GPU: no GPU path yet (the CPU path runs).
+// In place: no.
+// GPU (hinge_loss_layer.cu): one kernel computes the margins (kept on the
+// device in math_t) and per-block partial sums of m or m^2 in math_t; a
+// second adds the block sums and writes the loss to top[0], all without
+// leaving the device. The backward reads the loss weight on the device.
+// A label that is not a class index cannot throw inside a kernel: the first
+// one is recorded in pinned host memory, its sample contributes nothing, and
+// the layer's next Backward or Forward (after the Net has synchronized)
+// raises the same FieldError as the CPU path.
 
 #include <vector>
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
 
 namespace cortado {
@@ -24,6 +33,7 @@ template <typename Ftype, typename Btype>
 class HingeLossLayer : public Layer<Ftype, Btype> {
  public:
   using Layer<Ftype, Btype>::Layer;
+  ~HingeLossLayer() override;
   const char* type() const override { return "HingeLoss"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -35,6 +45,16 @@ class HingeLossLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  /// Throws the FieldError of a bad label a GPU forward recorded, if any.
+  void CheckGpuLabelError();
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
  private:
   using M = math_t<Ftype>;
@@ -43,6 +63,27 @@ class HingeLossLayer : public Layer<Ftype, Btype> {
   bool l2_ = false;
   int num_ = 1, dim_ = 0;
   std::vector<M> margin_;  // m
+  // GPU path.
+  Tensor margin_gpu_{type_of<M>()};   // (N, D) m in M
+  Tensor partial_gpu_{type_of<M>()};  // (cuda::blocks_for(N * D)) partial loss sums
+  unsigned long long* label_error_ = nullptr;  // pinned, device-mapped; all ones = no error
 };
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+/// m[n, d] = max(0, 1 - s x[n, d]) into margin (num * dim values, math_t<T>), and top[0] =
+/// float(sum (m or m^2) / A(max(1, num))) summed in A = math_t<T>. A label (read as float) that is not a
+/// class index gives its sample m = 0 and is recorded in *error (pinned, device-mapped) as
+/// (n << 32) | float bits, by atomicMin. partial is scratch of cuda::blocks_for(num * dim) values.
+template <typename T>
+void hinge_loss_forward(int num, int dim, const T* x, const float* label, bool l2, math_t<T>* margin,
+                        math_t<T>* partial, float* top, unsigned long long* error, CUstream_st* stream);
+/// dx[n, d] = B(+-s * g), s = math_t<B>(*weight / num) (weight read in double), - at the label, g = 2 m
+/// (L2) or [m > 0] (L1); 0 for a sample whose label is not a class index.
+template <typename M, typename B>
+void hinge_loss_backward(int num, int dim, const M* margin, const float* label, bool l2, const double* weight,
+                         B* dx, CUstream_st* stream);
+}  // namespace gpu
+#endif
 
 }  // namespace cortado

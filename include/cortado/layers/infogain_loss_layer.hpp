@@ -26,11 +26,24 @@
 // ("infogain_loss_param.source", naming the path), H of the wrong count, a
 // bad axis, a label count mismatch or a label that is not a class index;
 // propagate_down to the labels or H.
-// In place: no. GPU: no GPU path yet (the CPU path runs).
+// In place: no.
+// GPU (infogain_loss_layer.cu): H (from bottom[2], or the file's matrix
+// uploaded once) and its row sums are formed on the device in math_t; the
+// probabilities are kept on the device in math_t (gpu::softmax_forward); one
+// thread per position sums its H-weighted -log p terms in math_t, blocks sum
+// the positions and the valid count (double), and one block writes
+// loss / normalizer to top[0] and the normalizer to device memory, all
+// without leaving the device. The backward reads the normalizer and the loss
+// weight on the device and rounds like the CPU path. Labels that are not
+// class indices cannot throw inside a kernel: the first one is recorded in
+// pinned host memory, the position counts as ignored, and the layer's next
+// Backward or Forward (after the Net has synchronized) raises the same
+// FieldError as the CPU path.
 
 #include <string>
 #include <vector>
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
 
 namespace cortado {
@@ -39,6 +52,7 @@ template <typename Ftype, typename Btype>
 class InfogainLossLayer : public Layer<Ftype, Btype> {
  public:
   using Layer<Ftype, Btype>::Layer;
+  ~InfogainLossLayer() override;
   const char* type() const override { return "InfogainLoss"; }
   int MinBottomBlobs() const override { return 2; }
   int MaxBottomBlobs() const override { return 3; }
@@ -53,6 +67,16 @@ class InfogainLossLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  /// Throws the FieldError of a bad label a GPU forward recorded, if any.
+  void CheckGpuLabelError();
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
  private:
   using M = math_t<Ftype>;
@@ -71,6 +95,41 @@ class InfogainLossLayer : public Layer<Ftype, Btype> {
   std::vector<M> row_sum_;  // (K) sum_j H[k, j]
   std::vector<M> prob_;     // (outer, K, inner)
   std::vector<M> scratch_;  // (K)
+  // GPU path.
+  Tensor file_h_gpu_{type_of<M>()};   // (K * K) H from the source file, uploaded on first use
+  Tensor h_gpu_{type_of<M>()};        // (K * K) H of the last forward
+  Tensor row_sum_gpu_{type_of<M>()};  // (K)
+  Tensor prob_gpu_{type_of<M>()};     // (outer, K, inner)
+  Tensor partial_gpu_{type_of<M>()};  // (cuda::blocks_for(outer * inner)) partial loss sums
+  Tensor valid_gpu_{DOUBLE};          // (cuda::blocks_for(outer * inner)) partial valid counts
+  Tensor norm_gpu_{DOUBLE};           // (1) the normalizer of the last forward
+  unsigned long long* label_error_ = nullptr;  // pinned, device-mapped; all ones = no error
 };
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+/// h = M(src) (k * k values) and row_sum[r] = sum_c h[r, c] summed in M in column order, as the CPU path
+/// sums it. src is the float matrix bottom or the file's matrix already in M.
+template <typename S, typename M>
+void infogain_matrix(int k, const S* src, M* h, M* row_sum, CUstream_st* stream);
+/// Per position p of outer * inner (labels read as float): the loss -sum_c h[label, c] log(max(prob[p, c],
+/// FLT_MIN)) in M, summed over the positions in M; positions whose label is ignore_label or not a class
+/// index count as ignored, and the first bad label is recorded in *error (pinned, device-mapped) as
+/// (p << 32) | float bits, by atomicMin. Then top[0] = float(loss / M(normalizer)), normalizer =
+/// max(1, fixed_normalizer), or max(1, valid count) when fixed_normalizer < 0; *normalizer_out =
+/// normalizer. partial and valid are scratch of cuda::blocks_for(outer * inner) values each.
+template <typename M>
+void infogain_loss_forward(int outer, int channels, int inner, const M* prob, const float* label,
+                           bool has_ignore_label, int ignore_label, const M* h, double fixed_normalizer, M* partial,
+                           double* valid, float* top, double* normalizer_out, unsigned long long* error,
+                           CUstream_st* stream);
+/// dx[n, c] = B(math_t<B>(prob * row_sum[label] - h[label, c]) * s), s = math_t<B>(*weight / *normalizer)
+/// (both double); 0 at ignored or bad labels.
+template <typename M, typename B>
+void infogain_loss_backward(int outer, int channels, int inner, const M* prob, const float* label,
+                            bool has_ignore_label, int ignore_label, const M* h, const M* row_sum,
+                            const double* weight, const double* normalizer, B* dx, CUstream_st* stream);
+}  // namespace gpu
+#endif
 
 }  // namespace cortado

@@ -11,10 +11,19 @@
 // Fields: loss_weight (default 1: a loss layer).
 // Errors: a label that is not a class index (FieldError "bottom[1]"); a
 // label count other than N; propagate_down to the labels.
-// In place: no. GPU: no GPU path yet (the CPU path runs).
+// In place: no.
+// GPU (multinomial_logistic_loss_layer.cu): one kernel sums -log p of the
+// labelled entries in math_t per block; a second adds the block sums and
+// writes the loss to top[0], all without leaving the device. The backward
+// writes every element of dp (zero off the label) and reads the loss weight
+// on the device. A label that is not a class index cannot throw inside a
+// kernel: the first one is recorded in pinned host memory, its sample
+// contributes nothing, and the layer's next Backward or Forward (after the
+// Net has synchronized) raises the same FieldError as the CPU path.
 
 #include <vector>
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
 
 namespace cortado {
@@ -23,6 +32,7 @@ template <typename Ftype, typename Btype>
 class MultinomialLogisticLossLayer : public Layer<Ftype, Btype> {
  public:
   using Layer<Ftype, Btype>::Layer;
+  ~MultinomialLogisticLossLayer() override;
   const char* type() const override { return "MultinomialLogisticLoss"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -34,11 +44,40 @@ class MultinomialLogisticLossLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  /// Throws the FieldError of a bad label a GPU forward recorded, if any.
+  void CheckGpuLabelError();
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
  private:
   using M = math_t<Ftype>;
   int Label(float v, int n) const;
   int num_ = 1, dim_ = 0;
+  // GPU path.
+  Tensor partial_gpu_{type_of<M>()};           // (cuda::blocks_for(N)) partial loss sums
+  unsigned long long* label_error_ = nullptr;  // pinned, device-mapped; all ones = no error
 };
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+/// top[0] = float(-sum_n log(max(p[n, label_n], 1e-20)) / A(max(1, num))), summed in A = math_t<T>. A label
+/// (read as float) that is not a class index contributes nothing and is recorded in *error (pinned,
+/// device-mapped) as (n << 32) | float bits, by atomicMin. partial is scratch of cuda::blocks_for(num) values.
+template <typename T>
+void multinomial_logistic_loss_forward(int num, int dim, const T* p, const float* label, math_t<T>* partial,
+                                       float* top, unsigned long long* error, CUstream_st* stream);
+/// dp[n, label_n] = B(-s / max(p, 1e-20)), s = math_t<B>(*weight / num) (weight read in double); every
+/// other element of dp, and the samples whose label is not a class index, 0.
+template <typename T, typename B>
+void multinomial_logistic_loss_backward(int num, int dim, const T* p, const float* label, const double* weight,
+                                        B* dp, CUstream_st* stream);
+}  // namespace gpu
+#endif
 
 }  // namespace cortado

@@ -19,10 +19,16 @@
 //     true = VALID, false = BATCH_SIZE.
 //   loss_weight (default 1: a loss layer).
 // Errors: counts that differ (FieldError "bottom[1]"); propagate_down to the
-// targets. In place: no. GPU: no GPU path yet (the CPU path runs).
+// targets. In place: no.
+// GPU (sigmoid_cross_entropy_loss_layer.cu): one kernel sums the elements'
+// losses in math_t and counts the non-ignored ones (double) per block; a
+// second adds the block sums, picks the normalizer (the valid count is known
+// on the device only) and writes the loss to top[0] and the normalizer to
+// device memory for the backward, all without leaving the device.
 
 #include <vector>
 
+#include "cortado/config.hpp"
 #include "cortado/layer.hpp"
 
 namespace cortado {
@@ -42,6 +48,14 @@ class SigmoidCrossEntropyLossLayer : public Layer<Ftype, Btype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
  private:
   using M = math_t<Ftype>;
@@ -50,6 +64,28 @@ class SigmoidCrossEntropyLossLayer : public Layer<Ftype, Btype> {
   LossParameter::NormalizationMode normalization_ = LossParameter::VALID;
   int outer_ = 1;
   double normalizer_ = 1;
+  // GPU path.
+  Tensor partial_gpu_{type_of<M>()};  // (cuda::blocks_for(count)) partial loss sums
+  Tensor valid_gpu_{DOUBLE};          // (cuda::blocks_for(count)) partial valid counts
+  Tensor norm_gpu_{DOUBLE};           // (1) the normalizer of the last forward
 };
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+/// top[0] = float(sum l(x, t) / A(normalizer)) over the n elements whose target (read as float) is not
+/// ignore_label, l in A = math_t<T>; normalizer = max(1, fixed_normalizer), or max(1, valid count) when
+/// fixed_normalizer < 0; *normalizer_out = normalizer. partial and valid are scratch of
+/// cuda::blocks_for(n) values each.
+template <typename T>
+void sigmoid_cross_entropy_loss_forward(int64_t n, const T* x, const float* target, bool has_ignore_label,
+                                        int ignore_label, double fixed_normalizer, math_t<T>* partial, double* valid,
+                                        float* top, double* normalizer_out, CUstream_st* stream);
+/// dx = B(s * (sigmoid(x) - t)), s = math_t<B>(*weight / *normalizer) (both double); 0 where ignored.
+template <typename T, typename B>
+void sigmoid_cross_entropy_loss_backward(int64_t n, const T* x, const float* target, bool has_ignore_label,
+                                         int ignore_label, const double* weight, const double* normalizer, B* dx,
+                                         CUstream_st* stream);
+}  // namespace gpu
+#endif
 
 }  // namespace cortado

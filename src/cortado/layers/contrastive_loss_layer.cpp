@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/cuda.hpp"
+#endif
+
 namespace cortado {
 
 template <typename Ftype, typename Btype>
@@ -94,6 +98,36 @@ void ContrastiveLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const 
     }
   }
 }
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void ContrastiveLossLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  const size_t count = static_cast<size_t>(num_) * dim_;
+  const size_t blocks = static_cast<size_t>(cuda::blocks_for(num_));
+  if (diff_gpu_.count() != count) diff_gpu_.resize(count);
+  if (dist_sq_gpu_.count() != static_cast<size_t>(num_)) dist_sq_gpu_.resize(num_);
+  if (partial_gpu_.count() != blocks) partial_gpu_.resize(blocks);
+  gpu::contrastive_loss_forward(num_, dim_, bottom[0]->gpu_data<Ftype>(), bottom[1]->gpu_data<Ftype>(),
+                                bottom[2]->gpu_data<float>(), margin_, legacy_, diff_gpu_.mutable_gpu_data<M>(),
+                                dist_sq_gpu_.mutable_gpu_data<M>(), partial_gpu_.mutable_gpu_data<M>(),
+                                top[0]->mutable_gpu_data<float>(), this->context().stream());
+}
+
+template <typename Ftype, typename Btype>
+void ContrastiveLossLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                                      const BlobVec& bottom) {
+  if (propagate_down.size() > 2 && propagate_down[2]) {
+    this->field_error("propagate_down", "cannot back-propagate to the similarity bottom");
+  }
+  if (!propagate_down[0] && !propagate_down[1]) return;
+  CORTADO_CHECK_EQ(diff_gpu_.count(), bottom[0]->count()) << "ContrastiveLoss backward before a GPU forward";
+  gpu::contrastive_loss_backward(num_, dim_, diff_gpu_.gpu_data<M>(), dist_sq_gpu_.gpu_data<M>(),
+                                 bottom[2]->gpu_data<float>(), margin_, legacy_, top[0]->gpu_diff<double>(),
+                                 propagate_down[0] ? bottom[0]->mutable_gpu_diff<Btype>() : nullptr,
+                                 propagate_down[1] ? bottom[1]->mutable_gpu_diff<Btype>() : nullptr,
+                                 this->context().stream());
+}
+#endif
 
 CORTADO_INSTANTIATE_LAYER(ContrastiveLossLayer);
 

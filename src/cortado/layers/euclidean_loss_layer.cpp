@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/cuda.hpp"
+#endif
+
 namespace cortado {
 
 template <typename Ftype, typename Btype>
@@ -44,6 +48,32 @@ void EuclideanLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const st
     for (size_t i = 0; i < diff_.size(); ++i) dx[i] = static_cast<Btype>(alpha * static_cast<MB>(diff_[i]));
   }
 }
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void EuclideanLossLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  const int64_t n = static_cast<int64_t>(bottom[0]->count());
+  const size_t blocks = static_cast<size_t>(cuda::blocks_for(n));
+  if (diff_gpu_.count() != static_cast<size_t>(n)) diff_gpu_.resize(n);
+  if (partial_gpu_.count() != blocks) partial_gpu_.resize(blocks);
+  // The divisor 2 N is exact in M, as the CPU path's M(2) * N is.
+  gpu::euclidean_loss_forward(n, bottom[0]->gpu_data<Ftype>(), bottom[1]->gpu_data<Ftype>(),
+                              diff_gpu_.mutable_gpu_data<M>(), partial_gpu_.mutable_gpu_data<M>(),
+                              2.0 * std::max(1, num_), top[0]->mutable_gpu_data<float>(), this->context().stream());
+}
+
+template <typename Ftype, typename Btype>
+void EuclideanLossLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                                    const BlobVec& bottom) {
+  if (!propagate_down[0] && !propagate_down[1]) return;
+  CORTADO_CHECK_EQ(diff_gpu_.count(), bottom[0]->count()) << "EuclideanLoss backward before a GPU forward";
+  gpu::euclidean_loss_backward(static_cast<int64_t>(diff_gpu_.count()), diff_gpu_.gpu_data<M>(),
+                               top[0]->gpu_diff<double>(), std::max(1, num_),
+                               propagate_down[0] ? bottom[0]->mutable_gpu_diff<Btype>() : nullptr,
+                               propagate_down[1] ? bottom[1]->mutable_gpu_diff<Btype>() : nullptr,
+                               this->context().stream());
+}
+#endif
 
 CORTADO_INSTANTIATE_LAYER(EuclideanLossLayer);
 

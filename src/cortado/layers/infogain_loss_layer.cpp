@@ -4,12 +4,25 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <fstream>
 
 #include "cortado/layers/softmax_layer.hpp"
 #include "cortado/util/io.hpp"
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/cuda.hpp"
+#include "cortado/util/gpu_math.hpp"
+#endif
 
 namespace cortado {
+
+template <typename Ftype, typename Btype>
+InfogainLossLayer<Ftype, Btype>::~InfogainLossLayer() {
+#ifdef CORTADO_USE_CUDA
+  if (label_error_) cudaFreeHost(label_error_);
+#endif
+}
 
 template <typename Ftype, typename Btype>
 void InfogainLossLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
@@ -46,6 +59,11 @@ void InfogainLossLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const Bl
     } else {
       for (float v : proto.data()) file_h_.push_back(static_cast<M>(v));
     }
+#ifdef CORTADO_USE_CUDA
+    // The GPU path's copy; it reaches the device on the first GPU forward.
+    file_h_gpu_.resize(file_h_.size());
+    if (!file_h_.empty()) std::copy(file_h_.begin(), file_h_.end(), file_h_gpu_.mutable_data<M>());
+#endif
   }
   if (p.loss_weight_size() == 0) {
     for (size_t i = 0; i < top.size(); ++i) this->param_.add_loss_weight(i == 0 ? 1.f : 0.f);
@@ -170,6 +188,87 @@ void InfogainLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std
     }
   }
 }
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void InfogainLossLayer<Ftype, Btype>::CheckGpuLabelError() {
+  if (!label_error_) return;
+  const unsigned long long key = *static_cast<volatile unsigned long long*>(label_error_);
+  if (key == ~0ull) return;
+  *label_error_ = ~0ull;
+  const uint32_t bits = static_cast<uint32_t>(key & 0xffffffffull);
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  Ignored(v, static_cast<int64_t>(key >> 32));  // throws: v is not a class index
+  CORTADO_CHECK(false) << "label " << v << " was recorded as bad on the GPU but is valid";
+}
+
+template <typename Ftype, typename Btype>
+void InfogainLossLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  CheckGpuLabelError();
+  if (!label_error_) {
+    void* p = nullptr;
+    CORTADO_CUDA_CHECK(cudaHostAlloc(&p, sizeof(unsigned long long), cudaHostAllocMapped));
+    label_error_ = static_cast<unsigned long long*>(p);
+    *label_error_ = ~0ull;
+  }
+  void* error = nullptr;
+  CORTADO_CUDA_CHECK(cudaHostGetDevicePointer(&error, label_error_, 0));
+  cudaStream_t stream = this->context().stream();
+  const int64_t count = static_cast<int64_t>(bottom[0]->count());
+  const int64_t positions = static_cast<int64_t>(outer_) * inner_;
+  const size_t kk = static_cast<size_t>(channels_) * channels_;
+  const size_t blocks = static_cast<size_t>(cuda::blocks_for(positions));
+  if (h_gpu_.count() != kk) h_gpu_.resize(kk);
+  if (row_sum_gpu_.count() != static_cast<size_t>(channels_)) row_sum_gpu_.resize(channels_);
+  if (prob_gpu_.count() != static_cast<size_t>(count)) prob_gpu_.resize(count);
+  if (partial_gpu_.count() != blocks) partial_gpu_.resize(blocks);
+  if (valid_gpu_.count() != blocks) valid_gpu_.resize(blocks);
+  if (norm_gpu_.count() != 1) norm_gpu_.resize(1);
+
+  M* h = h_gpu_.mutable_gpu_data<M>();
+  M* row_sum = row_sum_gpu_.mutable_gpu_data<M>();
+  if (bottom.size() > 2) {
+    gpu::infogain_matrix(channels_, bottom[2]->gpu_data<float>(), h, row_sum, stream);
+  } else {
+    gpu::infogain_matrix(channels_, file_h_gpu_.gpu_data<M>(), h, row_sum, stream);
+  }
+  M* prob = prob_gpu_.mutable_gpu_data<M>();
+  gpu::softmax_forward(outer_, channels_, inner_, bottom[0]->gpu_data<Ftype>(), prob, stream);
+  double fixed = 1;  // the normalizer, or -1: the valid count, known on the device only
+  switch (normalization_) {
+    case LossParameter::FULL: fixed = static_cast<double>(positions); break;
+    case LossParameter::VALID: fixed = has_ignore_label_ ? -1.0 : static_cast<double>(positions); break;
+    case LossParameter::BATCH_SIZE: fixed = outer_; break;
+    case LossParameter::NONE: fixed = 1; break;
+  }
+  gpu::infogain_loss_forward(outer_, channels_, inner_, prob, bottom[1]->gpu_data<float>(), has_ignore_label_,
+                             ignore_label_, h, fixed, partial_gpu_.mutable_gpu_data<M>(),
+                             valid_gpu_.mutable_gpu_data<double>(), top[0]->mutable_gpu_data<float>(),
+                             norm_gpu_.mutable_gpu_data<double>(), static_cast<unsigned long long*>(error), stream);
+  if (top.size() > 1) {
+    gpu_convert(type_of<M>(), prob, type_of<Ftype>(), top[1]->mutable_gpu_data<Ftype>(), count, stream);
+  }
+}
+
+template <typename Ftype, typename Btype>
+void InfogainLossLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                                   const BlobVec& bottom) {
+  if (propagate_down.size() > 1 && propagate_down[1]) {
+    this->field_error("propagate_down", "cannot back-propagate to the label bottom");
+  }
+  if (propagate_down.size() > 2 && propagate_down[2]) {
+    this->field_error("propagate_down", "cannot back-propagate to the infogain matrix bottom");
+  }
+  CheckGpuLabelError();
+  if (!propagate_down[0]) return;
+  CORTADO_CHECK_EQ(prob_gpu_.count(), bottom[0]->count()) << "InfogainLoss backward before a GPU forward";
+  gpu::infogain_loss_backward(outer_, channels_, inner_, prob_gpu_.gpu_data<M>(), bottom[1]->gpu_data<float>(),
+                              has_ignore_label_, ignore_label_, h_gpu_.gpu_data<M>(), row_sum_gpu_.gpu_data<M>(),
+                              top[0]->gpu_diff<double>(), norm_gpu_.gpu_data<double>(),
+                              bottom[0]->mutable_gpu_diff<Btype>(), this->context().stream());
+}
+#endif
 
 CORTADO_INSTANTIATE_LAYER(InfogainLossLayer);
 

@@ -2,11 +2,24 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/cuda.hpp"
+#endif
 
 namespace cortado {
 
 namespace {
-constexpr double kLogThreshold = 1e-20;
+constexpr double kLogThreshold = 1e-20;  // the GPU kernels use the same clamp
+}
+
+template <typename Ftype, typename Btype>
+MultinomialLogisticLossLayer<Ftype, Btype>::~MultinomialLogisticLossLayer() {
+#ifdef CORTADO_USE_CUDA
+  if (label_error_) cudaFreeHost(label_error_);
+#endif
 }
 
 template <typename Ftype, typename Btype>
@@ -70,6 +83,53 @@ void MultinomialLogisticLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top
     dx[k] = static_cast<Btype>(-scale / std::max(v, static_cast<MB>(kLogThreshold)));
   }
 }
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void MultinomialLogisticLossLayer<Ftype, Btype>::CheckGpuLabelError() {
+  if (!label_error_) return;
+  const unsigned long long key = *static_cast<volatile unsigned long long*>(label_error_);
+  if (key == ~0ull) return;
+  *label_error_ = ~0ull;
+  const uint32_t bits = static_cast<uint32_t>(key & 0xffffffffull);
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  Label(v, static_cast<int>(key >> 32));  // throws: v is not a class index
+  CORTADO_CHECK(false) << "label " << v << " was recorded as bad on the GPU but is valid";
+}
+
+template <typename Ftype, typename Btype>
+void MultinomialLogisticLossLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  CheckGpuLabelError();
+  if (!label_error_) {
+    void* p = nullptr;
+    CORTADO_CUDA_CHECK(cudaHostAlloc(&p, sizeof(unsigned long long), cudaHostAllocMapped));
+    label_error_ = static_cast<unsigned long long*>(p);
+    *label_error_ = ~0ull;
+  }
+  void* error = nullptr;
+  CORTADO_CUDA_CHECK(cudaHostGetDevicePointer(&error, label_error_, 0));
+  const size_t blocks = static_cast<size_t>(cuda::blocks_for(num_));
+  if (partial_gpu_.count() != blocks) partial_gpu_.resize(blocks);
+  gpu::multinomial_logistic_loss_forward(num_, dim_, bottom[0]->gpu_data<Ftype>(), bottom[1]->gpu_data<float>(),
+                                         partial_gpu_.mutable_gpu_data<M>(), top[0]->mutable_gpu_data<float>(),
+                                         static_cast<unsigned long long*>(error), this->context().stream());
+}
+
+template <typename Ftype, typename Btype>
+void MultinomialLogisticLossLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top,
+                                                              const std::vector<bool>& propagate_down,
+                                                              const BlobVec& bottom) {
+  if (propagate_down.size() > 1 && propagate_down[1]) {
+    this->field_error("propagate_down", "cannot back-propagate to the label bottom");
+  }
+  CheckGpuLabelError();
+  if (!propagate_down[0]) return;
+  gpu::multinomial_logistic_loss_backward(num_, dim_, bottom[0]->gpu_data<Ftype>(), bottom[1]->gpu_data<float>(),
+                                          top[0]->gpu_diff<double>(), bottom[0]->mutable_gpu_diff<Btype>(),
+                                          this->context().stream());
+}
+#endif
 
 CORTADO_INSTANTIATE_LAYER(MultinomialLogisticLossLayer);
 

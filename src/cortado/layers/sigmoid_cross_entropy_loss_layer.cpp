@@ -4,6 +4,10 @@
 #include <algorithm>
 #include <cmath>
 
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/cuda.hpp"
+#endif
+
 namespace cortado {
 
 template <typename Ftype, typename Btype>
@@ -65,6 +69,45 @@ void SigmoidCrossEntropyLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top
     dx[i] = static_cast<Btype>(scale * (s - static_cast<MB>(t[i])));
   }
 }
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void SigmoidCrossEntropyLossLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  const int64_t n = static_cast<int64_t>(bottom[0]->count());
+  const size_t blocks = static_cast<size_t>(cuda::blocks_for(n));
+  if (partial_gpu_.count() != blocks) partial_gpu_.resize(blocks);
+  if (valid_gpu_.count() != blocks) valid_gpu_.resize(blocks);
+  if (norm_gpu_.count() != 1) norm_gpu_.resize(1);
+  // The normalizer, or -1: the valid count, known on the device only. Without
+  // an ignore_label every element is valid.
+  double fixed = 1;
+  switch (normalization_) {
+    case LossParameter::FULL: fixed = static_cast<double>(n); break;
+    case LossParameter::VALID: fixed = has_ignore_label_ ? -1.0 : static_cast<double>(n); break;
+    case LossParameter::BATCH_SIZE: fixed = outer_; break;
+    case LossParameter::NONE: fixed = 1; break;
+  }
+  gpu::sigmoid_cross_entropy_loss_forward(n, bottom[0]->gpu_data<Ftype>(), bottom[1]->gpu_data<float>(),
+                                          has_ignore_label_, ignore_label_, fixed, partial_gpu_.mutable_gpu_data<M>(),
+                                          valid_gpu_.mutable_gpu_data<double>(), top[0]->mutable_gpu_data<float>(),
+                                          norm_gpu_.mutable_gpu_data<double>(), this->context().stream());
+}
+
+template <typename Ftype, typename Btype>
+void SigmoidCrossEntropyLossLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top,
+                                                              const std::vector<bool>& propagate_down,
+                                                              const BlobVec& bottom) {
+  if (propagate_down.size() > 1 && propagate_down[1]) {
+    this->field_error("propagate_down", "cannot back-propagate to the target bottom");
+  }
+  if (!propagate_down[0]) return;
+  CORTADO_CHECK_EQ(norm_gpu_.count(), 1u) << "SigmoidCrossEntropyLoss backward before a GPU forward";
+  gpu::sigmoid_cross_entropy_loss_backward(static_cast<int64_t>(bottom[0]->count()), bottom[0]->gpu_data<Ftype>(),
+                                           bottom[1]->gpu_data<float>(), has_ignore_label_, ignore_label_,
+                                           top[0]->gpu_diff<double>(), norm_gpu_.gpu_data<double>(),
+                                           bottom[0]->mutable_gpu_diff<Btype>(), this->context().stream());
+}
+#endif
 
 CORTADO_INSTANTIATE_LAYER(SigmoidCrossEntropyLossLayer);
 
