@@ -98,22 +98,22 @@ __global__ void inv_std_kernel(int c, M eps, M* v) {
   CORTADO_KERNEL_LOOP(i, c) v[i] = M(1) / sqrt(v[i] + eps);
 }
 
-template <typename T, typename M>
+template <typename I, typename T, typename M>
 __global__ void normalize_kernel(int64_t total, int c, int64_t s, const T* x, const M* mean, const M* inv_std,
                                  const T* gamma, const T* beta, M* xhat, T* y) {
   CORTADO_KERNEL_LOOP(j, total) {
-    const int ch = static_cast<int>((j / s) % c);
+    const int64_t ch = kernels::channel_of<I>(j, s, c);
     const M h = (M(load(x, j)) - mean[ch]) * inv_std[ch];
     xhat[j] = h;
     store(y, j, gamma ? M(load(gamma, ch)) * h + M(load(beta, ch)) : h);
   }
 }
 
-template <typename T, typename M>
+template <typename I, typename T, typename M>
 __global__ void backward_dx_kernel(int64_t total, int c, int64_t s, M inv_m, const T* dy, const M* xhat,
                                    const M* inv_std, const T* gamma, const M* sdy, const M* sdyx, T* dx) {
   CORTADO_KERNEL_LOOP(j, total) {
-    const int ch = static_cast<int>((j / s) % c);
+    const int64_t ch = kernels::channel_of<I>(j, s, c);
     const M g = (gamma ? M(load(gamma, ch)) : M(1)) * inv_std[ch];
     M d = load(dy, j);
     if (sdy) d = d - sdy[ch] * inv_m - xhat[j] * (sdyx[ch] * inv_m);
@@ -161,8 +161,8 @@ void bn_normalize(int n, int c, int64_t s, const T* x, const M* mean, const M* i
                   const T* beta, M* xhat, T* y, CUstream_st* stream) {
   const int64_t total = int64_t(n) * c * s;
   if (total == 0) return;
-  normalize_kernel<<<cuda::blocks_for(total), cuda::kThreads, 0, stream>>>(total, c, s, dev(x), mean, inv_std,
-                                                                           dev(gamma), dev(beta), xhat, dev(y));
+  CORTADO_LAUNCH_INDEXED(normalize_kernel, total, stream, total, c, s, dev(x), mean, inv_std, dev(gamma), dev(beta),
+                         xhat, dev(y));
   CORTADO_KERNEL_CHECK();
 }
 
@@ -181,8 +181,8 @@ void bn_backward_dx(int n, int c, int64_t s, const T* dy, const M* xhat, const M
   const int64_t total = int64_t(n) * c * s;
   if (total == 0) return;
   const M inv_m = M(1) / M(double(n) * double(s));
-  backward_dx_kernel<<<cuda::blocks_for(total), cuda::kThreads, 0, stream>>>(total, c, s, inv_m, dev(dy), xhat,
-                                                                             inv_std, dev(gamma), sdy, sdyx, dev(dx));
+  CORTADO_LAUNCH_INDEXED(backward_dx_kernel, total, stream, total, c, s, inv_m, dev(dy), xhat, inv_std, dev(gamma),
+                         sdy, sdyx, dev(dx));
   CORTADO_KERNEL_CHECK();
 }
 

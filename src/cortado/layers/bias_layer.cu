@@ -17,10 +17,10 @@ using kernels::dmath_t;
 using kernels::load;
 using kernels::store;
 
-template <typename T>
+template <typename I, typename T>
 __global__ void forward_kernel(int64_t total, int64_t dim, int64_t inner, const T* x, const T* b, T* y) {
   using M = dmath_t<T>;
-  CORTADO_KERNEL_LOOP(j, total) store(y, j, M(load(x, j)) + M(load(b, (j / inner) % dim)));
+  CORTADO_KERNEL_LOOP(j, total) store(y, j, M(load(x, j)) + M(load(b, kernels::channel_of<I>(j, inner, dim))));
 }
 
 template <typename T>
@@ -46,7 +46,7 @@ template <typename T>
 void bias_forward(int64_t outer, int64_t dim, int64_t inner, const T* x, const T* b, T* y, CUstream_st* stream) {
   const int64_t total = outer * dim * inner;
   if (total == 0) return;
-  forward_kernel<<<cuda::blocks_for(total), cuda::kThreads, 0, stream>>>(total, dim, inner, dev(x), dev(b), dev(y));
+  CORTADO_LAUNCH_INDEXED(forward_kernel, total, stream, total, dim, inner, dev(x), dev(b), dev(y));
   CORTADO_KERNEL_CHECK();
 }
 

@@ -32,10 +32,10 @@ using kernels::store;
 template <typename T> struct acc { using type = float; };
 template <> struct acc<double> { using type = double; };
 
-template <typename T>
+template <typename I, typename T>
 __global__ void add_bias_kernel(int64_t n, int channels, int64_t spatial, const T* b, T* y) {
   CORTADO_KERNEL_LOOP(i, n) {
-    const int64_t c = (i / spatial) % channels;
+    const int64_t c = kernels::channel_of<I>(i, spatial, channels);
     store(y, i, load(y, i) + load(b, c));
   }
 }
@@ -156,7 +156,7 @@ template <typename T>
 void conv_add_bias(int64_t num, int channels, int64_t spatial, const T* b, T* y, CUstream_st* stream) {
   const int64_t n = num * channels * spatial;
   if (n == 0) return;
-  add_bias_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, channels, spatial, dev(b), dev(y));
+  CORTADO_LAUNCH_INDEXED(add_bias_kernel, n, stream, n, channels, spatial, dev(b), dev(y));
   CORTADO_KERNEL_CHECK();
 }
 

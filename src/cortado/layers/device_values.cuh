@@ -47,6 +47,26 @@ __device__ __forceinline__ void store(double* p, int64_t i, double v) { p[i] = v
 namespace cortado {
 namespace kernels {
 
+/// The channel of element j of an (outer, channels, inner) tensor, with the
+/// index arithmetic in I: the launchers pick uint32_t when every index fits
+/// (CORTADO_LAUNCH_INDEXED), since a 64-bit division costs dozens of
+/// instructions per element in kernels that are otherwise a load and a store.
+template <typename I>
+__device__ __forceinline__ int64_t channel_of(int64_t j, int64_t inner, int64_t channels) {
+  return static_cast<int64_t>((static_cast<I>(j) / static_cast<I>(inner)) % static_cast<I>(channels));
+}
+
+/// Launches kernel<uint32_t> when `total` indexes fit in 32 bits, else
+/// kernel<uint64_t> (the index type is the kernel's first template
+/// parameter; the others are deduced from the arguments).
+#define CORTADO_LAUNCH_INDEXED(kernel, total, stream, ...)                                                   \
+  do {                                                                                                      \
+    if ((total) < (int64_t(1) << 32))                                                                       \
+      kernel<uint32_t><<<cuda::blocks_for(total), cuda::kThreads, 0, (stream)>>>(__VA_ARGS__);              \
+    else                                                                                                    \
+      kernel<uint64_t><<<cuda::blocks_for(total), cuda::kThreads, 0, (stream)>>>(__VA_ARGS__);              \
+  } while (0)
+
 /// Up to kMaxPack device pointers passed by value as a kernel argument (for
 /// layers with a variable number of bottoms or tops).
 constexpr int kMaxPack = 64;

@@ -18,20 +18,20 @@ using kernels::dmath_t;
 using kernels::load;
 using kernels::store;
 
-template <typename T>
+template <typename I, typename T>
 __global__ void forward_kernel(int64_t total, int64_t dim, int64_t inner, const T* x, const T* s, const T* b, T* y) {
   using M = dmath_t<T>;
   CORTADO_KERNEL_LOOP(j, total) {
-    const int64_t d = (j / inner) % dim;
+    const int64_t d = kernels::channel_of<I>(j, inner, dim);
     const M v = M(load(x, j)) * M(load(s, d));
     store(y, j, b ? v + M(load(b, d)) : v);
   }
 }
 
-template <typename T>
+template <typename I, typename T>
 __global__ void dx_kernel(int64_t total, int64_t dim, int64_t inner, const T* dy, const T* s, T* dx) {
   using M = dmath_t<T>;
-  CORTADO_KERNEL_LOOP(j, total) store(dx, j, M(load(dy, j)) * M(load(s, (j / inner) % dim)));
+  CORTADO_KERNEL_LOOP(j, total) store(dx, j, M(load(dy, j)) * M(load(s, kernels::channel_of<I>(j, inner, dim))));
 }
 
 // The parameter gradients: sum dy * x (ds) and sum dy (db) per scale value,
@@ -68,8 +68,7 @@ void scale_forward(int64_t outer, int64_t dim, int64_t inner, const T* x, const 
                    CUstream_st* stream) {
   const int64_t total = outer * dim * inner;
   if (total == 0) return;
-  forward_kernel<<<cuda::blocks_for(total), cuda::kThreads, 0, stream>>>(total, dim, inner, dev(x), dev(s), dev(b),
-                                                                         dev(y));
+  CORTADO_LAUNCH_INDEXED(forward_kernel, total, stream, total, dim, inner, dev(x), dev(s), dev(b), dev(y));
   CORTADO_KERNEL_CHECK();
 }
 
@@ -78,7 +77,7 @@ void scale_backward_dx(int64_t outer, int64_t dim, int64_t inner, const T* dy, c
                        CUstream_st* stream) {
   const int64_t total = outer * dim * inner;
   if (total == 0) return;
-  dx_kernel<<<cuda::blocks_for(total), cuda::kThreads, 0, stream>>>(total, dim, inner, dev(dy), dev(s), dev(dx));
+  CORTADO_LAUNCH_INDEXED(dx_kernel, total, stream, total, dim, inner, dev(dy), dev(s), dev(dx));
   CORTADO_KERNEL_CHECK();
 }
 
