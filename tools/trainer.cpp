@@ -246,6 +246,10 @@ int time_net() {
   std::unique_ptr<Solver> solver;
   std::unique_ptr<Net> test_net;
   if (phase == TRAIN) {
+    if (!FLAGS_model.empty()) {  // read it here first: the same messages as every other command
+      NetParameter check;
+      ReadTextProto(FLAGS_model, &check);
+    }
     solver = timing_solver(context);
   } else {
     NetParameter p;
