@@ -31,6 +31,7 @@
 
 #include "cortado/config.hpp"
 #include "cortado/layer.hpp"
+#include "cortado/layers/gpu_label_error.hpp"
 #include "cortado/synced_memory.hpp"
 
 namespace cortado {
@@ -39,7 +40,6 @@ template <typename Ftype, typename Btype>
 class AccuracyLayer : public Layer<Ftype, Btype> {
  public:
   using Layer<Ftype, Btype>::Layer;
-  ~AccuracyLayer() override;
   const char* type() const override { return "Accuracy"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int MinTopBlobs() const override { return 1; }
@@ -71,7 +71,7 @@ class AccuracyLayer : public Layer<Ftype, Btype> {
   int ignore_label_ = 0;
   // GPU path.
   std::unique_ptr<SyncedMemory> counts_gpu_;   // (2 + 2 * C) unsigned
-  unsigned long long* label_error_ = nullptr;  // pinned, device-mapped; all ones = no error
+  GpuLabelError label_error_;
 };
 
 #ifdef CORTADO_USE_CUDA

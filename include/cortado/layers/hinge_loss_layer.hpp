@@ -26,6 +26,7 @@
 
 #include "cortado/config.hpp"
 #include "cortado/layer.hpp"
+#include "cortado/layers/gpu_label_error.hpp"
 
 namespace cortado {
 
@@ -33,7 +34,6 @@ template <typename Ftype, typename Btype>
 class HingeLossLayer : public Layer<Ftype, Btype> {
  public:
   using Layer<Ftype, Btype>::Layer;
-  ~HingeLossLayer() override;
   const char* type() const override { return "HingeLoss"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -66,7 +66,7 @@ class HingeLossLayer : public Layer<Ftype, Btype> {
   // GPU path.
   Tensor margin_gpu_{type_of<M>()};   // (N, D) m in M
   Tensor partial_gpu_{type_of<M>()};  // (cuda::blocks_for(N * D)) partial loss sums
-  unsigned long long* label_error_ = nullptr;  // pinned, device-mapped; all ones = no error
+  GpuLabelError label_error_;
 };
 
 #ifdef CORTADO_USE_CUDA

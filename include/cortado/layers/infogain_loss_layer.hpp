@@ -45,6 +45,7 @@
 
 #include "cortado/config.hpp"
 #include "cortado/layer.hpp"
+#include "cortado/layers/gpu_label_error.hpp"
 
 namespace cortado {
 
@@ -52,7 +53,6 @@ template <typename Ftype, typename Btype>
 class InfogainLossLayer : public Layer<Ftype, Btype> {
  public:
   using Layer<Ftype, Btype>::Layer;
-  ~InfogainLossLayer() override;
   const char* type() const override { return "InfogainLoss"; }
   int MinBottomBlobs() const override { return 2; }
   int MaxBottomBlobs() const override { return 3; }
@@ -103,7 +103,7 @@ class InfogainLossLayer : public Layer<Ftype, Btype> {
   Tensor partial_gpu_{type_of<M>()};  // (cuda::blocks_for(outer * inner)) partial loss sums
   Tensor valid_gpu_{DOUBLE};          // (cuda::blocks_for(outer * inner)) partial valid counts
   Tensor norm_gpu_{DOUBLE};           // (1) the normalizer of the last forward
-  unsigned long long* label_error_ = nullptr;  // pinned, device-mapped; all ones = no error
+  GpuLabelError label_error_;
 };
 
 #ifdef CORTADO_USE_CUDA

@@ -25,6 +25,7 @@
 
 #include "cortado/config.hpp"
 #include "cortado/layer.hpp"
+#include "cortado/layers/gpu_label_error.hpp"
 
 namespace cortado {
 
@@ -32,7 +33,6 @@ template <typename Ftype, typename Btype>
 class MultinomialLogisticLossLayer : public Layer<Ftype, Btype> {
  public:
   using Layer<Ftype, Btype>::Layer;
-  ~MultinomialLogisticLossLayer() override;
   const char* type() const override { return "MultinomialLogisticLoss"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -61,7 +61,7 @@ class MultinomialLogisticLossLayer : public Layer<Ftype, Btype> {
   int num_ = 1, dim_ = 0;
   // GPU path.
   Tensor partial_gpu_{type_of<M>()};           // (cuda::blocks_for(N)) partial loss sums
-  unsigned long long* label_error_ = nullptr;  // pinned, device-mapped; all ones = no error
+  GpuLabelError label_error_;
 };
 
 #ifdef CORTADO_USE_CUDA

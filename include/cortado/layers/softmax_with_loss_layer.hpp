@@ -42,6 +42,7 @@
 
 #include "cortado/config.hpp"
 #include "cortado/layer.hpp"
+#include "cortado/layers/gpu_label_error.hpp"
 
 namespace cortado {
 
@@ -49,7 +50,6 @@ template <typename Ftype, typename Btype>
 class SoftmaxWithLossLayer : public Layer<Ftype, Btype> {
  public:
   using Layer<Ftype, Btype>::Layer;
-  ~SoftmaxWithLossLayer() override;
   const char* type() const override { return "SoftmaxWithLoss"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int MinTopBlobs() const override { return 1; }
@@ -91,7 +91,7 @@ class SoftmaxWithLossLayer : public Layer<Ftype, Btype> {
   Tensor prob_gpu_{type_of<M>()};  // (outer, C, inner) in M
   Tensor loss_gpu_{DOUBLE};        // (2, outer * inner): per-position loss, then valid flags
   Tensor norm_gpu_{DOUBLE};        // (1) the normalizer of the last forward
-  unsigned long long* label_error_ = nullptr;  // pinned, device-mapped; all ones = no error
+  GpuLabelError label_error_;
 };
 
 #ifdef CORTADO_USE_CUDA

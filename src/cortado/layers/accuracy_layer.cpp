@@ -11,13 +11,6 @@
 namespace cortado {
 
 template <typename Ftype, typename Btype>
-AccuracyLayer<Ftype, Btype>::~AccuracyLayer() {
-#ifdef CORTADO_USE_CUDA
-  if (label_error_) cudaFreeHost(label_error_);
-#endif
-}
-
-template <typename Ftype, typename Btype>
 void AccuracyLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   const AccuracyParameter& p = this->layer_param().accuracy_param();
   const int n = bottom[0]->num_axes();
@@ -94,28 +87,17 @@ void AccuracyLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobV
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype>
 void AccuracyLayer<Ftype, Btype>::CheckGpuLabelError() {
-  if (!label_error_) return;
-  const unsigned long long key = *static_cast<volatile unsigned long long*>(label_error_);
-  if (key == ~0ull) return;
-  *label_error_ = ~0ull;
-  const uint32_t bits = static_cast<uint32_t>(key & 0xffffffffull);
   float v;
-  std::memcpy(&v, &bits, sizeof v);
-  this->field_error("bottom[1]", "label value ", v, " at position ", static_cast<int64_t>(key >> 32),
+  int64_t position;
+  if (!label_error_.Take(&v, &position)) return;
+  this->field_error("bottom[1]", "label value ", v, " at position ", position,
                     " is not a class index: expected an integer in [0, ", channels_, ")");
 }
 
 template <typename Ftype, typename Btype>
 void AccuracyLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   CheckGpuLabelError();
-  if (!label_error_) {
-    void* p = nullptr;
-    CORTADO_CUDA_CHECK(cudaHostAlloc(&p, sizeof(unsigned long long), cudaHostAllocMapped));
-    label_error_ = static_cast<unsigned long long*>(p);
-    *label_error_ = ~0ull;
-  }
-  void* error = nullptr;
-  CORTADO_CUDA_CHECK(cudaHostGetDevicePointer(&error, label_error_, 0));
+  void* error = label_error_.device_word();
   cudaStream_t stream = this->context().stream();
   const size_t bytes = (2 + 2 * static_cast<size_t>(channels_)) * sizeof(unsigned);
   if (!counts_gpu_ || counts_gpu_->size() != bytes) counts_gpu_ = std::make_unique<SyncedMemory>(bytes);

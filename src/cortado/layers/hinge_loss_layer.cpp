@@ -11,13 +11,6 @@
 namespace cortado {
 
 template <typename Ftype, typename Btype>
-HingeLossLayer<Ftype, Btype>::~HingeLossLayer() {
-#ifdef CORTADO_USE_CUDA
-  if (label_error_) cudaFreeHost(label_error_);
-#endif
-}
-
-template <typename Ftype, typename Btype>
 void HingeLossLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   const LayerParameter& p = this->layer_param();
   const auto norm = p.hinge_loss_param().norm();
@@ -94,28 +87,17 @@ void HingeLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype>
 void HingeLossLayer<Ftype, Btype>::CheckGpuLabelError() {
-  if (!label_error_) return;
-  const unsigned long long key = *static_cast<volatile unsigned long long*>(label_error_);
-  if (key == ~0ull) return;
-  *label_error_ = ~0ull;
-  const uint32_t bits = static_cast<uint32_t>(key & 0xffffffffull);
   float v;
-  std::memcpy(&v, &bits, sizeof v);
-  Label(v, static_cast<int>(key >> 32));  // throws: v is not a class index
+  int64_t position;
+  if (!label_error_.Take(&v, &position)) return;
+  Label(v, static_cast<int>(position));  // throws: v is not a class index
   CORTADO_CHECK(false) << "label " << v << " was recorded as bad on the GPU but is valid";
 }
 
 template <typename Ftype, typename Btype>
 void HingeLossLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   CheckGpuLabelError();
-  if (!label_error_) {
-    void* p = nullptr;
-    CORTADO_CUDA_CHECK(cudaHostAlloc(&p, sizeof(unsigned long long), cudaHostAllocMapped));
-    label_error_ = static_cast<unsigned long long*>(p);
-    *label_error_ = ~0ull;
-  }
-  void* error = nullptr;
-  CORTADO_CUDA_CHECK(cudaHostGetDevicePointer(&error, label_error_, 0));
+  void* error = label_error_.device_word();
   const int64_t count = static_cast<int64_t>(num_) * dim_;
   const size_t blocks = static_cast<size_t>(cuda::blocks_for(count));
   if (margin_gpu_.count() != static_cast<size_t>(count)) margin_gpu_.resize(count);

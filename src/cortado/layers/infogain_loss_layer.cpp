@@ -18,13 +18,6 @@
 namespace cortado {
 
 template <typename Ftype, typename Btype>
-InfogainLossLayer<Ftype, Btype>::~InfogainLossLayer() {
-#ifdef CORTADO_USE_CUDA
-  if (label_error_) cudaFreeHost(label_error_);
-#endif
-}
-
-template <typename Ftype, typename Btype>
 void InfogainLossLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   const LayerParameter& p = this->layer_param();
   const int axis = p.infogain_loss_param().axis();
@@ -192,28 +185,17 @@ void InfogainLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype>
 void InfogainLossLayer<Ftype, Btype>::CheckGpuLabelError() {
-  if (!label_error_) return;
-  const unsigned long long key = *static_cast<volatile unsigned long long*>(label_error_);
-  if (key == ~0ull) return;
-  *label_error_ = ~0ull;
-  const uint32_t bits = static_cast<uint32_t>(key & 0xffffffffull);
   float v;
-  std::memcpy(&v, &bits, sizeof v);
-  Ignored(v, static_cast<int64_t>(key >> 32));  // throws: v is not a class index
+  int64_t position;
+  if (!label_error_.Take(&v, &position)) return;
+  Ignored(v, position);  // throws: v is not a class index
   CORTADO_CHECK(false) << "label " << v << " was recorded as bad on the GPU but is valid";
 }
 
 template <typename Ftype, typename Btype>
 void InfogainLossLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   CheckGpuLabelError();
-  if (!label_error_) {
-    void* p = nullptr;
-    CORTADO_CUDA_CHECK(cudaHostAlloc(&p, sizeof(unsigned long long), cudaHostAllocMapped));
-    label_error_ = static_cast<unsigned long long*>(p);
-    *label_error_ = ~0ull;
-  }
-  void* error = nullptr;
-  CORTADO_CUDA_CHECK(cudaHostGetDevicePointer(&error, label_error_, 0));
+  void* error = label_error_.device_word();
   cudaStream_t stream = this->context().stream();
   const int64_t count = static_cast<int64_t>(bottom[0]->count());
   const int64_t positions = static_cast<int64_t>(outer_) * inner_;

@@ -16,13 +16,6 @@ constexpr double kLogThreshold = 1e-20;  // the GPU kernels use the same clamp
 }
 
 template <typename Ftype, typename Btype>
-MultinomialLogisticLossLayer<Ftype, Btype>::~MultinomialLogisticLossLayer() {
-#ifdef CORTADO_USE_CUDA
-  if (label_error_) cudaFreeHost(label_error_);
-#endif
-}
-
-template <typename Ftype, typename Btype>
 void MultinomialLogisticLossLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   if (this->layer_param().loss_weight_size() == 0) this->param_.add_loss_weight(1.f);
 }
@@ -87,28 +80,17 @@ void MultinomialLogisticLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype>
 void MultinomialLogisticLossLayer<Ftype, Btype>::CheckGpuLabelError() {
-  if (!label_error_) return;
-  const unsigned long long key = *static_cast<volatile unsigned long long*>(label_error_);
-  if (key == ~0ull) return;
-  *label_error_ = ~0ull;
-  const uint32_t bits = static_cast<uint32_t>(key & 0xffffffffull);
   float v;
-  std::memcpy(&v, &bits, sizeof v);
-  Label(v, static_cast<int>(key >> 32));  // throws: v is not a class index
+  int64_t position;
+  if (!label_error_.Take(&v, &position)) return;
+  Label(v, static_cast<int>(position));  // throws: v is not a class index
   CORTADO_CHECK(false) << "label " << v << " was recorded as bad on the GPU but is valid";
 }
 
 template <typename Ftype, typename Btype>
 void MultinomialLogisticLossLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   CheckGpuLabelError();
-  if (!label_error_) {
-    void* p = nullptr;
-    CORTADO_CUDA_CHECK(cudaHostAlloc(&p, sizeof(unsigned long long), cudaHostAllocMapped));
-    label_error_ = static_cast<unsigned long long*>(p);
-    *label_error_ = ~0ull;
-  }
-  void* error = nullptr;
-  CORTADO_CUDA_CHECK(cudaHostGetDevicePointer(&error, label_error_, 0));
+  void* error = label_error_.device_word();
   const size_t blocks = static_cast<size_t>(cuda::blocks_for(num_));
   if (partial_gpu_.count() != blocks) partial_gpu_.resize(blocks);
   gpu::multinomial_logistic_loss_forward(num_, dim_, bottom[0]->gpu_data<Ftype>(), bottom[1]->gpu_data<float>(),

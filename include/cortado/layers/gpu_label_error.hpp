@@ -1,0 +1,66 @@
+#pragma once
+// The bad-label report of the GPU paths of layers that read class labels
+// (SoftmaxWithLoss, Accuracy, HingeLoss, InfogainLoss,
+// MultinomialLogisticLoss).
+//
+// A kernel cannot throw. The first kernel thread to meet a label that is not
+// a class index writes (position << 32 | the label's float bits) into one
+// word of mapped pinned host memory (atomicCAS from all ones, "no error").
+// The layer's next Forward or Backward on the host calls Take(): no
+// synchronization, so the report comes once the stream has passed the
+// kernel, at the latest one call later; the layer then throws the same error
+// as its CPU path.
+
+#include <cstdint>
+#include <cstring>
+
+#include "cortado/config.hpp"
+#include "cortado/util/cuda.hpp"
+
+namespace cortado {
+
+class GpuLabelError {
+ public:
+  GpuLabelError() = default;
+  GpuLabelError(const GpuLabelError&) = delete;
+  GpuLabelError& operator=(const GpuLabelError&) = delete;
+  ~GpuLabelError() {
+#ifdef CORTADO_USE_CUDA
+    if (host_) cudaFreeHost(host_);
+#endif
+  }
+
+#ifdef CORTADO_USE_CUDA
+  /// The device address of the word the kernels write; allocated (and set
+  /// to "no error") on first use.
+  void* device_word() {
+    if (!host_) {
+      void* p = nullptr;
+      CORTADO_CUDA_CHECK(cudaHostAlloc(&p, sizeof(unsigned long long), cudaHostAllocMapped));
+      host_ = static_cast<unsigned long long*>(p);
+      *host_ = ~0ull;
+    }
+    void* device = nullptr;
+    CORTADO_CUDA_CHECK(cudaHostGetDevicePointer(&device, host_, 0));
+    return device;
+  }
+
+  /// Whether a kernel recorded a bad label; if so, clears the record and
+  /// gives the label and its position.
+  bool Take(float* label, int64_t* position) {
+    if (!host_) return false;
+    const unsigned long long key = *static_cast<volatile unsigned long long*>(host_);
+    if (key == ~0ull) return false;
+    *host_ = ~0ull;
+    const uint32_t bits = static_cast<uint32_t>(key & 0xffffffffull);
+    std::memcpy(label, &bits, sizeof *label);
+    *position = static_cast<int64_t>(key >> 32);
+    return true;
+  }
+#endif
+
+ private:
+  unsigned long long* host_ = nullptr;  // pinned, device-mapped
+};
+
+}  // namespace cortado
