@@ -9,7 +9,7 @@ PACKAGES=(
   libgoogle-glog-dev libgflags-dev
   liblmdb-dev libopenblas-dev libopencv-dev zlib1g-dev
   libgtest-dev
-  python3-matplotlib
+  python3-matplotlib python3-numpy
   dataset-fashion-mnist
 )
 

@@ -252,6 +252,30 @@ TYPED_TEST(DataLayerTest, SeekReproducesAnUninterruptedRun) {
   }
 }
 
+// The batches are a function of (seed, stream position) only, however many
+// threads transform them: 1, 3 (uneven chunks of a batch of 7) or 7.
+TYPED_TEST(DataLayerTest, ThreadsDoNotChangeTheBatches) {
+  TempDir dir;
+  WriteDb(dir / "db", 9, {2, 5, 6});
+  const std::string transform = "phase: TRAIN transform_param { crop_size: 3 mirror: true }";
+  auto run = [&](int threads) {
+    set_random_seed(77);
+    this->SetUp(DataText(dir / "db", 7, transform, str_cat("threads: ", threads)));
+    std::vector<std::pair<std::vector<double>, std::vector<float>>> out;
+    for (int b = 0; b < 4; ++b) {
+      this->Forward();
+      out.emplace_back(this->Data(), this->Labels());
+    }
+    return out;
+  };
+  const auto one = run(1);
+  EXPECT_EQ(run(3), one);
+  EXPECT_EQ(run(7), one);
+  // Labels of the second batch: records 7, 8, 0, 1, ... in order.
+  EXPECT_EQ(one[1].second[0], Label(7));
+  EXPECT_EQ(one[1].second[2], Label(0));
+}
+
 TYPED_TEST(DataLayerTest, FloatDataRecordsAndLegacyDataParamScale) {
   using F = typename TypeParam::Ftype;
   TempDir dir;
@@ -406,6 +430,8 @@ TEST(DataLayerErrorTest, BadParameters) {
   EXPECT_EQ(e.field(), "data_param.batch_size");
   e = SetUpError(DataText(dir / "db", 2, "", "prefetch: 0"));
   EXPECT_EQ(e.field(), "data_param.prefetch");
+  e = SetUpError(DataText(dir / "db", 2, "", "threads: 1000"));
+  EXPECT_EQ(e.field(), "data_param.threads");
   e = SetUpError(DataText(dir / "db", 2, "transform_param { crop_size: 4 }"));
   EXPECT_EQ(e.field(), "transform_param.crop_size");
   e = SetUpError(DataText(dir / "db", 2, "transform_param { mean_value: 1 mean_value: 2 mean_value: 3 }"));

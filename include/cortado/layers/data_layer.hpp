@@ -19,6 +19,10 @@
 //   rand_skip (default 0): skip a number of records in [0, rand_skip) at the
 //     start, chosen from the layer's seed
 //   prefetch (default 4, > 0): how many whole batches the reader keeps ready
+//   threads (default 0: the machine's cores, at most 8; at most 256): how
+//     many threads decode and transform each batch. JPEG decoding is what
+//     bounds ImageNet training on a fast GPU; scripts/bench/imagenet_data.sh
+//     measures the rate per thread.
 //   scale, mean_file, crop_size, mirror, force_encoded_color: Caffe's legacy
 //     copies of transform_param fields; used where transform_param leaves the
 //     field unset (force_encoded_color means force_color). Setting a field in
@@ -131,7 +135,7 @@ class DataLayer : public Layer<Ftype, Btype> {
   std::unique_ptr<LmdbCursor> cursor_;
   int64_t next_position_ = 0;  // stream position of the next record the reader reads
   // One batch's records, read in order by the reader thread and transformed
-  // by transform_threads_ threads (the machine's cores, at most 8).
+  // by transform_threads_ threads (data_param.threads, or the machine's cores, at most 8).
   struct Record {
     std::string key, value;
     int64_t position = 0;

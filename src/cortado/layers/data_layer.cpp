@@ -67,6 +67,7 @@ void DataLayer<Ftype, Btype>::ValidateParams() const {
   }
   if (dp.prefetch() == 0) this->field_error("data_param.prefetch", "must be positive, got 0");
   if (dp.prefetch() > 1024) this->field_error("data_param.prefetch", "is too large: ", dp.prefetch());
+  if (dp.threads() > 256) this->field_error("data_param.threads", "is too large: ", dp.threads(), " (at most 256)");
 }
 
 template <typename Ftype, typename Btype>
@@ -77,6 +78,7 @@ void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   source_ = dp.source();
   batch_size_ = static_cast<int>(dp.batch_size());
   prefetch_ = static_cast<int>(dp.prefetch());
+  if (dp.threads() > 0) transform_threads_ = static_cast<int>(dp.threads());
   transformer_ = std::make_unique<DataTransformer>(MergedTransformParam(), this->layer_param().phase(),
                                                    this->name(), this->type());
   try {
@@ -234,7 +236,10 @@ void DataLayer<Ftype, Btype>::FillBatch(Batch* batch) {
       label[i] = static_cast<float>(datum.label());
     }
   };
-  const int workers = std::max(1, std::min(transform_threads_, batch_size_ / 16));
+  // By default at least 16 records per thread (small batches are not worth
+  // the threads); data_param.threads is taken as given.
+  const int per_thread = this->layer_param().data_param().threads() > 0 ? 1 : 16;
+  const int workers = std::max(1, std::min(transform_threads_, batch_size_ / per_thread));
   std::vector<std::exception_ptr> errors(workers);
   std::vector<std::thread> pool;
   const int chunk = (batch_size_ + workers - 1) / workers;
