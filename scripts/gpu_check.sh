@@ -15,8 +15,10 @@
 #   6. trains LeNet with FP16 storage on the GPU (models/lenet/solver_fp16.prototxt)
 #   7. prints a summary last
 #
-# Options: --build-only (steps 1-2), --no-tests (skip step 3), --no-resnet
-# (skip the ResNet-50 comparison, the longest benchmark).
+# Options: --build-only (steps 1-2), --no-tests (skip step 3), --no-bench
+# (stop after step 3), --no-resnet (skip the ResNet-50 comparison, the
+# longest benchmark; RESNET_REPEATS sets its runs, default 3). A run split
+# into calls (--build-only; --no-bench; --no-tests) reuses the build.
 # Environment: DEPS_DIR (.deps), BUILD_DIR (build-gpu), JOBS (all cores),
 # GPU (0), CUDA_ARCH (detected; 90 when nvidia-smi cannot tell), LOG_DIR
 # ($BUILD_DIR/gpu_check_logs), STRICT_PREFIX=1 (configure with
@@ -34,12 +36,14 @@ export LC_COLLATE=C
 BUILD_ONLY=0
 RUN_TESTS=1
 RUN_RESNET=1
+RUN_BENCH=1
 for a in "$@"; do
   case "$a" in
     --build-only) BUILD_ONLY=1 ;;
     --no-tests) RUN_TESTS=0 ;;
     --no-resnet) RUN_RESNET=0 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    --no-bench) RUN_BENCH=0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown option $a (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -219,6 +223,14 @@ if [ $RUN_TESTS = 1 ] && [ $TESTS_BUILT = 1 ]; then
   say "tests: $t_total run, $t_passed passed, $t_failed failed, $t_skipped skipped"
 fi
 
+if [ $RUN_BENCH = 0 ]; then
+  echo
+  echo "==== GPU check summary ===="
+  echo "GPU:    $GPU_NAME; --no-bench: the benchmarks and the GPU training did not run"
+  echo "Tests:  $(tests_line)"
+  exit $status
+fi
+
 if [ $HAVE_GPU = 0 ]; then
   echo
   echo "==== GPU check summary ===="
@@ -304,7 +316,7 @@ resnet_line="not run (--no-resnet)"
 if [ $RUN_RESNET = 1 ]; then
   say "ResNet-50, Cortado against PyTorch (log: $LOG_DIR/resnet50_gpu.log)"
   set +e
-  BUILD_DIR=$BUILD_DIR GPU=$GPU LOG_DIR=$LOG_DIR/resnet50 bash scripts/bench/resnet50_gpu.sh >"$LOG_DIR/resnet50_gpu.log" 2>&1
+  BUILD_DIR=$BUILD_DIR GPU=$GPU LOG_DIR=$LOG_DIR/resnet50 REPEATS=${RESNET_REPEATS:-3} bash scripts/bench/resnet50_gpu.sh >"$LOG_DIR/resnet50_gpu.log" 2>&1
   resnet_rc=$?
   set -e
   r=$(grep '^resnet50_gpu:' "$LOG_DIR/resnet50_gpu.log" | tail -1 || true)
