@@ -1,6 +1,8 @@
 #include "cortado/layers/batch_norm_layer.hpp"
 
 #include <cmath>
+#include <type_traits>
+#include <vector>
 #include <utility>
 
 #include "cortado/filler.hpp"
@@ -103,7 +105,7 @@ void BatchNormLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec&
   num_ = b.shape(0);
   spatial_ = num_ * channels_ == 0 ? 0 : static_cast<int64_t>(b.count() / (static_cast<size_t>(num_) * channels_));
   if (top[0] != bottom[0]) top[0]->ReshapeLike(b);
-  xhat_.ReshapeLike(b);
+  x_saved_.ReshapeLike(b);
   for (Blob* s : {&mean_, &inv_std_, &sdy_, &sdyx_}) s->Reshape({channels_});
 }
 
@@ -145,14 +147,15 @@ void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Blob
   }
   const M* gamma = scale_bias_ ? this->blobs_[3]->template cpu_data<M>() : nullptr;
   const M* beta = scale_bias_ ? this->blobs_[4]->template cpu_data<M>() : nullptr;
-  M* xhat = xhat_.template mutable_cpu_data<M>();
+  // The backward recomputes xhat from this copy (before y overwrites an in-place x).
+  cpu_copy<Ftype>(count, bottom[0]->template cpu_data<Ftype>(), x_saved_.template mutable_cpu_data<Ftype>());
   MathBuffer<Ftype> y(top[0]->template mutable_cpu_data<Ftype>(), count, false);
   for (int n = 0; n < num_; ++n) {
     for (int c = 0; c < channels_; ++c) {
       for (int64_t i = 0; i < s; ++i) {
         const int64_t j = at(n, c, i);
-        xhat[j] = (x[j] - mean[c]) * inv_std[c];
-        y.get()[j] = gamma ? gamma[c] * xhat[j] + beta[c] : xhat[j];
+        const M xhat = (x[j] - mean[c]) * inv_std[c];
+        y.get()[j] = gamma ? gamma[c] * xhat + beta[c] : xhat;
       }
     }
   }
@@ -166,8 +169,21 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
   const size_t count = top[0]->count();
   const M* dyp = top[0]->template cpu_diff<M>();
   const std::vector<M> dy(dyp, dyp + count);  // a copy: the bottom diff may be the top diff
-  const M* xhat = xhat_.template cpu_data<M>();
+  // xhat as the forward computed it, from its saved input and statistics.
+  // (Converted into a temporary for float16, not through the tensor's cached
+  // float copy, which would outlive the call and cost more than a stored xhat.)
+  std::vector<M> xs_converted;
+  const M* xs;
+  if constexpr (std::is_same_v<Ftype, M>) {
+    xs = x_saved_.template cpu_data<M>();
+  } else {
+    xs_converted.resize(count);
+    convert_array(static_cast<int64_t>(count), x_saved_.template cpu_data<Ftype>(), xs_converted.data());
+    xs = xs_converted.data();
+  }
+  const M* mean = mean_.template cpu_data<M>();
   const M* inv_std = inv_std_.template cpu_data<M>();
+  auto xhat = [&](int64_t j, int c) { return (xs[j] - mean[c]) * inv_std[c]; };
   const M* gamma = scale_bias_ ? this->blobs_[3]->template cpu_data<M>() : nullptr;
   const int64_t s = spatial_;
   const M m = static_cast<M>(static_cast<double>(num_) * s);
@@ -178,7 +194,7 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
       for (int64_t i = 0; i < s; ++i) {
         const int64_t j = at(n, c, i);
         sdy[c] += dy[j];
-        sdyx[c] += dy[j] * xhat[j];
+        sdyx[c] += dy[j] * xhat(j, c);
       }
     }
   }
@@ -199,7 +215,7 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
       const M mdyx = use_global_stats_ || m == 0 ? M(0) : sdyx[c] / m;
       for (int64_t i = 0; i < s; ++i) {
         const int64_t j = at(n, c, i);
-        dx.get()[j] = g * (dy[j] - mdy - xhat[j] * mdyx);
+        dx.get()[j] = g * (dy[j] - mdy - xhat(j, c) * mdyx);
       }
     }
   }
@@ -226,10 +242,10 @@ void BatchNormLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const Blob
   gpu::bn_inv_std<M>(channels_, eps_, inv_std, stream);
   const Ftype* gamma = scale_bias_ ? this->blobs_[3]->template gpu_data<Ftype>() : nullptr;
   const Ftype* beta = scale_bias_ ? this->blobs_[4]->template gpu_data<Ftype>() : nullptr;
-  M* xhat = xhat_.template mutable_gpu_data<M>();
-  // Elementwise: y may be x (in place).
+  Ftype* x_saved = x_saved_.template mutable_gpu_data<Ftype>();
+  // Elementwise: y may be x (in place); each thread saves its x first.
   Ftype* y = top[0]->template mutable_gpu_data<Ftype>();
-  gpu::bn_normalize<Ftype, M>(num_, channels_, spatial_, x, mean, inv_std, gamma, beta, xhat, y, stream);
+  gpu::bn_normalize<Ftype, M>(num_, channels_, spatial_, x, mean, inv_std, gamma, beta, x_saved, y, stream);
 }
 
 template <typename Ftype, typename Btype>
@@ -238,7 +254,8 @@ void BatchNormLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::v
   using M = math_t<Btype>;
   CUstream_st* stream = this->context().stream();
   const Btype* dy = top[0]->template gpu_diff<Btype>();
-  const M* xhat = xhat_.template gpu_data<M>();
+  const Ftype* x_saved = x_saved_.template gpu_data<Ftype>();
+  const M* mean = mean_.template gpu_data<M>();
   const M* inv_std = inv_std_.template gpu_data<M>();
   M* sdy = sdy_.template mutable_gpu_data<M>();
   M* sdyx = sdyx_.template mutable_gpu_data<M>();
@@ -246,14 +263,14 @@ void BatchNormLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::v
   const bool db = scale_bias_ && this->param_propagate_down(4);
   const bool dx_wanted = !propagate_down.empty() && propagate_down[0];
   if (dg || db || (dx_wanted && !use_global_stats_)) {
-    gpu::bn_backward_reduce<Btype, M>(num_, channels_, spatial_, dy, xhat, sdy, sdyx,
+    gpu::bn_backward_reduce<Btype, Ftype, M>(num_, channels_, spatial_, dy, x_saved, mean, inv_std, sdy, sdyx,
                                       dg ? this->blobs_[3]->template mutable_gpu_diff<Btype>() : nullptr,
                                       db ? this->blobs_[4]->template mutable_gpu_diff<Btype>() : nullptr, stream);
   }
   if (!dx_wanted) return;
   const Btype* gamma = scale_bias_ ? this->blobs_[3]->template gpu_data<Btype>() : nullptr;
   Btype* dx = bottom[0]->template mutable_gpu_diff<Btype>();
-  gpu::bn_backward_dx<Btype, M>(num_, channels_, spatial_, dy, xhat, inv_std, gamma,
+  gpu::bn_backward_dx<Btype, Ftype, M>(num_, channels_, spatial_, dy, x_saved, mean, inv_std, gamma,
                                 use_global_stats_ ? nullptr : sdy, use_global_stats_ ? nullptr : sdyx, dx, stream);
 }
 #endif  // CORTADO_USE_CUDA

@@ -60,15 +60,18 @@ struct FinishVariance {
     if (ch == 0) run_factor[0] = maf * run_factor[0] + M(1);
   }
 };
-// Backward: sum dy and sum dy * xhat.
-template <typename T, typename M>
+// Backward: sum dy and sum dy * xhat, xhat recomputed from the saved x as
+// the forward computed it.
+template <typename T, typename X, typename M>
 struct SumDyDyXhat {
   const T* dy;
-  const M* xhat;
-  __device__ void operator()(int64_t j, int64_t, M* acc) const {
+  const X* xs;
+  const M* mean;
+  const M* inv_std;
+  __device__ void operator()(int64_t j, int64_t ch, M* acc) const {
     const M d = load(dy, j);
     acc[0] += d;
-    acc[1] += d * xhat[j];
+    acc[1] += d * ((M(load(xs, j)) - mean[ch]) * inv_std[ch]);
   }
 };
 template <typename T, typename M>
@@ -100,23 +103,28 @@ __global__ void inv_std_kernel(int c, M eps, M* v) {
 
 template <typename I, typename T, typename M>
 __global__ void normalize_kernel(int64_t total, int c, int64_t s, const T* x, const M* mean, const M* inv_std,
-                                 const T* gamma, const T* beta, M* xhat, T* y) {
+                                 const T* gamma, const T* beta, T* x_saved, T* y) {
   CORTADO_KERNEL_LOOP(j, total) {
     const int64_t ch = kernels::channel_of<I>(j, s, c);
-    const M h = (M(load(x, j)) - mean[ch]) * inv_std[ch];
-    xhat[j] = h;
+    const T v = x[j];  // read before y (which may be x) is written
+    x_saved[j] = v;
+    const M h = (M(load(&v, 0)) - mean[ch]) * inv_std[ch];
     store(y, j, gamma ? M(load(gamma, ch)) * h + M(load(beta, ch)) : h);
   }
 }
 
-template <typename I, typename T, typename M>
-__global__ void backward_dx_kernel(int64_t total, int c, int64_t s, M inv_m, const T* dy, const M* xhat,
-                                   const M* inv_std, const T* gamma, const M* sdy, const M* sdyx, T* dx) {
+template <typename I, typename T, typename X, typename M>
+__global__ void backward_dx_kernel(int64_t total, int c, int64_t s, M inv_m, const T* dy, const X* xs,
+                                   const M* mean, const M* inv_std, const T* gamma, const M* sdy, const M* sdyx,
+                                   T* dx) {
   CORTADO_KERNEL_LOOP(j, total) {
     const int64_t ch = kernels::channel_of<I>(j, s, c);
     const M g = (gamma ? M(load(gamma, ch)) : M(1)) * inv_std[ch];
     M d = load(dy, j);
-    if (sdy) d = d - sdy[ch] * inv_m - xhat[j] * (sdyx[ch] * inv_m);
+    if (sdy) {
+      const M xhat = (M(load(xs, j)) - mean[ch]) * inv_std[ch];
+      d = d - sdy[ch] * inv_m - xhat * (sdyx[ch] * inv_m);
+    }
     store(dx, j, g * d);
   }
 }
@@ -158,45 +166,55 @@ void bn_inv_std(int c, double eps, M* v, CUstream_st* stream) {
 
 template <typename T, typename M>
 void bn_normalize(int n, int c, int64_t s, const T* x, const M* mean, const M* inv_std, const T* gamma,
-                  const T* beta, M* xhat, T* y, CUstream_st* stream) {
+                  const T* beta, T* x_saved, T* y, CUstream_st* stream) {
   const int64_t total = int64_t(n) * c * s;
   if (total == 0) return;
   CORTADO_LAUNCH_INDEXED(normalize_kernel, total, stream, total, c, s, dev(x), mean, inv_std, dev(gamma), dev(beta),
-                         xhat, dev(y));
+                         dev(x_saved), dev(y));
   CORTADO_KERNEL_CHECK();
 }
 
-template <typename T, typename M>
-void bn_backward_reduce(int n, int c, int64_t s, const T* dy, const M* xhat, M* sdy, M* sdyx, T* dgamma, T* dbeta,
-                        CUstream_st* stream) {
+template <typename T, typename X, typename M>
+void bn_backward_reduce(int n, int c, int64_t s, const T* dy, const X* x_saved, const M* mean, const M* inv_std,
+                        M* sdy, M* sdyx, T* dgamma, T* dbeta, CUstream_st* stream) {
   if (c == 0) return;
   using D = dev_t<T>;
-  kernels::channel_reduce<2, M>(kernels::ChannelShape{n, c, s}, SumDyDyXhat<D, M>{dev(dy), xhat},
+  kernels::channel_reduce<2, M>(kernels::ChannelShape{n, c, s},
+                                SumDyDyXhat<D, dev_t<X>, M>{dev(dy), dev(x_saved), mean, inv_std},
                                 FinishBackward<D, M>{sdy, sdyx, dev(dgamma), dev(dbeta)}, stream);
 }
 
-template <typename T, typename M>
-void bn_backward_dx(int n, int c, int64_t s, const T* dy, const M* xhat, const M* inv_std, const T* gamma,
-                    const M* sdy, const M* sdyx, T* dx, CUstream_st* stream) {
+template <typename T, typename X, typename M>
+void bn_backward_dx(int n, int c, int64_t s, const T* dy, const X* x_saved, const M* mean, const M* inv_std,
+                    const T* gamma, const M* sdy, const M* sdyx, T* dx, CUstream_st* stream) {
   const int64_t total = int64_t(n) * c * s;
   if (total == 0) return;
   const M inv_m = M(1) / M(double(n) * double(s));
-  CORTADO_LAUNCH_INDEXED(backward_dx_kernel, total, stream, total, c, s, inv_m, dev(dy), xhat, inv_std, dev(gamma),
-                         sdy, sdyx, dev(dx));
+  CORTADO_LAUNCH_INDEXED(backward_dx_kernel, total, stream, total, c, s, inv_m, dev(dy), dev(x_saved), mean, inv_std,
+                         dev(gamma), sdy, sdyx, dev(dx));
   CORTADO_KERNEL_CHECK();
 }
 
-#define CORTADO_INSTANTIATE_BN_GPU(T, M)                                                                        \
+#define CORTADO_INSTANTIATE_BN_FORWARD(T, M)                                                                    \
   template void bn_batch_stats<T, M>(int, int, int64_t, const T*, double, M*, M*, M*, M*, M*, CUstream_st*);   \
-  template void bn_normalize<T, M>(int, int, int64_t, const T*, const M*, const M*, const T*, const T*, M*, T*, \
-                                   CUstream_st*);                                                               \
-  template void bn_backward_reduce<T, M>(int, int, int64_t, const T*, const M*, M*, M*, T*, T*, CUstream_st*); \
-  template void bn_backward_dx<T, M>(int, int, int64_t, const T*, const M*, const M*, const T*, const M*,      \
-                                     const M*, T*, CUstream_st*)
-CORTADO_INSTANTIATE_BN_GPU(double, double);
-CORTADO_INSTANTIATE_BN_GPU(float, float);
-CORTADO_INSTANTIATE_BN_GPU(float16, float);
-#undef CORTADO_INSTANTIATE_BN_GPU
+  template void bn_normalize<T, M>(int, int, int64_t, const T*, const M*, const M*, const T*, const T*, T*, T*, \
+                                   CUstream_st*)
+CORTADO_INSTANTIATE_BN_FORWARD(double, double);
+CORTADO_INSTANTIATE_BN_FORWARD(float, float);
+CORTADO_INSTANTIATE_BN_FORWARD(float16, float);
+#undef CORTADO_INSTANTIATE_BN_FORWARD
+// T: the backward type (dy, dx), X: the forward type (the saved x).
+#define CORTADO_INSTANTIATE_BN_BACKWARD(T, X, M)                                                               \
+  template void bn_backward_reduce<T, X, M>(int, int, int64_t, const T*, const X*, const M*, const M*, M*, M*, \
+                                            T*, T*, CUstream_st*);                                             \
+  template void bn_backward_dx<T, X, M>(int, int, int64_t, const T*, const X*, const M*, const M*, const T*,   \
+                                        const M*, const M*, T*, CUstream_st*)
+CORTADO_INSTANTIATE_BN_BACKWARD(double, double, double);
+CORTADO_INSTANTIATE_BN_BACKWARD(float, float, float);
+CORTADO_INSTANTIATE_BN_BACKWARD(float, float16, float);
+CORTADO_INSTANTIATE_BN_BACKWARD(float16, float, float);
+CORTADO_INSTANTIATE_BN_BACKWARD(float16, float16, float);
+#undef CORTADO_INSTANTIATE_BN_BACKWARD
 template void bn_global_stats<double>(int, const double*, const double*, const double*, double*, double*,
                                       CUstream_st*);
 template void bn_global_stats<float>(int, const float*, const float*, const float*, float*, float*, CUstream_st*);
