@@ -104,6 +104,22 @@ class LayerBase {
     throw FieldError(name(), type(), field, str_cat(message...));
   }
 
+  /// The class a label value names, for the layers that read class labels
+  /// from bottom[1] (the classifier losses, Accuracy): an integer in
+  /// [0, classes). `ignore` points to the ignore_label when one is set; that
+  /// value gives -1. Anything else is a field error on bottom[1] naming the
+  /// value and its position.
+  int ClassLabel(float v, int64_t position, int classes, const int* ignore = nullptr) const {
+    if (ignore && v == static_cast<float>(*ignore)) return -1;
+    const int l = static_cast<int>(v);
+    if (!(v >= 0.f) || static_cast<float>(l) != v || l >= classes) {
+      field_error("bottom[1]", "label value ", v, " at position ", position,
+                  " is not a class index: expected an integer in [0, ", classes, ")",
+                  ignore ? str_cat(" or ignore_label ", *ignore) : std::string());
+    }
+    return l;
+  }
+
  protected:
   virtual void Forward_impl(const BlobVec& bottom, const BlobVec& top) = 0;
   virtual void Backward_impl(const BlobVec& top, const std::vector<bool>& propagate_down,

@@ -56,11 +56,7 @@ void AccuracyLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobV
       const int64_t pos = static_cast<int64_t>(o) * inner_ + i;
       const float v = label[pos];
       if (has_ignore_label_ && v == static_cast<float>(ignore_label_)) continue;
-      const int l = static_cast<int>(v);
-      if (!(v >= 0.f) || static_cast<float>(l) != v || l >= channels_) {
-        this->field_error("bottom[1]", "label value ", v, " at position ", pos,
-                          " is not a class index: expected an integer in [0, ", channels_, ")");
-      }
+      const int l = this->ClassLabel(v, pos, channels_);
       const Ftype* col = x + o * dim + i;
       const M truth = static_cast<M>(col[static_cast<int64_t>(l) * inner_]);
       int better = 0;  // classes other than l scoring >= truth
@@ -90,8 +86,8 @@ void AccuracyLayer<Ftype, Btype>::CheckGpuLabelError() {
   float v;
   int64_t position;
   if (!label_error_.Take(&v, &position)) return;
-  this->field_error("bottom[1]", "label value ", v, " at position ", position,
-                    " is not a class index: expected an integer in [0, ", channels_, ")");
+  this->ClassLabel(v, position, channels_);  // throws: v is not a class index
+  CORTADO_CHECK(false) << "label " << v << " was recorded as bad on the GPU but is valid";
 }
 
 template <typename Ftype, typename Btype>

@@ -34,12 +34,7 @@ void MultinomialLogisticLossLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, 
 
 template <typename Ftype, typename Btype>
 int MultinomialLogisticLossLayer<Ftype, Btype>::Label(float v, int n) const {
-  const int l = static_cast<int>(v);
-  if (!(v >= 0.f) || static_cast<float>(l) != v || l >= dim_) {
-    this->field_error("bottom[1]", "label value ", v, " at position ", n,
-                      " is not a class index: expected an integer in [0, ", dim_, ")");
-  }
-  return l;
+  return this->ClassLabel(v, n, dim_);
 }
 
 template <typename Ftype, typename Btype>

@@ -53,14 +53,7 @@ void SoftmaxWithLossLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const Bl
 
 template <typename Ftype, typename Btype>
 bool SoftmaxWithLossLayer<Ftype, Btype>::Ignored(float v, int64_t position) const {
-  if (has_ignore_label_ && v == static_cast<float>(ignore_label_)) return true;
-  const int l = static_cast<int>(v);
-  if (!(v >= 0.f) || static_cast<float>(l) != v || l >= channels_) {
-    this->field_error("bottom[1]", "label value ", v, " at position ", position,
-                      " is not a class index: expected an integer in [0, ", channels_, ")",
-                      has_ignore_label_ ? str_cat(" or ignore_label ", ignore_label_) : std::string());
-  }
-  return false;
+  return this->ClassLabel(v, position, channels_, has_ignore_label_ ? &ignore_label_ : nullptr) < 0;
 }
 
 template <typename Ftype, typename Btype>
