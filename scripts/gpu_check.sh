@@ -30,6 +30,7 @@
 # the GPU steps and exits with status 2. Exit status 1: a step failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench/lib.sh
 # Globs sort bytewise (solver.prototxt before solver_fp16.prototxt).
 export LC_COLLATE=C
 
@@ -245,7 +246,6 @@ BUILD_DIR=$BUILD_DIR bash data/fashion_mnist/create.sh >"$LOG_DIR/data.log" 2>&1
 
 TRAINER=$BUILD_DIR/tools/trainer
 # key=value from trainer time's last line.
-kv() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | tail -1; }
 
 # ---- 5. benchmarks ------------------------------------------------------------------
 say "timing LeNet FP32 and FP16 on GPU $GPU (log: $LOG_DIR/lenet_gpu.log)"

@@ -7,6 +7,7 @@
 # the layer's type, so this measures what feeds a GPU net.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/bench/lib.sh
 BUILD_DIR=${BUILD_DIR:-build}
 TRAINER=$BUILD_DIR/tools/trainer
 BATCH=${BATCH:-1024}
@@ -25,7 +26,6 @@ layer { name: "data" type: "Data" top: "data" top: "label" transform_param { sca
 layer { name: "silence" type: "Silence" bottom: "data" bottom: "label" }
 NET
 done
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 declare -A runs=([FLOAT]="" [FLOAT16]="")
 for r in $(seq 1 "$REPEATS"); do
   for t in FLOAT FLOAT16; do

@@ -19,6 +19,7 @@
 # (python3 with numpy).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/bench/lib.sh
 BUILD_DIR=${BUILD_DIR:-build}
 TRAINER=$BUILD_DIR/tools/trainer
 CONVERT=$BUILD_DIR/tools/convert_imageset
@@ -68,8 +69,6 @@ PY
 db_bytes=$(du -sb "$tmp/lmdb" | cut -f1)
 echo "imagenet_data: $IMAGES JPEG records of 256x256, $((db_bytes / IMAGES / 1024)) KiB each on average (LMDB included)"
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-kv() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | tail -1; }
 for type in FLOAT FLOAT16; do
   for th in $THREADS; do
     cat > "$tmp/net_${type}_$th.prototxt" <<NET

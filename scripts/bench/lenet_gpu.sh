@@ -15,6 +15,7 @@
 # launches, a larger batch shows the FP16 bandwidth saving).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/bench/lib.sh
 if [ -z "${BUILD_DIR:-}" ]; then
   BUILD_DIR=build-gpu
   [ -x "$BUILD_DIR/tools/trainer" ] || BUILD_DIR=build
@@ -27,8 +28,6 @@ WARMUP=${WARMUP:-20}
 [ -x "$TRAINER" ] || { echo "lenet_gpu: $TRAINER not found; build first" >&2; exit 1; }
 [ -d data/fashion_mnist/train_lmdb ] || { echo "lenet_gpu: data/fashion_mnist/train_lmdb missing; run data/fashion_mnist/create.sh" >&2; exit 1; }
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-kv() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | tail -1; }
 
 declare -A runs=([fp32]="" [fp16]="")
 declare -A model=([fp32]=models/lenet/lenet_train_test.prototxt [fp16]=models/lenet/lenet_train_test_fp16.prototxt)

@@ -28,6 +28,7 @@
 # PyTorch columns say so and the Cortado numbers still print.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/bench/lib.sh
 if [ -z "${BUILD_DIR:-}" ]; then
   BUILD_DIR=build-gpu
   [ -x "$BUILD_DIR/tools/trainer" ] || BUILD_DIR=build
@@ -50,8 +51,6 @@ if [ -d .deps/prefix/usr/lib ]; then
   export LD_LIBRARY_PATH
 fi
 
-kv() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | tail -1; }
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 GPU_FLAG=--gpu=$GPU DEVICE=gpu$GPU
 [ "$GPU" = cpu ] && GPU_FLAG="" DEVICE=cpu
@@ -118,7 +117,7 @@ done
 
 declare -A med=()
 for c in "${configs[@]}"; do
-  if [ -n "${ips[$c]:-}" ]; then med[$c]=$(echo "${ips[$c]}" | tr ' ' '\n' | grep . | median); else med[$c]=""; fi
+  if [ -n "${ips[$c]:-}" ]; then med[$c]=$(echo "${ips[$c]}" | tr ' ' '\n' | grep . | median %.1f); else med[$c]=""; fi
 done
 ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }' || echo "n/a"; }
 echo
