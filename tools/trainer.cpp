@@ -185,7 +185,8 @@ void apply_net_flags(NetParameter* p, Phase phase) {
   p->mutable_state()->clear_stage();
   for (const std::string& s : split(FLAGS_stage)) p->mutable_state()->add_stage(s);
   if (FLAGS_batch_size > 0 && SetBatchSize(p, FLAGS_batch_size) == 0)
-    fail("--batch_size=", FLAGS_batch_size, ": the net has no Data, DummyData or Input layer to set it on");
+    fail("--batch_size=", FLAGS_batch_size, ": ", FLAGS_model.empty() ? "the solver's net" : FLAGS_model,
+         " has no Data, DummyData or Input layer to set it on");
 }
 
 // The solver whose update time measures, around the --model (or --solver) net.

@@ -39,10 +39,9 @@ class GpuLabelError {
       CORTADO_CUDA_CHECK(cudaHostAlloc(&p, sizeof(unsigned long long), cudaHostAllocMapped));
       host_ = static_cast<unsigned long long*>(p);
       *host_ = ~0ull;
+      CORTADO_CUDA_CHECK(cudaHostGetDevicePointer(&device_, host_, 0));
     }
-    void* device = nullptr;
-    CORTADO_CUDA_CHECK(cudaHostGetDevicePointer(&device, host_, 0));
-    return device;
+    return device_;
   }
 
   /// Whether a kernel recorded a bad label; if so, clears the record and
@@ -61,6 +60,7 @@ class GpuLabelError {
 
  private:
   unsigned long long* host_ = nullptr;  // pinned, device-mapped
+  void* device_ = nullptr;              // its device address
 };
 
 }  // namespace cortado
