@@ -33,6 +33,47 @@ TEST(Tensor, ConvertsLazilyAndCachesUntilWrite) {
   EXPECT_EQ(t.data<double>()[0], 1.0);
 }
 
+TEST(Tensor, CountsConversions) {
+  Tensor t(FLOAT, 3);
+  t.mutable_data<float>()[0] = 2.f;
+  EXPECT_EQ(t.conversions(), 0);
+  t.data<float16>();
+  t.data<float16>();  // cached
+  t.data<float>();    // the current type
+  EXPECT_EQ(t.conversions(), 1);
+  t.mutable_data<float>()[1] = 3.f;
+  EXPECT_EQ(float(t.data<float16>()[1]), 3.f);
+  EXPECT_EQ(t.conversions(), 2);
+}
+
+// A two-type write (the solver's update writing master weights and their
+// working copy): both buffers stay valid, the second is what the caller
+// wrote (no conversion runs), and a later one-type write drops it again.
+TEST(Tensor, TwoTypeWriteKeepsBothCopies) {
+  Tensor t(FLOAT16, 2);
+  t.mutable_data<float16>()[0] = float16(1.f);
+  void* also = nullptr;
+  float* master = static_cast<float*>(t.mutable_data_raw(FLOAT, FLOAT16, &also));
+  ASSERT_NE(also, nullptr);
+  EXPECT_EQ(t.type(), FLOAT);
+  EXPECT_EQ(master[0], 1.f);  // the FLOAT buffer holds the current values
+  master[0] = 1.5f;
+  master[1] = -4.f;
+  float16* copy = static_cast<float16*>(also);
+  copy[0] = float16(1.5f);
+  copy[1] = float16(7.f);  // deliberately not the conversion: shows that none runs
+  const int64_t before = t.conversions();
+  EXPECT_EQ(float(t.data<float16>()[0]), 1.5f);
+  EXPECT_EQ(float(t.data<float16>()[1]), 7.f);
+  EXPECT_EQ(t.conversions(), before);
+  t.mutable_data<float>()[1] = -4.f;  // a one-type write: the copy is stale now
+  EXPECT_EQ(float(t.data<float16>()[1]), -4.f);
+  EXPECT_EQ(t.conversions(), before + 1);
+  // The same type twice: no second buffer.
+  EXPECT_NE(t.mutable_data_raw(FLOAT, FLOAT, &also), nullptr);
+  EXPECT_EQ(also, nullptr);
+}
+
 TEST(Tensor, SetZeroAndGrowth) {
   Tensor t(FLOAT16, 3);
   t.mutable_data<float16>()[1] = float16(2.f);

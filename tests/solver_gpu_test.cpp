@@ -344,5 +344,47 @@ TEST(SolverGpu, LarcMatchesCpu) {
   }
 }
 
+// The fused update writes the FP16 working copy next to the FP32 master
+// weights and zeroes the gradients: the copy is the master converted (round
+// to nearest even, bit for bit), the next forward converts no parameter, and
+// every gradient (the frozen one included) is zero after the step.
+TEST(SolverGpu, UpdateWritesWorkingCopyAndClearsGradients) {
+  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  RestoreStream restore;
+  for (const char* type : {"SGD", "Adam"}) {
+    SCOPED_TRACE(type);
+    auto s = MakeSolver(str_cat("type: '", type, "' base_lr: 0.05 momentum: 0.9 momentum2: 0.999 weight_decay: 0.01 ",
+                                "solver_data_type: FLOAT", kSchedule),
+                        GpuNet(FLOAT16), Context::Create(0));
+    s->Step(2);
+    Net& net = *s->net();
+    const std::vector<Blob*>& params = net.learnable_params();
+    std::vector<int64_t> conversions;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Tensor& w = params[i]->data();
+      conversions.push_back(w.conversions());
+      const float16* copy = w.data<float16>();  // valid: read back, not converted
+      EXPECT_EQ(w.conversions(), conversions.back()) << "param " << i;
+      if (net.params_lr()[i] == 0) {
+        EXPECT_EQ(w.type(), FLOAT16) << "frozen param " << i;
+      } else {
+        EXPECT_EQ(w.type(), FLOAT) << "param " << i;
+        const float* master = w.data<float>();
+        for (size_t k = 0; k < w.count(); ++k) {
+          const float16 want(master[k]);
+          ASSERT_EQ(std::memcmp(&copy[k], &want, sizeof(float16)), 0)
+              << "param " << i << " value " << k << ": copy " << float(copy[k]) << ", master " << master[k];
+        }
+      }
+      const float16* g = params[i]->diff().data<float16>();
+      for (size_t k = 0; k < params[i]->count(); ++k) ASSERT_EQ(float(g[k]), 0.f) << "param " << i << " grad " << k;
+    }
+    net.ForwardBackward();
+    net.context().Synchronize();
+    for (size_t i = 0; i < params.size(); ++i)
+      EXPECT_EQ(params[i]->data().conversions(), conversions[i]) << "param " << i << " was converted again";
+  }
+}
+
 }  // namespace
 }  // namespace cortado

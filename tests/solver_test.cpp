@@ -115,6 +115,29 @@ TEST(Solver, TwoSgdStepsByHand) {
   EXPECT_NEAR(bias.cpu_data<float>()[0], b2, 1e-6);
 }
 
+// An applied update leaves the gradients zero (the next iteration has
+// nothing to clear); a skipped one leaves them for inspection.
+TEST(Solver, AppliedUpdateZeroesGradientsSkippedOneKeepsThem) {
+  auto s = make_solver("base_lr: 0.5 lr_policy: 'fixed' momentum: 0.9 max_iter: 3", kLinear);
+  Net& net = *s->net();
+  net.ForwardBackward();
+  const Blob& bias = *net.learnable_params()[1];
+  EXPECT_EQ(bias.cpu_diff<float>()[0], 2.f);  // N = 2
+  EXPECT_TRUE(s->ApplyUpdate());
+  for (const Blob* p : net.learnable_params())
+    for (size_t i = 0; i < p->count(); ++i) EXPECT_EQ(p->cpu_diff<float>()[i], 0.f);
+  s->ClearGradients();  // nothing to do, and the next backward starts from zero
+  net.ForwardBackward();
+  EXPECT_EQ(bias.cpu_diff<float>()[0], 2.f);
+  net.learnable_params()[0]->mutable_cpu_diff<float>()[1] = NAN;
+  EXPECT_FALSE(s->ApplyUpdate());  // skip_nonfinite_steps is on by default
+  EXPECT_EQ(bias.cpu_diff<float>()[0], 2.f);
+  EXPECT_TRUE(std::isnan(net.learnable_params()[0]->cpu_diff<float>()[1]));
+  s->ClearGradients();  // after a skipped step this clears
+  EXPECT_EQ(bias.cpu_diff<float>()[0], 0.f);
+  EXPECT_EQ(net.learnable_params()[0]->cpu_diff<float>()[1], 0.f);
+}
+
 TEST(Solver, IterSizeAveragesGradients) {
   auto one = make_solver("base_lr: 0.5 lr_policy: 'fixed' max_iter: 1", kLinear);
   auto two = make_solver("base_lr: 0.5 lr_policy: 'fixed' max_iter: 1 iter_size: 2", kLinear);

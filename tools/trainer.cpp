@@ -287,13 +287,14 @@ int time_net() {
             << ": " << L << " layers, " << params << " parameters (" << trained << " trained), batch " << batch
             << (solver ? str_cat(", update: ", solver->type()) : std::string(", TEST phase: no update"));
 
-  // Whole iteration parts. The update clears the gradients first, as the
-  // solver's Step does at the start of every iteration.
+  // Whole iteration parts. The update is followed by the clearing of the
+  // gradients that the solver's Step does before every iteration (nothing
+  // left to do after an applied update, which zeroes them in its own pass).
   int skipped = 0;  // timed updates skipped for Inf/NaN gradients
   auto update = [&] {
     if (!solver) return true;
     const bool applied = solver->ApplyUpdate();
-    net->ClearParamDiffs();
+    solver->ClearGradients();  // nothing to do after an applied update, which zeroes them itself
     return applied;
   };
   // Warm-up through the Net (at least once), so that an error in a layer is
@@ -317,9 +318,11 @@ int time_net() {
 
   std::vector<double> it_f, it_b, it_u, it_t;
   std::vector<std::vector<double>> lay_f(L), lay_b(L);
+  int64_t conversions = 0;  // type conversions in the whole-iteration parts (device ones are launches)
   for (int it = 0; it < FLAGS_iterations; ++it) {
     net->ClearParamDiffs();  // the layer-by-layer pass below accumulated into them
     ctx.Synchronize();
+    const int64_t conv0 = Tensor::total_conversions(ctx.on_gpu());
     auto t0 = clock::now();
     net->Forward();
     ctx.Synchronize();
@@ -332,6 +335,7 @@ int time_net() {
     if (!update()) ++skipped;
     ctx.Synchronize();
     const double u = ms_since(t0);
+    conversions += Tensor::total_conversions(ctx.on_gpu()) - conv0;
     it_f.push_back(f);
     it_b.push_back(b);
     it_u.push_back(u);
@@ -409,6 +413,9 @@ int time_net() {
   table << std::setprecision(3) << "Median iteration: forward " << mf << " ms, backward " << mb << " ms, update " << mu
         << " ms, total " << mt << " ms; " << std::setprecision(1) << (mt > 0 ? batch * 1000.0 / mt : 0.0)
         << " images/s; peak memory " << mem.first / (1 << 20) << " MiB (" << mem.second << ")\n";
+  const double conv_per_iter = FLAGS_iterations > 0 ? double(conversions) / FLAGS_iterations : 0.0;
+  table << "Type conversions per iteration" << (ctx.on_gpu() ? " (kernel launches)" : "") << ": " << conv_per_iter
+        << "\n";
   if (skipped)
     table << "Note: " << skipped << " of " << FLAGS_iterations << " timed updates were skipped for Inf/NaN gradients "
           << "(loss scale " << solver->loss_scale() << "); a skipped update costs less than an applied one\n";
@@ -421,7 +428,8 @@ int time_net() {
        << " params=" << params << " trained_params=" << trained << " forward_ms_median=" << mf << " backward_ms_median=" << mb
        << " update_ms_median=" << mu << " total_ms_median=" << mt << " total_ms_mean=" << mean_of(it_t)
        << std::setprecision(1) << " images_per_s=" << (mt > 0 ? batch * 1000.0 / mt : 0.0)
-       << " peak_mem_mib=" << mem.first / (1 << 20) << " skipped_updates=" << skipped;
+       << " peak_mem_mib=" << mem.first / (1 << 20) << " skipped_updates=" << skipped
+       << " conversions_per_iter=" << conv_per_iter;
   std::cout << line.str() << std::endl;
   return 0;
 }

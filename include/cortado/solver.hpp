@@ -92,10 +92,15 @@ class Solver {
   void Step(int iters);
   /// The update half of an iteration, for the gradients now in the net:
   /// checks them for Inf/NaN, adjusts the loss scale, updates every
-  /// parameter; returns false when the step was skipped. Step calls it after
-  /// backward; trainer time calls it alone to time it. The iteration count
-  /// does not advance.
+  /// parameter; returns false when the step was skipped. An applied update
+  /// leaves every gradient zero (the device update clears them in its own
+  /// pass, as NVCaffe's fused update does); a skipped one leaves them as
+  /// they were. Step calls it after backward; trainer time calls it alone to
+  /// time it. The iteration count does not advance.
   bool ApplyUpdate();
+  /// Zeroes the net's gradients before an iteration, unless the last
+  /// applied update already did and nothing ran since.
+  void ClearGradients();
   void Restore(const std::string& state_file);
   /// Writes <prefix>_iter_<N>.caffemodel and .solverstate; returns the model path.
   std::string Snapshot();
@@ -182,6 +187,7 @@ class Solver {
   int clean_iterations_ = 0;
   int skipped_iterations_ = 0;
   bool last_step_skipped_ = false;
+  bool gradients_zero_ = false;  // set by an applied update, reset by ClearGradients
   // Device buffers of the GPU update; a shared_ptr so that the type can stay
   // incomplete here (CPU builds never create one).
   std::shared_ptr<gpu::UpdateWorkspace> gpu_;

@@ -15,7 +15,12 @@
 //  3. update: one launch per (gradient type, data type) group applies, per
 //     value, g = float(dW) * factor (unscale by 1/(S * iter_size) and the
 //     clipping factor), the coupled weight decay, and the rule, writing the
-//     weights and the history in the solver data type.
+//     weights and the history in the solver data type, the working copy of
+//     the weights in the gradient type when that differs (the FP16 weights
+//     that the next forward reads: no conversion launch per parameter), and
+//     zero into the gradient (no clearing launch per parameter before the
+//     next backward). Frozen parameters (lr_mult 0) are in the list with no
+//     weights: their gradients are only zeroed.
 //
 // A launch walks a tensor list: an array of TensorSlot in device memory (a
 // pointer set per parameter, like PyTorch's multi_tensor_apply), uploaded
@@ -47,8 +52,9 @@ using gpu_stream = CUstream_st*;
 /// One parameter of a multi-tensor launch. Device pointers; plain data,
 /// copied to the device as it is.
 struct TensorSlot {
-  const void* grad = nullptr;  // the gradient (diff), in the list's gradient type
-  void* weight = nullptr;      // the weights, in the solver data type (update lists)
+  void* grad = nullptr;         // the gradient (diff), in the list's gradient type; zeroed by the update
+  void* weight = nullptr;       // the weights, in the solver data type (update lists; null: frozen)
+  void* copy = nullptr;         // the weights' working copy in the gradient type, or null
   void* hist[2] = {};          // history slots 0 and 1, in the solver data type
   int64_t count = 0;
   int64_t first_chunk = 0;     // set by TensorList::assign
@@ -143,8 +149,8 @@ void check_gradients(Type grad_type, const TensorList& list, bool want_sumsq, Gr
 /// of each slot into norms[2 * id] and norms[2 * id + 1]. One launch.
 void larc_norms(Type grad_type, Type data_type, const TensorList& list, const UpdateHyper& hyper, double* norms,
                 gpu_stream stream);
-/// The update of every slot of `list`; `norms` (LARC) may be null otherwise.
-/// One launch.
+/// The update of every slot of `list`, which also writes the working copies
+/// and zeroes the gradients; `norms` (LARC) may be null otherwise. One launch.
 void apply_update(Type grad_type, Type data_type, const TensorList& list, const UpdateHyper& hyper,
                   const double* norms, gpu_stream stream);
 

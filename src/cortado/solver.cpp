@@ -248,7 +248,7 @@ void Solver::Step(int iters) {
   auto last_display = std::chrono::steady_clock::now();
   int last_display_iter = iter_;
   while (iter_ < stop_iter) {
-    net_->ClearParamDiffs();
+    ClearGradients();
     if (param_.test_interval() && iter_ % param_.test_interval() == 0 &&
         (iter_ > 0 || param_.test_initialization())) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -479,7 +479,13 @@ void Solver::AfterCleanStep() {
   }
 }
 
+void Solver::ClearGradients() {
+  if (!gradients_zero_) net_->ClearParamDiffs();
+  gradients_zero_ = false;
+}
+
 bool Solver::ApplyUpdate() {
+  gradients_zero_ = false;
 #ifdef CORTADO_USE_CUDA
   if (net_->context().on_gpu() && GpuUpdateSupported()) return ApplyUpdateGpu();
 #endif
@@ -524,6 +530,8 @@ bool Solver::ApplyUpdate() {
     }
     UpdateParam(u);
   }
+  net_->ClearParamDiffs();  // the device update does this in its own pass
+  gradients_zero_ = true;
   AfterCleanStep();
   return true;
 }
@@ -560,7 +568,7 @@ bool Solver::ApplyUpdateGpu() {
     std::array<std::vector<gpu::TensorSlot>, kNumTypes> lists;
     for (const Blob* p : params) {
       gpu::TensorSlot t;
-      t.grad = p->diff().gpu_data_raw(p->diff().type());
+      t.grad = const_cast<void*>(p->diff().gpu_data_raw(p->diff().type()));  // only read by the check
       t.count = static_cast<int64_t>(p->count());
       lists[p->diff().type()].push_back(t);
     }
@@ -595,18 +603,26 @@ bool Solver::ApplyUpdateGpu() {
   h.larc = !param_.larc() ? 0 : param_.larc_policy() == "scale" ? 1 : 2;
   h.larc_eta = param_.larc_eta();
   // The weights become current in the solver data type on the device here,
-  // after the skip decision (a skipped step leaves them as they are).
+  // after the skip decision (a skipped step leaves them as they are), with
+  // their working copy in the gradient type (the type the layers compute in)
+  // written by the same pass. Every gradient is zeroed by it, frozen ones
+  // (in the list without weights) included.
   std::array<std::vector<gpu::TensorSlot>, kNumTypes> lists;
   for (size_t i = 0; i < params.size(); ++i) {
-    if (net_->params_lr()[i] == 0 || params[i]->count() == 0) continue;
+    if (params[i]->count() == 0) continue;
     Blob* p = params[i];
+    const Type gt = p->diff().type();
     gpu::TensorSlot t;
-    t.grad = p->diff().gpu_data_raw(p->diff().type());
-    t.weight = p->data().mutable_gpu_data_raw(data_type_);
+    t.grad = p->diff().mutable_gpu_data_raw(gt);
+    t.count = static_cast<int64_t>(p->count());
+    if (net_->params_lr()[i] == 0) {
+      lists[gt].push_back(t);
+      continue;
+    }
+    t.weight = p->data().mutable_gpu_data_raw(data_type_, gt, &t.copy);
     CORTADO_CHECK_LE(history_slots(), 2);
     for (int k = 0; k < history_slots(); ++k)
       t.hist[k] = history(static_cast<int>(i), k).data().mutable_gpu_data_raw(data_type_);
-    t.count = static_cast<int64_t>(p->count());
     t.lr_mult = net_->params_lr()[i];
     t.decay = param_.weight_decay() * net_->params_weight_decay()[i];
     t.id = static_cast<int64_t>(i);
@@ -620,6 +636,7 @@ bool Solver::ApplyUpdateGpu() {
     norms = sums;
   }
   for (int g = 0; g < kNumTypes; ++g) gpu::apply_update(Type(g), data_type_, ws.update_list(Type(g)), h, norms, stream);
+  gradients_zero_ = true;
   AfterCleanStep();
   return true;
 }

@@ -146,6 +146,7 @@ template <typename G, typename D>
 __global__ void larc_kernel(const TensorSlot* slots, int n, int64_t chunks, UpdateHyper h, double* norms) {
   for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
     const TensorSlot s = slots[slot_of(slots, n, c)];
+    if (!s.weight) continue;  // frozen (the same for the whole block)
     const G* g = static_cast<const G*>(s.grad);
     const D* w = static_cast<const D*>(s.weight);
     const bool couple = s.decay != 0 && !h.decoupled;
@@ -171,8 +172,14 @@ __global__ void update_kernel(const TensorSlot* slots, int n, int64_t chunks, Up
   using M = acc_t<D>;
   for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
     const TensorSlot s = slots[slot_of(slots, n, c)];
-    const G* gp = static_cast<const G*>(s.grad);
+    G* gp = static_cast<G*>(s.grad);
     D* w = static_cast<D*>(s.weight);
+    G* copy = static_cast<G*>(s.copy);
+    const int64_t begin = (c - s.first_chunk) * kChunk, end = min(begin + kChunk, s.count);
+    if (!w) {  // frozen: the gradient is only cleared
+      for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) store(gp, i, acc_t<G>(0));
+      continue;
+    }
     D* h0 = static_cast<D*>(s.hist[0]);
     D* h1 = static_cast<D*>(s.hist[1]);
     const bool couple = s.decay != 0 && !h.decoupled;
@@ -182,40 +189,40 @@ __global__ void update_kernel(const TensorSlot* slots, int n, int64_t chunks, Up
     // Adam: the bias-corrected step and the decoupled decay (0 for Adam).
     const M adam_step = M(mul(rate_d, h.adam_c1) / h.adam_c2);
     const M lambda = M(h.decoupled ? mul(rate_d, s.decay) : 0.0);
-    const int64_t begin = (c - s.first_chunk) * kChunk, end = min(begin + kChunk, s.count);
     for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
       const M g = M(final_grad(gp, w, i, h.factor, couple, decay, h.l1));
       const M wi = M(load(w, i));
+      M wn;  // the new weight
       if constexpr (R == kSgd) {
         const M hn = rounded<D>(mul(m, M(load(h0, i))) + mul(rate, g));
         store(h0, i, hn);
-        store(w, i, wi - hn);
+        wn = wi - hn;
       } else if constexpr (R == kSgdAccumulate) {
         // No rate inside the momentum: small gradients stay above FP16's underflow.
         const M hn = rounded<D>(mul(m, M(load(h0, i))) + g);
         store(h0, i, hn);
-        store(w, i, wi - mul(rate, hn));
+        wn = wi - mul(rate, hn);
       } else if constexpr (R == kNesterov) {
         const M h_old = M(load(h0, i));
         const M h_new = mul(m, h_old) + mul(rate, g);
         store(h0, i, h_new);
-        store(w, i, wi - (mul(M(1) + m, h_new) - mul(m, h_old)));
+        wn = wi - (mul(M(1) + m, h_new) - mul(m, h_old));
       } else if constexpr (R == kAdaGrad) {
         const M sum = M(load(h0, i)) + mul(g, g);
         store(h0, i, sum);
-        store(w, i, wi - mul(rate, g) / (root(sum) + delta));
+        wn = wi - mul(rate, g) / (root(sum) + delta);
       } else if constexpr (R == kRMSProp) {
         const M rho = M(h.rms_decay);
         const M mean_sq = mul(rho, M(load(h0, i))) + mul(mul(M(1) - rho, g), g);
         store(h0, i, mean_sq);
-        store(w, i, wi - mul(rate, g) / (root(mean_sq) + delta));
+        wn = wi - mul(rate, g) / (root(mean_sq) + delta);
       } else if constexpr (R == kAdaDelta) {
         const M g2 = mul(m, M(load(h0, i))) + mul(mul(M(1) - m, g), g);
         const M d2_old = M(load(h1, i));
         const M d = mul(g, root((d2_old + delta) / (g2 + delta)));
         store(h0, i, g2);
         store(h1, i, mul(m, d2_old) + mul(mul(M(1) - m, d), d));
-        store(w, i, wi - mul(rate, d));
+        wn = wi - mul(rate, d);
       } else {  // kAdam (and AdamW through lambda)
         const M b1 = m, b2 = M(h.momentum2);
         const M mi = mul(b1, M(load(h0, i))) + mul(M(1) - b1, g);
@@ -223,8 +230,13 @@ __global__ void update_kernel(const TensorSlot* slots, int n, int64_t chunks, Up
         store(h0, i, mi);
         store(h1, i, vi);
         const M reg = h.l1 ? sign(wi) : wi;
-        store(w, i, wi - mul(adam_step, mi) / (root(vi) + delta) - mul(lambda, reg));
+        wn = wi - mul(adam_step, mi) / (root(vi) + delta) - mul(lambda, reg);
       }
+      store(w, i, wn);
+      // The working copy is the stored weight converted, as Tensor's
+      // conversion kernel would give it (round to nearest even).
+      if (copy) store(copy, i, static_cast<acc_t<G>>(rounded<D>(wn)));
+      store(gp, i, acc_t<G>(0));
     }
   }
 }

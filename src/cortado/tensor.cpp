@@ -1,5 +1,6 @@
 #include "cortado/tensor.hpp"
 
+#include <atomic>
 #include <cstring>
 
 #include "cortado/util/cuda.hpp"
@@ -7,6 +8,12 @@
 #include "cortado/util/math.hpp"
 
 namespace cortado {
+
+namespace {
+std::atomic<int64_t> g_conversions[2];  // [gpu]
+}  // namespace
+
+int64_t Tensor::total_conversions(bool gpu) { return g_conversions[gpu].load(std::memory_order_relaxed); }
 
 Tensor::Tensor(Type type, size_t count) : type_(type) { resize(count); }
 
@@ -24,6 +31,8 @@ void Tensor::ensure(Type t, bool gpu) const {
   if (valid_[t]) return;
   if (!mem_[type_]) mem_[type_] = std::make_unique<SyncedMemory>(capacity_ * type_size(type_));
   const int64_t n = static_cast<int64_t>(count_);
+  ++conversions_;
+  g_conversions[gpu].fetch_add(1, std::memory_order_relaxed);
   if (gpu) {
 #ifdef CORTADO_USE_CUDA
     gpu_convert(type_, mem_[type_]->gpu_data(), t, mem_[t]->mutable_gpu_data(), n, cuda::stream());
@@ -55,6 +64,19 @@ void* Tensor::mutable_data_raw(Type t) {
   return mem_[t]->mutable_cpu_data();
 }
 
+void* Tensor::keep_also(Type t, Type also, bool gpu) {
+  if (also == t) return nullptr;
+  if (!mem_[also]) mem_[also] = std::make_unique<SyncedMemory>(capacity_ * type_size(also));
+  valid_[also] = true;  // the caller writes it now
+  return gpu ? mem_[also]->mutable_gpu_data() : mem_[also]->mutable_cpu_data();
+}
+
+void* Tensor::mutable_data_raw(Type t, Type also, void** also_data) {
+  void* p = mutable_data_raw(t);
+  *also_data = keep_also(t, also, false);
+  return p;
+}
+
 const void* Tensor::gpu_data_raw(Type t) const {
   ensure(t, true);
   return mem_[t]->gpu_data();
@@ -66,6 +88,12 @@ void* Tensor::mutable_gpu_data_raw(Type t) {
   valid_.fill(false);
   valid_[t] = true;
   return mem_[t]->mutable_gpu_data();
+}
+
+void* Tensor::mutable_gpu_data_raw(Type t, Type also, void** also_data) {
+  void* p = mutable_gpu_data_raw(t);
+  *also_data = keep_also(t, also, true);
+  return p;
 }
 
 bool Tensor::head_on_gpu() const { return mem_[type_] && mem_[type_]->head() == SyncedMemory::Head::GPU; }

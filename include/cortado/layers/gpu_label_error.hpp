@@ -3,9 +3,10 @@
 // (SoftmaxWithLoss, Accuracy, HingeLoss, InfogainLoss,
 // MultinomialLogisticLoss).
 //
-// A kernel cannot throw. The first kernel thread to meet a label that is not
-// a class index writes (position << 32 | the label's float bits) into one
-// word of mapped pinned host memory (atomicCAS from all ones, "no error").
+// A kernel cannot throw. A kernel thread that meets a label that is not a
+// class index writes (position << 32 | the label's float bits) into one word
+// of mapped pinned host memory with atomicMin, so the lowest position wins
+// (all ones means "no error").
 // The layer's next Forward or Backward on the host calls Take(): no
 // synchronization, so the report comes once the stream has passed the
 // kernel, at the latest one call later; the layer then throws the same error
