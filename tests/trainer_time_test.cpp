@@ -194,6 +194,8 @@ TEST(TrainerTime, PrintsMediansTheCostTableAndPeakMemory) {
   EXPECT_GT(std::stod(kv.at("images_per_s")), 0);
   EXPECT_GT(std::stod(kv.at("peak_mem_mib")), 1);
   EXPECT_NE(r.output.find("update: SGD"), std::string::npos) << r.output;
+  // An FP32 net with FP32 solver data converts nothing in an iteration.
+  EXPECT_EQ(std::stod(kv.at("conversions_per_iter")), 0) << r.output;
 
   // Every layer once, most expensive first, shares adding up to 100%.
   const std::vector<Row> rows = CostTable(r.output);

@@ -46,9 +46,9 @@ for r in $(seq 1 "$REPEATS"); do
     ms=$(kv total_ms_median "$out")
     batch=$(kv batch "$out")
     runs[$p]+="$ms "
-    printf 'run %d %s: %s ms/iter (forward %s, backward %s, update %s), %s images/s\n' "$r" "$p" "$ms" \
-      "$(kv forward_ms_median "$out")" "$(kv backward_ms_median "$out")" "$(kv update_ms_median "$out")" \
-      "$(kv images_per_s "$out")"
+    printf 'run %d %s: %s ms/iter (forward %s, backward %s, update %s), %s images/s, %s conversion launches/iter\n' \
+      "$r" "$p" "$ms" "$(kv forward_ms_median "$out")" "$(kv backward_ms_median "$out")" \
+      "$(kv update_ms_median "$out")" "$(kv images_per_s "$out")" "$(kv conversions_per_iter "$out")"
   done
 done
 m32=$(echo "${runs[fp32]}" | tr ' ' '\n' | grep . | median)
