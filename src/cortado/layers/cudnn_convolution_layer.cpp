@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <glog/logging.h>
+
 #include "cortado/util/cuda.hpp"
 
 namespace cortado {
@@ -105,15 +107,30 @@ size_t find_workspace_bytes() {
   return ws;
 }
 
-// The fastest measured candidate that ran and fits the workspace.
+// A measured algorithm: the choice and its time.
+struct Candidate {
+  Choice choice;
+  float ms = 0;
+};
+
+// Appends the candidates that ran and fit the workspace.
 template <typename Perf>
-Choice pick(const Perf* perf, int n, size_t ws, const char* what) {
+void collect(const Perf* perf, int n, size_t ws, std::vector<Candidate>* out) {
   for (int i = 0; i < n; ++i) {
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws) {
-      return Choice{static_cast<int>(perf[i].algo), perf[i].memory, perf[i].mathType};
+      out->push_back(Candidate{Choice{static_cast<int>(perf[i].algo), perf[i].memory, perf[i].mathType}, perf[i].time});
     }
   }
-  fail("cuDNN found no ", what, " convolution algorithm within a workspace of ", ws, " bytes");
+}
+
+const char* math_name(cudnnMathType_t m) {
+  switch (m) {
+    case CUDNN_DEFAULT_MATH: return "default";
+    case CUDNN_TENSOR_OP_MATH: return "tensor op";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor op with conversion";
+    case CUDNN_FMA_MATH: return "FMA";
+  }
+  return "unknown";
 }
 
 }  // namespace
@@ -137,6 +154,7 @@ struct CudnnConvPass {
   size_t geometry_keys = 0;
   bool ready = false;
   Choice choice;
+  cudnnMathType_t asked_math = CUDNN_DEFAULT_MATH;  // the type's math (the first one measured)
 
   CudnnConvPass(int device, Op o, Type storage_type, Type math, int num_output, int channels, int group, int kh,
                 int kw, int ph, int pw, int sh, int sw, int dh, int dw)
@@ -157,6 +175,7 @@ struct CudnnConvPass {
     CORTADO_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, math_type));
     CORTADO_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, data, CUDNN_TENSOR_NCHW, num_output, channels / group, kh, kw));
     choice.math = math_type;
+    asked_math = math_type;
     key = {device, op, static_cast<int>(data), static_cast<int>(compute), static_cast<int>(math_type),
            num_output, channels, group, kh, kw, ph, pw, sh, sw, dh, dw};
     geometry_keys = key.size();
@@ -186,7 +205,10 @@ struct CudnnConvPass {
   // Looks the key up, or measures with the given operands: forward (x, w, y),
   // backward data (w, dy, dx), backward filter (x, dy, dw). The output
   // operand is written with garbage; callers pass one they overwrite next or
-  // a scratch buffer.
+  // a scratch buffer. float16 is measured twice, with Tensor Core math and
+  // with FMA-only math, and the fastest of both is kept: cuDNN's Tensor Core
+  // kernels want channel counts that are multiples of 8, and for small or odd
+  // counts (LeNet's 1 and 20) an FMA kernel on NCHW can be the faster one.
   void Choose(cudnnHandle_t handle, const void* a, const void* b, void* out) {
     {
       std::lock_guard<std::mutex> lock(cache_mutex());
@@ -198,35 +220,59 @@ struct CudnnConvPass {
     }
     const size_t ws = find_workspace_bytes();
     DeviceScratch space = scratch(ws);
-    Choice c;
-    int n = 0;
-    if (op == kForward) {
-      int max = 0;
-      CORTADO_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max));
-      std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(std::max(max, 1));
-      CORTADO_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle, x, a, w, b, conv, y, out, max, &n,
-                                                                 perf.data(), space.get(), ws));
-      c = pick(perf.data(), n, ws, "forward");
-    } else if (op == kBackwardData) {
-      int max = 0;
-      CORTADO_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max));
-      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(std::max(max, 1));
-      CORTADO_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(handle, w, a, y, b, conv, x, out, max, &n,
-                                                                      perf.data(), space.get(), ws));
-      c = pick(perf.data(), n, ws, "backward data");
-    } else {
-      int max = 0;
-      CORTADO_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max));
-      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(std::max(max, 1));
-      CORTADO_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(handle, x, a, y, b, conv, w, out, max, &n,
-                                                                        perf.data(), space.get(), ws));
-      c = pick(perf.data(), n, ws, "backward filter");
+    std::vector<cudnnMathType_t> maths{asked_math};
+    if (storage == FLOAT16) maths.push_back(CUDNN_FMA_MATH);
+    std::vector<Candidate> found;
+    for (size_t m = 0; m < maths.size(); ++m) {
+      CORTADO_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, maths[m]));
+      const cudnnStatus_t status = Find(handle, a, b, out, space.get(), ws, &found);
+      if (m == 0) CORTADO_CUDNN_CHECK(status);  // the second math type is optional
+      if (status != CUDNN_STATUS_SUCCESS)
+        VLOG(1) << "cuDNN could not measure " << math_name(maths[m]) << " math: " << cudnnGetErrorString(status);
     }
+    static const char* const kOps[] = {"forward", "backward data", "backward filter"};
+    if (found.empty()) fail("cuDNN found no ", kOps[op], " convolution algorithm within a workspace of ", ws, " bytes");
+    // The fastest; the first measured (Tensor Core math) on a tie.
+    const Candidate* best = &found[0];
+    for (const Candidate& c : found)
+      if (c.ms < best->ms) best = &c;
+    const int* sh = key.data() + geometry_keys;  // n, c, h, w, k, oh, ow
+    VLOG(1) << "cuDNN " << kOps[op] << " " << type_name(storage) << " " << sh[0] << "x" << sh[1] << "x" << sh[2]
+            << "x" << sh[3] << " -> " << sh[4] << "x" << sh[5] << "x" << sh[6] << ": algorithm " << best->choice.algo << ", " << math_name(best->choice.math) << " math, "
+            << best->choice.bytes << " bytes of workspace, " << best->ms << " ms";
     {
       std::lock_guard<std::mutex> lock(cache_mutex());
-      cache().emplace(key, c);
+      cache().emplace(key, best->choice);
     }
-    Use(c);
+    Use(best->choice);
+  }
+
+  // One cudnnFind*Ex call with the descriptor's current math type; appends
+  // what it measured.
+  cudnnStatus_t Find(cudnnHandle_t handle, const void* a, const void* b, void* out, void* space, size_t ws,
+                     std::vector<Candidate>* found) {
+    int max = 0, n = 0;
+    cudnnStatus_t status;
+    if (op == kForward) {
+      CORTADO_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max));
+      std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(std::max(max, 1));
+      status = cudnnFindConvolutionForwardAlgorithmEx(handle, x, a, w, b, conv, y, out, max, &n, perf.data(), space,
+                                                      ws);
+      if (status == CUDNN_STATUS_SUCCESS) collect(perf.data(), n, ws, found);
+    } else if (op == kBackwardData) {
+      CORTADO_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max));
+      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(std::max(max, 1));
+      status = cudnnFindConvolutionBackwardDataAlgorithmEx(handle, w, a, y, b, conv, x, out, max, &n, perf.data(),
+                                                           space, ws);
+      if (status == CUDNN_STATUS_SUCCESS) collect(perf.data(), n, ws, found);
+    } else {
+      CORTADO_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max));
+      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(std::max(max, 1));
+      status = cudnnFindConvolutionBackwardFilterAlgorithmEx(handle, x, a, y, b, conv, w, out, max, &n, perf.data(),
+                                                             space, ws);
+      if (status == CUDNN_STATUS_SUCCESS) collect(perf.data(), n, ws, found);
+    }
+    return status;
   }
 
   // The algorithm may have been measured with another math type than the one
