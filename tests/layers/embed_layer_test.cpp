@@ -91,5 +91,113 @@ TYPED_TEST(EmbedLayerTest, GpuMatchesCpu) {
       {{3, 4}}, fill, test::GpuTolerance{1, 2}, {false});
 }
 
+// On the GPU the host never reads the indexes: the kernels check them, give
+// a bad index's top row zeros (the weight backward skips it), and record the
+// first one; the layer's next Forward or Backward throws the CPU's error for
+// it, before launching anything. Reported once; good indexes afterwards give
+// the CPU's result.
+TYPED_TEST(EmbedLayerTest, GpuBadIndexIsReported) {
+#ifndef CORTADO_USE_CUDA
+  GTEST_SKIP() << "no CUDA backend in this build";
+#else
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
+  using F = typename TypeParam::Ftype;
+  using B = typename TypeParam::Btype;
+  const std::string text = "name: 'e' type: 'Embed' embed_param { num_output: 2 input_dim: 3 }";
+  const std::vector<double> weights{1, 2, 3, 4, 5, 6}, bias{0.5, -1};  // W (3, 2), b (2)
+  const std::vector<double> bad{2, 0, 3, 1, -1};  // the first bad index: 3 at position 2
+  const std::vector<double> good{2, 0, 2, 1, 0};
+  const std::vector<double> dy{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+
+  auto cpu = test::NewLayer<TypeParam>(text);
+  test::Blobs cpu_bottom, cpu_top;
+  cpu_bottom.add({5}, type_of<F>(), bad);
+  cpu_top.add(type_of<F>());
+  cpu->SetUp(cpu_bottom.vec, cpu_top.vec);
+  test::SetData(cpu->blobs()[0].get(), weights);
+  test::SetData(cpu->blobs()[1].get(), bias);
+  std::string cpu_message;
+  try {
+    cpu->Forward(cpu_bottom.vec, cpu_top.vec);
+  } catch (const FieldError& e) {
+    cpu_message = e.what();
+  }
+  ASSERT_NE(cpu_message.find("value 3 at position 2"), std::string::npos) << cpu_message;
+  test::SetData(cpu_bottom[0], good);
+  cpu->Forward(cpu_bottom.vec, cpu_top.vec);
+  for (auto& p : cpu->blobs()) p->diff().set_zero();
+  test::SetDiff(cpu_top[0], dy, type_of<B>());
+  cpu->Backward(cpu_top.vec, {false}, cpu_bottom.vec);
+  const std::vector<double> cpu_y = test::GetData(*cpu_top[0]);
+  const std::vector<double> cpu_dw = test::GetDiff(*cpu->blobs()[0]), cpu_db = test::GetDiff(*cpu->blobs()[1]);
+
+  auto ctx = Context::Create(0);
+  struct Restore {
+    ~Restore() { Context::Cpu()->Activate(); }
+  } restore;
+  ctx->Activate();
+  auto layer = test::NewLayer<TypeParam>(text);
+  layer->set_context(ctx);
+  test::Blobs bottom, top;
+  bottom.add({5}, type_of<F>(), bad);
+  top.add(type_of<F>());
+  layer->SetUp(bottom.vec, top.vec);
+  test::SetData(layer->blobs()[0].get(), weights);
+  test::SetData(layer->blobs()[1].get(), bias);
+  auto expect_reported = [&](const char* when, const std::function<void()>& call) {
+    try {
+      call();
+      ADD_FAILURE() << when << ": index 3 with input_dim 3 was not reported";
+    } catch (const FieldError& e) {
+      EXPECT_EQ(std::string(e.what()), cpu_message) << when;
+    }
+  };
+  auto zero_diffs = [&] {
+    for (auto& p : layer->blobs()) p->diff().set_zero();
+    test::SetDiff(top[0], dy, type_of<B>());
+  };
+
+  // The kernel records; the host learns of it on the next call.
+  layer->Forward(bottom.vec, top.vec);
+  ctx->Synchronize();
+  EXPECT_EQ(test::GetData(*top[0]), (std::vector<double>{5.5, 5, 1.5, 1, 0, 0, 3.5, 3, 0, 0}));
+  zero_diffs();
+  expect_reported("backward after the forward", [&] { layer->Backward(top.vec, {false}, bottom.vec); });
+  ctx->Synchronize();
+  EXPECT_EQ(test::GetDiff(*layer->blobs()[0]), std::vector<double>(6, 0.0)) << "backward ran";
+  EXPECT_EQ(test::GetDiff(*layer->blobs()[1]), std::vector<double>(2, 0.0)) << "backward ran";
+
+  // Reported once; a forward records it again for the forward after it.
+  layer->Forward(bottom.vec, top.vec);
+  ctx->Synchronize();
+  expect_reported("forward after a forward", [&] { layer->Forward(bottom.vec, top.vec); });
+  ctx->Synchronize();
+
+  // Indexes that turn bad after a good forward: the weight backward skips
+  // them, adding only the good rows' gradients, and records the first.
+  test::SetData(bottom[0], good);
+  layer->Forward(bottom.vec, top.vec);
+  ctx->Synchronize();
+  test::SetData(bottom[0], bad);
+  zero_diffs();
+  layer->Backward(top.vec, {false}, bottom.vec);
+  ctx->Synchronize();
+  EXPECT_EQ(test::GetDiff(*layer->blobs()[0]), (std::vector<double>{3, 4, 7, 8, 1, 2}));
+  expect_reported("forward after a backward", [&] { layer->Forward(bottom.vec, top.vec); });
+  ctx->Synchronize();
+
+  // Good indexes: the CPU's top and gradients.
+  test::SetData(bottom[0], good);
+  layer->Forward(bottom.vec, top.vec);
+  ctx->Synchronize();
+  EXPECT_EQ(test::GetData(*top[0]), cpu_y);
+  zero_diffs();
+  layer->Backward(top.vec, {false}, bottom.vec);
+  ctx->Synchronize();
+  EXPECT_EQ(test::GetDiff(*layer->blobs()[0]), cpu_dw);
+  EXPECT_EQ(test::GetDiff(*layer->blobs()[1]), cpu_db);
+#endif
+}
+
 }  // namespace
 }  // namespace cortado

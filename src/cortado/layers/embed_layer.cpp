@@ -64,14 +64,16 @@ void EmbedLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top
 }
 
 template <typename Ftype, typename Btype>
-void EmbedLayer<Ftype, Btype>::CheckIndexes(const float* idx) const {
-  for (int64_t m = 0; m < m_; ++m) {
-    const float v = idx[m];
-    if (!(v >= 0.f) || static_cast<float>(static_cast<int64_t>(v)) != v || v >= static_cast<float>(input_dim_)) {
-      this->field_error("bottom[0]", "value ", v, " at position ", m,
-                        " is not an index: expected an integer in [0, ", input_dim_, ") (embed_param.input_dim)");
-    }
+void EmbedLayer<Ftype, Btype>::CheckIndex(float v, int64_t m) const {
+  if (!(v >= 0.f) || static_cast<float>(static_cast<int64_t>(v)) != v || v >= static_cast<float>(input_dim_)) {
+    this->field_error("bottom[0]", "value ", v, " at position ", m,
+                      " is not an index: expected an integer in [0, ", input_dim_, ") (embed_param.input_dim)");
   }
+}
+
+template <typename Ftype, typename Btype>
+void EmbedLayer<Ftype, Btype>::CheckIndexes(const float* idx) const {
+  for (int64_t m = 0; m < m_; ++m) CheckIndex(idx[m], m);
 }
 
 template <typename Ftype, typename Btype>
@@ -123,24 +125,39 @@ void EmbedLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vecto
 
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype>
+void EmbedLayer<Ftype, Btype>::CheckGpuIndexError() {
+  float v;
+  int64_t position;
+  if (!index_error_.Take(&v, &position)) return;
+  CheckIndex(v, position);  // throws: v is not an index
+  CORTADO_CHECK(false) << "index " << v << " was recorded as bad on the GPU but is valid";
+}
+
+// The indexes stay on the device: the kernel checks them, and a bad one it
+// met is thrown here on a later call (see the header).
+template <typename Ftype, typename Btype>
 void EmbedLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
-  // The indexes are validated on the host copy: a bad index is a user error,
-  // not something a kernel can report.
-  CheckIndexes(bottom[0]->cpu_data<float>());
+  CheckGpuIndexError();
+  auto* error = static_cast<unsigned long long*>(index_error_.device_word());
   const float* idx = bottom[0]->gpu_data<float>();
   const Ftype* w = this->blobs_[0]->template gpu_data<Ftype>();
   const Ftype* b = bias_term_ ? this->blobs_[1]->template gpu_data<Ftype>() : nullptr;
   Ftype* y = top[0]->mutable_gpu_data<Ftype>();
-  gpu::embed_forward(top[0]->count(), num_output_, idx, w, b, y, this->context().stream());
+  gpu::embed_forward(top[0]->count(), num_output_, input_dim_, idx, w, b, y, error, this->context().stream());
 }
 
 template <typename Ftype, typename Btype>
 void EmbedLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                             const BlobVec& bottom) {
+  // A bad index the forward recorded is reported before any gradient is
+  // touched; one the host has not seen yet is skipped by the kernel.
+  CheckGpuIndexError();
   const Btype* dy = top[0]->gpu_diff<Btype>();
   if (this->param_propagate_down(0)) {
-    gpu::embed_backward_weight(m_, num_output_, bottom[0]->gpu_data<float>(), dy,
-                               this->blobs_[0]->template mutable_gpu_diff<Btype>(), this->context().stream());
+    auto* error = static_cast<unsigned long long*>(index_error_.device_word());
+    gpu::embed_backward_weight(m_, num_output_, input_dim_, bottom[0]->gpu_data<float>(), dy,
+                               this->blobs_[0]->template mutable_gpu_diff<Btype>(), error,
+                               this->context().stream());
   }
   if (bias_term_ && this->param_propagate_down(1)) {
     gpu::embed_backward_bias(m_, num_output_, dy, this->blobs_[1]->template mutable_gpu_diff<Btype>(),
