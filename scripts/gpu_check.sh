@@ -257,7 +257,7 @@ bench=$(grep '^lenet_gpu:' "$LOG_DIR/lenet_gpu.log" | tail -1 || true)
 if [ $bench_rc != 0 ] || [ -z "$bench" ]; then
   tail -20 "$LOG_DIR/lenet_gpu.log"; say "LeNet GPU benchmark FAILED"; status=1
 else
-  grep -v '^lenet_gpu:' "$LOG_DIR/lenet_gpu.log" | tail -6
+  sed -n '/^Layers, last run/,$p' "$LOG_DIR/lenet_gpu.log" | grep -v '^lenet_gpu:' || true
 fi
 # The same at batch 1024, where the FP16 saving in memory traffic shows.
 say "timing LeNet FP32 and FP16 at batch 1024 (log: $LOG_DIR/lenet_gpu_b1024.log)"
@@ -265,6 +265,7 @@ set +e
 BATCH=1024 ITERS=${BIG_ITERS:-50} BUILD_DIR=$BUILD_DIR GPU=$GPU bash scripts/bench/lenet_gpu.sh >"$LOG_DIR/lenet_gpu_b1024.log" 2>&1
 set -e
 bench_big=$(grep '^lenet_gpu:' "$LOG_DIR/lenet_gpu_b1024.log" | tail -1 || true)
+[ -n "$bench_big" ] && sed -n '/^Layers, last run/,$p' "$LOG_DIR/lenet_gpu_b1024.log" | grep -v '^lenet_gpu:' || true
 
 # The largest net: every net a models/*/solver*.prototxt names, ranked by its
 # learnable parameters (one untimed iteration each on the GPU).

@@ -10,9 +10,13 @@
 #
 # Needs a CUDA build (BUILD_DIR, default build-gpu, else build) and the
 # Fashion-MNIST LMDBs (data/fashion_mnist/create.sh).
-# Environment: GPU (0), REPEATS (5), ITERS (200), WARMUP (20), BATCH (the
-# training batch; default the prototxt's 64: at 64 LeNet is bound by kernel
-# launches, a larger batch shows the FP16 bandwidth saving).
+# Environment: GPU (0; `cpu` runs the same on the CPU, a smoke test of the
+# script), REPEATS (5), ITERS (200), WARMUP (20), BATCH (the training batch;
+# default the prototxt's 64: at 64 LeNet is bound by kernel launches, a
+# larger batch shows the FP16 bandwidth saving).
+# Last, from the final run of each: the layers side by side (forward +
+# backward ms, synchronized after each layer, and FP32/FP16), which shows
+# where FP16 wins or loses.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/bench/lib.sh
@@ -29,24 +33,34 @@ WARMUP=${WARMUP:-20}
 [ -d data/fashion_mnist/train_lmdb ] || { echo "lenet_gpu: data/fashion_mnist/train_lmdb missing; run data/fashion_mnist/create.sh" >&2; exit 1; }
 
 
+if [ "$GPU" = cpu ]; then
+  gpu_flag=()
+  want_device=cpu
+else
+  gpu_flag=(--gpu="$GPU")
+  want_device=gpu$GPU
+fi
+
 declare -A runs=([fp32]="" [fp16]="")
 declare -A model=([fp32]=models/lenet/lenet_train_test.prototxt [fp16]=models/lenet/lenet_train_test_fp16.prototxt)
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+declare -A last=([fp32]=$(mktemp) [fp16]=$(mktemp))
+trap 'rm -f "$log" "${last[fp32]}" "${last[fp16]}"' EXIT
 batch_flag=()
 [ -n "${BATCH:-}" ] && batch_flag=(--batch_size="$BATCH")
 for r in $(seq 1 "$REPEATS"); do
   for p in fp32 fp16; do
-    if ! out=$("$TRAINER" time --model="${model[$p]}" --gpu="$GPU" --iterations="$ITERS" --warmup="$WARMUP" "${batch_flag[@]}" 2>"$log" | grep '^time:'); then
+    if ! "$TRAINER" time --model="${model[$p]}" "${gpu_flag[@]}" --iterations="$ITERS" --warmup="$WARMUP" \
+        "${batch_flag[@]}" >"${last[$p]}" 2>"$log" || ! out=$(grep '^time:' "${last[$p]}"); then
       tail -20 "$log" >&2
       echo "lenet_gpu: trainer time failed for ${model[$p]}" >&2
       exit 1
     fi
-    [ "$(kv device "$out")" = "gpu$GPU" ] || { echo "lenet_gpu: trainer did not run on GPU $GPU: $out" >&2; exit 1; }
+    [ "$(kv device "$out")" = "$want_device" ] || { echo "lenet_gpu: trainer did not run on $want_device: $out" >&2; exit 1; }
     ms=$(kv total_ms_median "$out")
     batch=$(kv batch "$out")
     runs[$p]+="$ms "
-    printf 'run %d %s: %s ms/iter (forward %s, backward %s, update %s), %s images/s, %s conversion launches/iter\n' \
+    printf 'run %d %s: %s ms/iter (forward %s, backward %s, update %s), %s images/s, %s type conversions/iter\n' \
       "$r" "$p" "$ms" "$(kv forward_ms_median "$out")" "$(kv backward_ms_median "$out")" \
       "$(kv update_ms_median "$out")" "$(kv images_per_s "$out")" "$(kv conversions_per_iter "$out")"
   done
@@ -54,7 +68,15 @@ done
 m32=$(echo "${runs[fp32]}" | tr ' ' '\n' | grep . | median)
 m16=$(echo "${runs[fp16]}" | tr ' ' '\n' | grep . | median)
 speedup=$(awk -v a="$m32" -v b="$m16" 'BEGIN { printf "%.2f", a / b }')
-echo "LeNet on GPU $GPU, batch $batch, median of $REPEATS runs x $ITERS iterations:"
+# The layers-by-cost tables of the last runs, joined by layer name.
+layer_table() {
+  awk '/^Layers by cost/ { on = 1; getline; next } /^By layer type/ { on = 0 } on && NF >= 7 { print $2, $3, $6 }' "$1"
+}
+echo "Layers, last run of each (forward + backward ms, synchronized after each layer):"
+printf '  %-10s %-18s %9s %9s %10s\n' layer type fp32 fp16 fp32/fp16
+join <(layer_table "${last[fp32]}" | sort) <(layer_table "${last[fp16]}" | sort) |
+  sort -k3,3gr | awk '{ printf "  %-10s %-18s %9.3f %9.3f %10.2f\n", $1, $2, $3, $5, ($5 > 0 ? $3 / $5 : 0) }'
+echo "LeNet on $want_device, batch $batch, median of $REPEATS runs x $ITERS iterations:"
 echo "  FP32: $m32 ms/iter ($(awk -v m="$m32" -v b="$batch" 'BEGIN { printf "%.0f", b * 1000 / m }') images/s)"
 echo "  FP16: $m16 ms/iter ($(awk -v m="$m16" -v b="$batch" 'BEGIN { printf "%.0f", b * 1000 / m }') images/s)"
 echo "  FP32/FP16 = $speedup (above 1: FP16 is faster)"
