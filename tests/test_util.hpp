@@ -1,7 +1,8 @@
 #pragma once
 // Shared helpers for the layer tests: the typed-test list of (Ftype, Btype)
 // pairs, parameter parsing, deterministic fills, the finite-difference
-// gradient checker, and the float16-against-double reference check.
+// gradient checker, the float16-against-double reference check, and the
+// value and in-place checks of elementwise layers.
 //
 // How a layer test uses them:
 //   template <typename P> class ReLULayerTest : public ::testing::Test {};
@@ -689,6 +690,66 @@ void CheckLayer(const std::string& param_text, const std::vector<std::vector<int
       }
     }
   }
+}
+
+// ---- elementwise layers -------------------------------------------------------
+
+/// For a layer that maps one bottom to one top by y = f(x) elementwise: one
+/// forward on x (a blob of `shape` in Ftype) is expected to give f(x) within
+/// forward_ulps of Ftype (ExpectNear); one backward with top diff dy (in
+/// Btype) to give dy * df(x) within backward_ulps of the coarser of the two
+/// types, since the backward may read the stored (rounded) output.
+template <typename P>
+void CheckEltwiseValues(const std::string& param_text, const std::vector<int>& shape,
+                        const std::vector<double>& x, const std::vector<double>& dy,
+                        const std::function<double(double)>& f, const std::function<double(double)>& df,
+                        double forward_ulps, double backward_ulps) {
+  using F = typename P::Ftype;
+  using B = typename P::Btype;
+  ASSERT_EQ(x.size(), dy.size());
+  auto layer = NewLayer<P>(param_text);
+  Blobs bottom, top;
+  bottom.add(shape, type_of<F>(), x);
+  top.add(type_of<F>());
+  layer->SetUp(bottom.vec, top.vec);
+  layer->Forward(bottom.vec, top.vec);
+  std::vector<double> want(x.size()), dwant(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    want[i] = f(x[i]);
+    dwant[i] = dy[i] * df(x[i]);
+  }
+  ExpectNear<F>(GetData(*top[0]), want, forward_ulps, "top");
+  SetDiff(top[0], dy, type_of<B>());
+  layer->Backward(top.vec, {true}, bottom.vec);
+  ExpectNear<Coarser<P>>(GetDiff(*bottom[0]), dwant, backward_ulps, "bottom diff");
+}
+
+/// Runs two instances of the layer on the same bottom of `shape` (uniform in
+/// [lo, hi], seed 11, in Ftype), one out of place (x -> y) and one in place
+/// (z -> z), and expects bit-identical tops and, after a backward with the
+/// same top diff (RandomVector(count, 5) in Btype), bit-identical bottom diffs.
+template <typename P>
+void CheckInPlaceMatchesOutOfPlace(const std::string& param_text, const std::vector<int>& shape, double lo,
+                                   double hi) {
+  using F = typename P::Ftype;
+  using B = typename P::Btype;
+  auto a = NewLayer<P>(param_text);
+  auto b = NewLayer<P>(param_text);
+  Blobs x, y, z;
+  FillUniform(x.add(shape, type_of<F>()), lo, hi, 11);
+  FillUniform(z.add(shape, type_of<F>()), lo, hi, 11);  // same values, computed in place
+  y.add(type_of<F>());
+  a->SetUp(x.vec, y.vec);
+  b->SetUp(z.vec, z.vec);
+  a->Forward(x.vec, y.vec);
+  b->Forward(z.vec, z.vec);
+  EXPECT_EQ(GetData(*y[0]), GetData(*z[0]));
+  const std::vector<double> d = RandomVector(x[0]->count(), 5);
+  SetDiff(y[0], d, type_of<B>());
+  SetDiff(z[0], d, type_of<B>());
+  a->Backward(y.vec, {true}, x.vec);
+  b->Backward(z.vec, {true}, z.vec);
+  EXPECT_EQ(GetDiff(*x[0]), GetDiff(*z[0]));
 }
 
 }  // namespace cortado::test
