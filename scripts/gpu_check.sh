@@ -350,7 +350,7 @@ echo "==== GPU check summary ===="
 echo "GPU:     $GPU_NAME (device $GPU, sm_$CUDA_ARCH), $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/CUDA \1/p')"
 echo "Tests:   $(tests_line)"
 if [ -n "$bench" ]; then
-  echo "LeNet:   FP32 $(kv fp32_ms "$bench") ms/iter, FP16 $(kv fp16_ms "$bench") ms/iter (median of $(kv repeats "$bench") runs of $(kv iterations "$bench") iterations, batch $(kv batch "$bench"), forward+backward); FP32/FP16 = $(kv speedup "$bench")"
+  echo "LeNet:   FP32 $(kv fp32_ms "$bench") ms/iter, FP16 $(kv fp16_ms "$bench") ms/iter (median of $(kv repeats "$bench") runs of $(kv iterations "$bench") iterations, batch $(kv batch "$bench"), forward+backward+update); FP32/FP16 = $(kv speedup "$bench"); type conversions per iteration: FP32 $(kv fp32_conversions "$bench"), FP16 $(kv fp16_conversions "$bench")"
 else
   echo "LeNet:   benchmark FAILED"
 fi

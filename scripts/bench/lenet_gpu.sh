@@ -41,7 +41,7 @@ else
   want_device=gpu$GPU
 fi
 
-declare -A runs=([fp32]="" [fp16]="")
+declare -A runs=([fp32]="" [fp16]="") conversions=([fp32]="" [fp16]="")
 declare -A model=([fp32]=models/lenet/lenet_train_test.prototxt [fp16]=models/lenet/lenet_train_test_fp16.prototxt)
 log=$(mktemp)
 declare -A last=([fp32]=$(mktemp) [fp16]=$(mktemp))
@@ -60,6 +60,7 @@ for r in $(seq 1 "$REPEATS"); do
     ms=$(kv total_ms_median "$out")
     batch=$(kv batch "$out")
     runs[$p]+="$ms "
+    conversions[$p]=$(kv conversions_per_iter "$out")
     printf 'run %d %s: %s ms/iter (forward %s, backward %s, update %s), %s images/s, %s type conversions/iter\n' \
       "$r" "$p" "$ms" "$(kv forward_ms_median "$out")" "$(kv backward_ms_median "$out")" \
       "$(kv update_ms_median "$out")" "$(kv images_per_s "$out")" "$(kv conversions_per_iter "$out")"
@@ -80,4 +81,4 @@ echo "LeNet on $want_device, batch $batch, median of $REPEATS runs x $ITERS iter
 echo "  FP32: $m32 ms/iter ($(awk -v m="$m32" -v b="$batch" 'BEGIN { printf "%.0f", b * 1000 / m }') images/s)"
 echo "  FP16: $m16 ms/iter ($(awk -v m="$m16" -v b="$batch" 'BEGIN { printf "%.0f", b * 1000 / m }') images/s)"
 echo "  FP32/FP16 = $speedup (above 1: FP16 is faster)"
-echo "lenet_gpu: fp32_ms=$m32 fp16_ms=$m16 speedup=$speedup repeats=$REPEATS iterations=$ITERS warmup=$WARMUP batch=$batch gpu=$GPU"
+echo "lenet_gpu: fp32_ms=$m32 fp16_ms=$m16 speedup=$speedup repeats=$REPEATS iterations=$ITERS warmup=$WARMUP batch=$batch gpu=$GPU fp32_conversions=${conversions[fp32]} fp16_conversions=${conversions[fp16]}"
