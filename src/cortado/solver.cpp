@@ -508,8 +508,13 @@ bool Solver::ApplyUpdate() {
     Blob* p = params[i];
     const int64_t n = static_cast<int64_t>(p->count());
     grad_.resize(n);
-    const float* g = p->cpu_diff<float>();
-    for (int64_t k = 0; k < n; ++k) grad_[k] = static_cast<float>(g[k] * factor);
+    // The gradient converted straight into the scratch (F16C for float16),
+    // not into a float copy cached in the diff tensor: same values.
+    dispatch_type(p->diff().type(), [&](auto z) {
+      using T = decltype(z);
+      convert_array<T, float>(n, p->cpu_diff<T>(), grad_.data());
+    });
+    for (int64_t k = 0; k < n; ++k) grad_[k] = static_cast<float>(grad_[k] * factor);
     ParamUpdate u;
     u.id = static_cast<int>(i);
     u.count = n;
