@@ -515,6 +515,17 @@ inline double TypeEps(Type t) {
 }
 }  // namespace detail
 
+/// For a GPU test: a context on device 0, made the thread's current one;
+/// the thread goes back to the CPU context (and its stream) when this goes
+/// out of scope, before the context itself is released.
+struct ActiveGpuContext {
+  std::shared_ptr<Context> ctx = Context::Create(0);
+  ActiveGpuContext() { ctx->Activate(); }
+  ~ActiveGpuContext() { Context::Cpu()->Activate(); }
+  ActiveGpuContext(const ActiveGpuContext&) = delete;
+  ActiveGpuContext& operator=(const ActiveGpuContext&) = delete;
+};
+
 /// Runs the layer described by param_text (without forward_type /
 /// backward_type) in pair P twice, once on the CPU context and once on CUDA
 /// device 0 (Context::Create(0)), and compares the GPU run with the CPU run:

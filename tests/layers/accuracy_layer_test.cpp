@@ -142,11 +142,8 @@ TYPED_TEST(AccuracyLayerTest, GpuBadLabelIsReported) {
 #else
   if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
   using F = typename TypeParam::Ftype;
-  auto ctx = Context::Create(0);
-  struct Restore {
-    ~Restore() { Context::Cpu()->Activate(); }
-  } restore;
-  ctx->Activate();
+  test::ActiveGpuContext gpu;
+  const std::shared_ptr<Context>& ctx = gpu.ctx;
   auto layer = test::NewLayer<TypeParam>("name: 'acc' type: 'Accuracy'");
   layer->set_context(ctx);
   test::Blobs bottom, top;

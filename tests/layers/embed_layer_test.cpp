@@ -131,11 +131,8 @@ TYPED_TEST(EmbedLayerTest, GpuBadIndexIsReported) {
   const std::vector<double> cpu_y = test::GetData(*cpu_top[0]);
   const std::vector<double> cpu_dw = test::GetDiff(*cpu->blobs()[0]), cpu_db = test::GetDiff(*cpu->blobs()[1]);
 
-  auto ctx = Context::Create(0);
-  struct Restore {
-    ~Restore() { Context::Cpu()->Activate(); }
-  } restore;
-  ctx->Activate();
+  test::ActiveGpuContext gpu;
+  const std::shared_ptr<Context>& ctx = gpu.ctx;
   auto layer = test::NewLayer<TypeParam>(text);
   layer->set_context(ctx);
   test::Blobs bottom, top;

@@ -7,14 +7,15 @@
 // class index writes (position << 32 | the label's float bits) into one word
 // of mapped pinned host memory with atomicMin, so the lowest position wins
 // (all ones means "no error").
-// The layer's next Forward or Backward on the host calls Take(): no
-// synchronization, so the report comes once the stream has passed the
-// kernel, at the latest one call later; the layer then throws the same error
-// as its CPU path.
+// The layer's next Forward or Backward on the host calls Rethrow() with its
+// CPU check: no synchronization, so the report comes once the stream has
+// passed the kernel, at the latest one call later, and it is the same error
+// as the CPU path's. Embed uses the same word for its indexes.
 
 #include <cstdint>
 #include <cstring>
 
+#include "cortado/common.hpp"
 #include "cortado/config.hpp"
 #include "cortado/util/cuda.hpp"
 
@@ -45,8 +46,21 @@ class GpuLabelError {
     return device_;
   }
 
-  /// Whether a kernel recorded a bad label; if so, clears the record and
-  /// gives the label and its position.
+  /// If a kernel recorded a bad value, clears the record and calls
+  /// check(value, position): the layer's CPU check, which throws its error.
+  template <typename Check>
+  void Rethrow(Check&& check) {
+    float v;
+    int64_t position;
+    if (!Take(&v, &position)) return;
+    check(v, position);
+    CORTADO_CHECK(false) << "value " << v << " at position " << position
+                         << " was recorded as bad on the GPU but passes the CPU check";
+  }
+#endif
+
+ private:
+#ifdef CORTADO_USE_CUDA
   bool Take(float* label, int64_t* position) {
     if (!host_) return false;
     const unsigned long long key = *static_cast<volatile unsigned long long*>(host_);
@@ -59,7 +73,6 @@ class GpuLabelError {
   }
 #endif
 
- private:
   unsigned long long* host_ = nullptr;  // pinned, device-mapped
   void* device_ = nullptr;              // its device address
 };

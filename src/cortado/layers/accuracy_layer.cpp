@@ -83,11 +83,7 @@ void AccuracyLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobV
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype>
 void AccuracyLayer<Ftype, Btype>::CheckGpuLabelError() {
-  float v;
-  int64_t position;
-  if (!label_error_.Take(&v, &position)) return;
-  this->ClassLabel(v, position, channels_);  // throws: v is not a class index
-  CORTADO_CHECK(false) << "label " << v << " was recorded as bad on the GPU but is valid";
+  label_error_.Rethrow([this](float v, int64_t p) { this->ClassLabel(v, p, channels_); });
 }
 
 template <typename Ftype, typename Btype>

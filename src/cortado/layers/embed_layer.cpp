@@ -126,11 +126,7 @@ void EmbedLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vecto
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype>
 void EmbedLayer<Ftype, Btype>::CheckGpuIndexError() {
-  float v;
-  int64_t position;
-  if (!index_error_.Take(&v, &position)) return;
-  CheckIndex(v, position);  // throws: v is not an index
-  CORTADO_CHECK(false) << "index " << v << " was recorded as bad on the GPU but is valid";
+  index_error_.Rethrow([this](float v, int64_t p) { CheckIndex(v, p); });
 }
 
 // The indexes stay on the device: the kernel checks them, and a bad one it

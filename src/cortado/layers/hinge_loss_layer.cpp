@@ -82,11 +82,7 @@ void HingeLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype>
 void HingeLossLayer<Ftype, Btype>::CheckGpuLabelError() {
-  float v;
-  int64_t position;
-  if (!label_error_.Take(&v, &position)) return;
-  Label(v, static_cast<int>(position));  // throws: v is not a class index
-  CORTADO_CHECK(false) << "label " << v << " was recorded as bad on the GPU but is valid";
+  label_error_.Rethrow([this](float v, int64_t p) { Label(v, static_cast<int>(p)); });
 }
 
 template <typename Ftype, typename Btype>

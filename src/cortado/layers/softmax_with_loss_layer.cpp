@@ -113,11 +113,7 @@ void SoftmaxWithLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const 
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype>
 void SoftmaxWithLossLayer<Ftype, Btype>::CheckGpuLabelError() {
-  float v;
-  int64_t position;
-  if (!label_error_.Take(&v, &position)) return;
-  Ignored(v, position);  // throws: v is not a class index
-  CORTADO_CHECK(false) << "label " << v << " was recorded as bad on the GPU but is valid";
+  label_error_.Rethrow([this](float v, int64_t p) { Ignored(v, p); });
 }
 
 template <typename Ftype, typename Btype>
