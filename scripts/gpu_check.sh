@@ -146,7 +146,7 @@ fi
 # ---- 2. configure and build ---------------------------------------------------------
 mkdir -p "$LOG_DIR"
 cmake_args=(-S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
-  "-DUSE_CUDA=$USE_CUDA" -DUSE_OPENCV=OFF -DBUILD_TESTS=ON
+  "-DUSE_CUDA=$USE_CUDA" -DUSE_OPENCV=OFF -DUSE_MPI=OFF -DBUILD_TESTS=ON
   -DCORTADO_CUDA_ARCHITECTURES="$CUDA_ARCH"
   -DCMAKE_PREFIX_PATH="$PREFIX/usr"
   -DOPENBLAS_INCLUDE_DIR="$BLAS_INC" -DOPENBLAS_LIBRARY="$BLAS_LIB"

@@ -9,6 +9,7 @@ PACKAGES=(
   libgoogle-glog-dev libgflags-dev
   liblmdb-dev libopenblas-dev libopencv-dev zlib1g-dev
   libgtest-dev
+  libopenmpi-dev openmpi-bin
   python3-matplotlib python3-numpy
   dataset-fashion-mnist
 )

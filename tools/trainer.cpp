@@ -1,11 +1,13 @@
 // trainer: the command-line front end, in the shape of Caffe's `caffe` tool.
 //   trainer train --solver=S [--snapshot=F | --weights=W] [--gpu=...]
+//   mpirun -np N trainer train ...   (N ranks, data-parallel; communicator.hpp)
 //   trainer test  --model=M --weights=W [--iterations=N]
 //   trainer time  --model=M [--solver=S] [--batch_size=B] [--iterations=N] [--warmup=N] [--gpu=N]
 //   trainer grad_stats --model=M [--weights=W] [--iterations=N] [--csv=F] [--plot=F.png]
 //   trainer device_query [--gpu=N]
 // A user error (bad prototxt, missing file, bad flag) prints one message and
-// exits with status 1.
+// exits with status 1; under mpirun the rank that failed names itself and
+// ends the whole job with status 1 (the others would wait for it forever).
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -23,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cortado/communicator.hpp"
 #include "cortado/context.hpp"
 #include "cortado/solver.hpp"
 #include "cortado/util/cuda.hpp"
@@ -41,7 +44,8 @@ DEFINE_int32(batch_size, 0, "time: the batch (first dimension) of the model's Da
 DEFINE_string(phase, "", "TRAIN or TEST: the phase of --model (test defaults to TEST, time to TRAIN).");
 DEFINE_int32(level, 0, "The net state level.");
 DEFINE_string(stage, "", "Comma-separated net state stages.");
-DEFINE_string(gpu, "", "GPU ids ('0', '0,1', 'all'); empty runs on the CPU.");
+DEFINE_string(gpu, "", "GPU ids ('0', '0,1', 'all'); empty runs on the CPU. Under mpirun each rank takes "
+              "the id at its local rank (modulo their number).");
 DEFINE_string(sigint_effect, "stop", "What SIGINT does during training: snapshot, stop or none.");
 DEFINE_string(sighup_effect, "snapshot", "What SIGHUP does during training: snapshot, stop or none.");
 DEFINE_string(csv, "", "grad_stats: write the gradient histograms to this CSV file.");
@@ -50,6 +54,10 @@ DEFINE_string(plot, "", "grad_stats: plot the overall histograms to this PNG (ne
 namespace {
 
 using namespace cortado;
+
+// The ranks of an mpirun job (null when not started by an MPI launcher).
+std::shared_ptr<Communicator> g_comm;
+bool several_ranks() { return g_comm && g_comm->size() > 1; }
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -68,9 +76,17 @@ void require(const std::string& value, const char* flag, const char* command) {
 std::shared_ptr<const Context> device_context() {
   if (FLAGS_gpu.empty()) return Context::Cpu();
   const std::vector<int> ids = ParseGpuFlag(FLAGS_gpu);
+  if (several_ranks()) {
+    // One GPU per rank: the id at the rank's place among this machine's ranks.
+    const int id = ids[static_cast<size_t>(MpiLocalRank()) % ids.size()];
+    LOG(INFO) << "Rank " << g_comm->rank() << " uses GPU " << id;
+    return Context::Create(id);
+  }
   if (ids.size() > 1)
-    fail("--gpu=", FLAGS_gpu, ": training on several GPUs needs the communicator, which this version does not have "
-         "yet; give one device");
+    fail("--gpu=", FLAGS_gpu, ": one process trains on one GPU; start one process per GPU with ",
+         MpiBuilt() ? "mpirun -np <GPUs> trainer train --gpu=" + FLAGS_gpu + " ..."
+                    : "mpirun (this build has no MPI: install libopenmpi-dev and rebuild)",
+         ", or give one device");
   LOG(INFO) << "Using GPU " << ids[0];
   return Context::Create(ids[0]);
 }
@@ -96,7 +112,11 @@ int train() {
     param.mutable_train_state()->set_level(FLAGS_level);
     for (const std::string& s : split(FLAGS_stage)) param.mutable_train_state()->add_stage(s);
   }
-  std::unique_ptr<Solver> solver = Solver::Create(param, info, ctx);
+  SolverSetup setup(ctx);
+  setup.comm = g_comm;
+  if (several_ranks())
+    LOG(INFO) << "Training on " << g_comm->size() << " ranks (" << g_comm->engine() << "); the log is rank 0's";
+  std::unique_ptr<Solver> solver = Solver::Create(param, info, setup);
   SignalHandler signals(on_int, on_hup);
   solver->set_action_function([&signals] { return signals.CheckForSignals(); });
   for (const std::string& w : split(FLAGS_weights)) {
@@ -533,19 +553,30 @@ int main(int argc, char** argv) {
     std::cerr << "trainer: unknown command '" << argv[1] << "'; commands: train, test, time, grad_stats, device_query\n";
     return 1;
   }
+  std::string who = str_cat("trainer ", argv[1]);
+  // Prints the message; a rank of several ends the job.
+  auto error = [&](const std::string& message) {
+    std::cerr << who << ": error: " << message << std::endl;
+    if (several_ranks()) g_comm->Abort(1);
+    return 1;
+  };
   try {
+    if (LaunchedByMpi()) {
+      g_comm = MpiWorld();
+      if (several_ranks()) {
+        who += str_cat(" (rank ", g_comm->rank(), " of ", g_comm->size(), ")");
+        if (argv[1] != std::string("train")) fail("only train runs across ranks; start ", argv[1], " without mpirun");
+        if (g_comm->rank() != 0) FLAGS_minloglevel = google::WARNING;  // rank 0 logs the run
+      }
+    }
     return it->second();
   } catch (const cortado::Error& e) {
-    std::cerr << "trainer " << argv[1] << ": error: " << e.what() << std::endl;
-    return 1;
+    return error(e.what());
   } catch (const std::bad_alloc&) {
-    std::cerr << "trainer " << argv[1] << ": error: out of memory (are the batch size and the blob shapes "
-              << "what you meant?)" << std::endl;
-    return 1;
+    return error("out of memory (are the batch size and the blob shapes what you meant?)");
   } catch (const std::exception& e) {
     // Not a user error Cortado recognized; still one message and status 1,
     // never an abort trace.
-    std::cerr << "trainer " << argv[1] << ": error: " << e.what() << std::endl;
-    return 1;
+    return error(e.what());
   }
 }

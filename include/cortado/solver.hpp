@@ -30,6 +30,17 @@
 //   multistep  base_lr * gamma ^ (number of stepvalue entries <= it)
 //   poly       base_lr * (1 - it / max_iter) ^ power
 //   sigmoid    base_lr / (1 + exp(-gamma * (it - stepsize)))
+//
+// Several ranks (SolverSetup::comm, communicator.hpp): each rank's solver
+// trains a full replica on its own shard of the data (the train net's Data
+// layers read shard `rank` of `ranks`), and before the overflow check the
+// ranks sum their gradients, which the unscale divides by S * iter_size *
+// ranks: the update of a batch of B per rank is the update of one solver
+// with batch ranks * B. At Solve's start every rank takes rank 0's weights
+// and history; a random_seed left unset is drawn on rank 0 and shared. Only
+// rank 0 has test nets and writes snapshots; the signal actions are agreed
+// on each iteration (STOP over SNAPSHOT over NONE), so all ranks stop or
+// snapshot at the same iteration.
 
 #include <deque>
 #include <functional>
@@ -37,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "cortado/communicator.hpp"
 #include "cortado/net.hpp"
 #include "cortado/util/signals.hpp"
 
@@ -69,6 +81,8 @@ struct SolverSetup {
   SolverSetup(std::shared_ptr<const Context> c = nullptr) : ctx(std::move(c)) {}  // NOLINT: implicit on purpose
   std::shared_ptr<const Context> ctx;  // null: the CPU
   std::function<void(NetParameter*)> edit_net;
+  /// The ranks this solver trains with (null or one rank: alone).
+  std::shared_ptr<Communicator> comm;
 };
 
 class Solver {
@@ -132,6 +146,12 @@ class Solver {
   Blob& history(int id, int slot = 0);
   /// Called after backward and before the overflow check (tests inject Inf here).
   void set_after_backward(std::function<void(Solver&)> f) { after_backward_ = std::move(f); }
+  /// This solver's rank and the number of ranks (0 and 1 alone).
+  int rank() const { return comm_ ? comm_->rank() : 0; }
+  int ranks() const { return comm_ ? comm_->size() : 1; }
+  /// Copies rank 0's weights and history to every rank (a no-op alone);
+  /// Solve calls it before the first iteration.
+  void SyncParameters();
 
  protected:
   /// Applies the rule to one parameter: reads u.grad, updates the history
@@ -151,6 +171,7 @@ class Solver {
   SourceInfo info_;
   std::shared_ptr<const Context> ctx_;
   std::function<void(NetParameter*)> edit_net_;
+  std::shared_ptr<Communicator> comm_;  // null alone
   int iter_ = 0;
   int current_step_ = 0;
   std::unique_ptr<Net> net_;
@@ -169,15 +190,21 @@ class Solver {
   /// Whether ApplyUpdateGpu can run this step; says once why not.
   bool GpuUpdateSupported();
   /// Shared by both updates: the bookkeeping of a skipped step; the factor
-  /// 1/(S*iter_size) times the clipping factor given the sum of squares of
+  /// 1/(S*iter_size*ranks) times the clipping factor given the sum of squares of
   /// the raw gradients; the loss-scale growth after a clean step.
   void SkipOverflowedStep();
   double GradientFactor(double raw_sumsq) const;
   void AfterCleanStep();
   void SetLossScale(float s);
+  /// Sums the trained parameters' gradients over the ranks, one collective
+  /// per gradient type over a packed buffer.
+  void ReduceGradients();
+  /// The action every rank takes this iteration.
+  SolverAction AgreedAction();
 
   std::vector<std::shared_ptr<Blob>> history_;
   std::vector<float> grad_;  // FP32 scratch for one parameter's gradient
+  std::vector<char> packed_;  // the gradients of one type, packed for the all-reduce
   std::vector<double> losses_;
   double smoothed_loss_ = 0;
   bool requested_early_exit_ = false;

@@ -3,6 +3,8 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <random>
 #include <type_traits>
 
 #include "cortado/solvers/adadelta_solver.hpp"
@@ -68,8 +70,25 @@ Solver::Solver(const SolverParameter& param, const SourceInfo& info, SolverSetup
     : param_(param),
       info_(info),
       ctx_(setup.ctx ? std::move(setup.ctx) : Context::Cpu()),
-      edit_net_(std::move(setup.edit_net)) {
+      edit_net_(std::move(setup.edit_net)),
+      comm_(std::move(setup.comm)) {
   Validate();
+  if (ranks() > 1) {
+    // One seed for every rank: the same initial weights, and Data layers
+    // whose shards fit together. Unset, rank 0 draws it.
+    int64_t seed = param_.random_seed();
+    if (seed < 0 && rank() == 0) seed = std::random_device{}() & 0x7fffffff;
+    param_.set_random_seed(comm_->Max(seed));
+    if (rank() != 0) {  // rank 0 tests, alone
+      param_.clear_test_net();
+      param_.clear_test_net_param();
+      param_.clear_test_iter();
+      param_.clear_test_state();
+      param_.set_test_interval(0);
+    }
+    LOG(INFO) << "Rank " << rank() << " of " << ranks() << " (" << comm_->engine() << "), random_seed "
+              << param_.random_seed();
+  }
   if (param_.random_seed() >= 0) set_random_seed(param_.random_seed());
   if (param_.has_solver_mode())
     LOG(INFO) << "solver_mode is not used to choose the device; trainer's --gpu flag does";
@@ -162,6 +181,18 @@ void Solver::InitNets() {
   const NetParameter general_net = train;  // the test nets' copy, before the edit
   *train.mutable_state() = state;
   if (edit_net_) edit_net_(&train);
+  if (ranks() > 1) {
+    // Each rank reads its own shard. A Data layer that already reads shard s
+    // of S (positions s + kS) hands rank r the positions s + (jR + r)S:
+    // shard s + rS of RS.
+    for (LayerParameter& l : *train.mutable_layer()) {
+      if (l.type() != "Data") continue;
+      DataParameter* dp = l.mutable_data_param();
+      const uint32_t s = dp->shard_id(), n = std::max(dp->num_shards(), 1u);
+      dp->set_shard_id(s + static_cast<uint32_t>(rank()) * n);
+      dp->set_num_shards(n * static_cast<uint32_t>(ranks()));
+    }
+  }
   net_ = std::make_unique<Net>(train, train_info, ctx_);
 
   // Test nets: test_net files, test_net_param, or the general net in TEST phase.
@@ -224,6 +255,7 @@ void Solver::Solve(const std::string& resume_file) {
     LOG(INFO) << "Restoring previous solver status from " << resume_file;
     Restore(resume_file);
   }
+  SyncParameters();
   Step(param_.max_iter() - iter_);
   if (param_.snapshot_after_train() && (!param_.snapshot() || iter_ % param_.snapshot() != 0) &&
       !requested_early_exit_)
@@ -277,7 +309,7 @@ void Solver::Step(int iters) {
         LOG(INFO) << "    loss scale = " << scale_used << ", skipped steps = " << skipped_iterations_;
     }
     ++iter_;
-    const SolverAction action = action_ ? action_() : SolverAction::NONE;
+    const SolverAction action = AgreedAction();
     if ((param_.snapshot() && iter_ % param_.snapshot() == 0) || action == SolverAction::SNAPSHOT) Snapshot();
     if (action == SolverAction::STOP) {
       requested_early_exit_ = true;
@@ -304,7 +336,7 @@ void Solver::DisplayOutputs(double elapsed_s, int iters) {
   if (iters > 0 && elapsed_s > 0 && !net_->top_vecs().empty() && !net_->top_vecs()[0].empty()) {
     const Blob* first = net_->top_vecs()[0][0];
     const double batch = first->num_axes() ? first->shape(0) : 1;
-    const double ips = iters * param_.iter_size() * batch / elapsed_s;
+    const double ips = iters * param_.iter_size() * batch * ranks() / elapsed_s;  // all ranks'
     LOG(INFO) << "    " << ips << " images/s, " << iters / elapsed_s << " iter/s over the last " << iters
               << " iterations";
   }
@@ -363,6 +395,7 @@ std::vector<double> Solver::Test(int id) {
 }
 
 std::string Solver::Snapshot() {
+  if (rank() != 0) return "";  // the ranks' weights are the same: rank 0 writes them
   std::string prefix = param_.snapshot_prefix();
   if (prefix.empty()) prefix = param_.net().substr(0, param_.net().rfind('.'));
   const std::string base = str_cat(prefix, "_iter_", iter_);
@@ -450,10 +483,63 @@ void Solver::SkipOverflowedStep() {
             << " -> " << loss_scale_ << " (" << skipped_iterations_ << " skipped steps)";
 }
 
-// Unscale and average over iter_size; the global L2 norm for clipping is
+// ---- across ranks ------------------------------------------------------------------------
+
+void Solver::ReduceGradients() {
+  const std::vector<Blob*>& params = net_->learnable_params();
+  for (int g = 0; g < kNumTypes; ++g) {
+    const Type t = Type(g);
+    const size_t bytes = type_size(t);
+    std::vector<Tensor*> grads;  // the trained parameters' gradients of type t
+    int64_t total = 0;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (net_->params_lr()[i] == 0 || params[i]->count() == 0 || params[i]->diff().type() != t) continue;
+      grads.push_back(&params[i]->diff());
+      total += static_cast<int64_t>(params[i]->count());
+    }
+    if (total == 0) continue;
+    packed_.resize(total * bytes);
+    // On a GPU context the Tensor brings the gradients to the host and back.
+    char* at = packed_.data();
+    for (Tensor* d : grads) {
+      std::memcpy(at, d->data_raw(t), d->count() * bytes);
+      at += d->count() * bytes;
+    }
+    comm_->AllReduceSum(packed_.data(), total, t);
+    at = packed_.data();
+    for (Tensor* d : grads) {
+      std::memcpy(d->mutable_data_raw(t), at, d->count() * bytes);
+      at += d->count() * bytes;
+    }
+  }
+}
+
+void Solver::SyncParameters() {
+  if (ranks() <= 1) return;
+  auto broadcast = [&](Tensor& t) {
+    if (t.count() == 0) return;
+    comm_->Broadcast(t.mutable_data_raw(data_type_), static_cast<int64_t>(t.count() * type_size(data_type_)), 0);
+  };
+  const std::vector<Blob*>& params = net_->learnable_params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    broadcast(params[i]->data());
+    for (int k = 0; k < history_slots(); ++k) broadcast(history(static_cast<int>(i), k).data());
+  }
+}
+
+SolverAction Solver::AgreedAction() {
+  const SolverAction mine = action_ ? action_() : SolverAction::NONE;
+  if (ranks() <= 1) return mine;
+  // A signal may reach the ranks in different iterations; the strongest
+  // action any rank saw wins: STOP (2), SNAPSHOT (1), NONE (0).
+  const int64_t all = comm_->Max(mine == SolverAction::STOP ? 2 : mine == SolverAction::SNAPSHOT ? 1 : 0);
+  return all == 2 ? SolverAction::STOP : all == 1 ? SolverAction::SNAPSHOT : SolverAction::NONE;
+}
+
+// Unscale and average over iter_size (and the ranks); the global L2 norm for clipping is
 // taken over all parameters after unscaling.
 double Solver::GradientFactor(double raw_sumsq) const {
-  const double inv = 1.0 / (static_cast<double>(loss_scale_) * param_.iter_size());
+  const double inv = 1.0 / (static_cast<double>(loss_scale_) * param_.iter_size() * ranks());
   double factor = inv;
   if (param_.clip_gradients() >= 0) {
     const double norm = std::sqrt(raw_sumsq) * inv;
@@ -486,6 +572,7 @@ void Solver::ClearGradients() {
 
 bool Solver::ApplyUpdate() {
   gradients_zero_ = false;
+  if (ranks() > 1) ReduceGradients();
 #ifdef CORTADO_USE_CUDA
   if (net_->context().on_gpu() && GpuUpdateSupported()) return ApplyUpdateGpu();
 #endif

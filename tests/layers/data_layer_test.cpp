@@ -276,6 +276,48 @@ TYPED_TEST(DataLayerTest, ThreadsDoNotChangeTheBatches) {
   EXPECT_EQ(one[1].second[2], Label(0));
 }
 
+// Shard s of S reads positions s, s + S, ... with the crops and flips they
+// have unsharded: batch b of the S shards (batch B each), interleaved, is
+// batch b of one reader with batch S * B, wrap-around, rand_skip and Seek
+// included. This is what makes a multi-rank step the step of one big batch.
+TYPED_TEST(DataLayerTest, ShardsTogetherAreTheUnshardedBatch) {
+  TempDir dir;
+  const Shape3 s{2, 5, 6};
+  const int image = s.c * 3 * 3;
+  WriteDb(dir / "db", 11, s);  // 11: the shards wrap around at different records
+  const std::string transform = "phase: TRAIN transform_param { crop_size: 3 mirror: true }";
+  using Run = std::vector<std::pair<std::vector<double>, std::vector<float>>>;
+  auto run = [&](const std::string& data_extra, int batch, int64_t seek, int batches) {
+    set_random_seed(2024);
+    this->SetUp(DataText(dir / "db", batch, transform, data_extra));
+    if (seek >= 0) this->layer_->Seek(seek);
+    Run out;
+    for (int b = 0; b < batches; ++b) {
+      this->Forward();
+      out.emplace_back(this->Data(), this->Labels());
+    }
+    return out;
+  };
+  for (const std::string skip : {"", "rand_skip: 7 "}) {
+    const int S = 3, B = 2, batches = 5;
+    const Run whole = run(skip, S * B, -1, batches);
+    std::vector<Run> shard;
+    for (int k = 0; k < S; ++k) shard.push_back(run(skip + str_cat("shard_id: ", k, " num_shards: ", S), B, -1, batches));
+    for (int b = 0; b < batches; ++b) {
+      for (int i = 0; i < S * B; ++i) {
+        const auto& part = shard[i % S][b];
+        const int j = i / S;
+        EXPECT_EQ(part.second[j], whole[b].second[i]) << skip << "batch " << b << " image " << i;
+        EXPECT_EQ(std::vector<double>(part.first.begin() + j * image, part.first.begin() + (j + 1) * image),
+                  std::vector<double>(whole[b].first.begin() + i * image, whole[b].first.begin() + (i + 1) * image))
+            << skip << "batch " << b << " image " << i;
+      }
+    }
+    // Resume: a shard's Seek(3) gives its own batches 3 and 4.
+    EXPECT_EQ(run(skip + "shard_id: 1 num_shards: 3", B, 3, 2), Run(shard[1].begin() + 3, shard[1].end()));
+  }
+}
+
 TYPED_TEST(DataLayerTest, FloatDataRecordsAndLegacyDataParamScale) {
   using F = typename TypeParam::Ftype;
   TempDir dir;
@@ -432,6 +474,11 @@ TEST(DataLayerErrorTest, BadParameters) {
   EXPECT_EQ(e.field(), "data_param.prefetch");
   e = SetUpError(DataText(dir / "db", 2, "", "threads: 1000"));
   EXPECT_EQ(e.field(), "data_param.threads");
+  e = SetUpError(DataText(dir / "db", 2, "", "shard_id: 2 num_shards: 2"));
+  EXPECT_EQ(e.field(), "data_param.shard_id");
+  EXPECT_NE(std::string(e.what()).find("must be less than num_shards = 2"), std::string::npos) << e.what();
+  e = SetUpError(DataText(dir / "db", 2, "", "num_shards: 0"));
+  EXPECT_EQ(e.field(), "data_param.num_shards");
   e = SetUpError(DataText(dir / "db", 2, "transform_param { crop_size: 4 }"));
   EXPECT_EQ(e.field(), "transform_param.crop_size");
   e = SetUpError(DataText(dir / "db", 2, "transform_param { mean_value: 1 mean_value: 2 mean_value: 3 }"));

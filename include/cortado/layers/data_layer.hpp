@@ -19,6 +19,9 @@
 //   rand_skip (default 0): skip a number of records in [0, rand_skip) at the
 //     start, chosen from the layer's seed
 //   prefetch (default 4, > 0): how many whole batches the reader keeps ready
+//   shard_id, num_shards (default 0 of 1): read one shard of the records
+//     (below); the solver sets them on each rank's train net in a
+//     multi-rank run
 //   threads (default 0: the machine's cores, at most 8; at most 256): how
 //     many threads decode and transform each batch. JPEG decoding is what
 //     bounds ImageNet training on a fast GPU; scripts/bench/imagenet_data.sh
@@ -42,6 +45,13 @@
 // therefore a function of (seed, p) only: Seek(b) restarts reading so that the
 // next batch is batch b (counting from 0), exactly as an uninterrupted run
 // would have read it.
+//
+// Shards: shard s of S reads the records at stream positions s, s + S,
+// s + 2S, ... of the unsharded stream, with the crops and flips those
+// positions have there; its own position p is unsharded position p * S + s.
+// With the same seed, batch b of the S shards together is batch b of one
+// unsharded reader whose batch is S times larger, record for record (the
+// layer's seed follows the solver's random_seed, which the ranks share).
 //
 // Backward: none (no bottoms; AllowForceBackward is false).
 //
@@ -134,6 +144,9 @@ class DataLayer : public Layer<Ftype, Btype> {
   std::unique_ptr<DataTransformer> transformer_;
   std::unique_ptr<LmdbCursor> cursor_;
   int64_t next_position_ = 0;  // stream position of the next record the reader reads
+  int64_t shard_ = 0, shards_ = 1;
+  /// The unsharded stream position of this shard's position p.
+  int64_t global_position(int64_t p) const { return p * shards_ + shard_; }
   // One batch's records, read in order by the reader thread and transformed
   // by transform_threads_ threads (data_param.threads, or the machine's cores, at most 8).
   struct Record {

@@ -68,6 +68,10 @@ void DataLayer<Ftype, Btype>::ValidateParams() const {
   if (dp.prefetch() == 0) this->field_error("data_param.prefetch", "must be positive, got 0");
   if (dp.prefetch() > 1024) this->field_error("data_param.prefetch", "is too large: ", dp.prefetch());
   if (dp.threads() > 256) this->field_error("data_param.threads", "is too large: ", dp.threads(), " (at most 256)");
+  if (dp.num_shards() == 0) this->field_error("data_param.num_shards", "must be positive, got 0");
+  if (dp.shard_id() >= dp.num_shards()) {
+    this->field_error("data_param.shard_id", "= ", dp.shard_id(), " must be less than num_shards = ", dp.num_shards());
+  }
 }
 
 template <typename Ftype, typename Btype>
@@ -79,6 +83,8 @@ void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   batch_size_ = static_cast<int>(dp.batch_size());
   prefetch_ = static_cast<int>(dp.prefetch());
   if (dp.threads() > 0) transform_threads_ = static_cast<int>(dp.threads());
+  shard_ = dp.shard_id();
+  shards_ = dp.num_shards();
   transformer_ = std::make_unique<DataTransformer>(MergedTransformParam(), this->layer_param().phase(),
                                                    this->name(), this->type());
   try {
@@ -111,7 +117,8 @@ void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   }
   LOG(INFO) << "Data layer '" << this->name() << "': " << source_ << ", " << cursor_->entries()
             << " records, output (" << batch_size_ << ", " << datum_shape_[0] << ", " << datum_shape_[1]
-            << ", " << datum_shape_[2] << ")";
+            << ", " << datum_shape_[2] << ")"
+            << (shards_ > 1 ? str_cat(", shard ", shard_, " of ", shards_) : std::string());
   StartReader();
 }
 
@@ -124,7 +131,7 @@ void DataLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top)
 template <typename Ftype, typename Btype>
 void DataLayer<Ftype, Btype>::PositionCursor(int64_t stream_position) {
   const int64_t entries = cursor_->entries();
-  int64_t steps = (skip_ + stream_position % entries) % entries;
+  int64_t steps = (skip_ + global_position(stream_position) % entries) % entries;
   cursor_->SeekToFirst();
   while (steps-- > 0) cursor_->Next();
   next_position_ = stream_position;
@@ -214,8 +221,8 @@ void DataLayer<Ftype, Btype>::FillBatch(Batch* batch) {
     const std::string_view value = cursor_->value();
     records_[i].key.assign(cursor_->key());
     records_[i].value.assign(value.data(), value.size());
-    records_[i].position = next_position_;
-    cursor_->Next();
+    records_[i].position = global_position(next_position_);
+    for (int64_t k = 0; k < shards_; ++k) cursor_->Next();  // to this shard's next record
     ++next_position_;
   }
   auto work = [&](int begin, int end) {

@@ -1,0 +1,258 @@
+// Data-parallel training over real MPI ranks. This binary is its own MPI
+// program: ctest starts it with `mpirun -np 2`, every rank runs every test
+// in the same order (the collectives inside must match), and the exit
+// status is the worst rank's.
+//
+// What it shows:
+// - the MPI engine's sums (float, double, float16 with one rounding per
+//   sum, Inf and NaN carried), broadcast and max;
+// - a solver step on R ranks with batch B each equals the step of one
+//   solver with batch R * B, for FP32 and for FP16 storage with FP32 master
+//   weights, and leaves the ranks with the same bits;
+// - rank 0 alone tests and snapshots; a signal seen by one rank stops all
+//   at the same iteration; an unset random_seed is shared.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cortado/communicator.hpp"
+#include "cortado/solver.hpp"
+#include "cortado/util/db.hpp"
+#include "cortado/util/io.hpp"
+
+namespace cortado {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::shared_ptr<Communicator> world() { return MpiWorld(); }
+
+TEST(MpiCommunicator, SumsEveryTypeInPlace) {
+  auto comm = world();
+  const int r = comm->rank(), n = comm->size();
+  std::vector<float> f(1003);
+  std::vector<double> d(1003);
+  for (size_t i = 0; i < f.size(); ++i) f[i] = d[i] = 1000.0 * r + static_cast<double>(i);
+  comm->AllReduceSum(f.data(), static_cast<int64_t>(f.size()), FLOAT);
+  comm->AllReduceSum(d.data(), static_cast<int64_t>(d.size()), DOUBLE);
+  const double ranks_sum = 1000.0 * n * (n - 1) / 2;
+  for (size_t i = 0; i < f.size(); ++i) {
+    ASSERT_EQ(f[i], static_cast<float>(ranks_sum + n * static_cast<double>(i))) << i;
+    ASSERT_EQ(d[i], ranks_sum + n * static_cast<double>(i)) << i;
+  }
+  // float16: exact sums, one rounding per sum (2048 + 1 is not a float16:
+  // it rounds to even, 2048), and Inf and NaN carried to every rank.
+  std::vector<float16> h = {float16(0.25f * (r + 1)), float16(r == 0 ? 2048.0f : 1.0f / (n - 1)),
+                            float16(r == 0 ? std::numeric_limits<float>::infinity() : 1.0f),
+                            float16(r == n - 1 ? std::numeric_limits<float>::quiet_NaN() : 1.0f)};
+  comm->AllReduceSum(h.data(), static_cast<int64_t>(h.size()), FLOAT16);
+  EXPECT_EQ(static_cast<float>(h[0]), 0.25f * n * (n + 1) / 2);
+  if (n == 2) EXPECT_EQ(static_cast<float>(h[1]), 2048.0f);  // 2048 + 1 rounds to 2048 in float16
+  EXPECT_TRUE(isinf(h[2]));
+  EXPECT_TRUE(isnan(h[3]));
+}
+
+TEST(MpiCommunicator, BroadcastAndMax) {
+  auto comm = world();
+  const int r = comm->rank(), n = comm->size();
+  std::vector<int32_t> v(257, r == n - 1 ? 7 : -1);
+  comm->Broadcast(v.data(), static_cast<int64_t>(v.size() * sizeof(int32_t)), n - 1);
+  for (int32_t x : v) ASSERT_EQ(x, 7);
+  EXPECT_EQ(comm->Max(r), n - 1);
+  EXPECT_EQ(comm->Max(-r), 0);
+}
+
+// A small LMDB written by rank 0 into a directory every rank agrees on.
+class SharedDb {
+ public:
+  SharedDb() {
+    auto comm = world();
+    const int64_t pid = comm->Max(comm->rank() == 0 ? ::getpid() : 0);
+    dir_ = fs::path(::testing::TempDir()) / ("cortado_mpi_test_" + std::to_string(pid));
+    if (comm->rank() == 0) {
+      fs::remove_all(dir_);
+      fs::create_directories(dir_);
+      LmdbWriter w((dir_ / "db").string());
+      uint32_t state = 12345;
+      for (int i = 0; i < 32; ++i) {
+        Datum d;
+        d.set_channels(1);
+        d.set_height(6);
+        d.set_width(6);
+        std::string pixels;
+        for (int k = 0; k < 36; ++k) {
+          state = state * 1664525u + 1013904223u;
+          pixels.push_back(static_cast<char>(state >> 24));
+        }
+        d.set_data(pixels);
+        d.set_label(i % 5);
+        char key[16];
+        std::snprintf(key, sizeof(key), "%08d", i);
+        w.Put(key, d.SerializeAsString());
+      }
+      w.Close();
+    }
+    comm->Max(0);  // a barrier: the database is complete before anyone opens it
+  }
+  ~SharedDb() {
+    world()->Max(0);  // everyone is done with it
+    std::error_code ec;
+    if (world()->rank() == 0) fs::remove_all(dir_, ec);
+  }
+  std::string db() const { return (dir_ / "db").string(); }
+  std::string prefix() const { return (dir_ / "snap").string(); }
+
+ private:
+  fs::path dir_;
+};
+
+// Data (random crops and flips, so that the shards' augmentation is checked
+// too) -> Convolution -> ReLU -> InnerProduct -> SoftmaxWithLoss.
+std::string NetText(const std::string& db, int batch, bool fp16) {
+  return str_cat(fp16 ? "default_forward_type: FLOAT16 default_backward_type: FLOAT16 " : "",
+                 R"(layer { name: "data" type: "Data" top: "data" top: "label" include { phase: TRAIN }
+                      transform_param { crop_size: 5 mirror: true scale: 0.00390625 }
+                      data_param { source: ")", db, R"(" batch_size: )", batch, R"( } }
+                    layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+                      convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "xavier" }
+                                          bias_filler { type: "constant" value: 0.1 } } }
+                    layer { name: "relu" type: "ReLU" bottom: "conv" top: "conv" }
+                    layer { name: "ip" type: "InnerProduct" bottom: "conv" top: "ip"
+                      inner_product_param { num_output: 5 weight_filler { type: "gaussian" std: 0.1 } } }
+                    layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" })");
+}
+
+std::unique_ptr<Solver> MakeSolver(const std::string& solver_text, const std::string& net_text,
+                                   std::shared_ptr<Communicator> comm) {
+  SolverParameter sp;
+  SourceInfo info;
+  ParseTextProto(solver_text, "solver.prototxt", &sp, &info);
+  ParseTextProto(net_text, "net.prototxt", sp.mutable_net_param());
+  SolverSetup setup;
+  setup.comm = std::move(comm);
+  return Solver::Create(sp, info, setup);
+}
+
+std::vector<float> Weights(Solver* s) {
+  std::vector<float> w;
+  for (Blob* p : s->net()->learnable_params()) {
+    const float* v = p->data().data<float>();
+    w.insert(w.end(), v, v + p->count());
+  }
+  return w;
+}
+
+class DataParallel : public ::testing::TestWithParam<bool> {};  // the parameter: FP16 storage
+
+TEST_P(DataParallel, StepOfTheRanksIsTheStepOfTheirBatchTogether) {
+  auto comm = world();
+  const int n = comm->size();
+  const bool fp16 = GetParam();
+  SharedDb db;
+  const std::string solver =
+      "base_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 weight_decay: 0.001 random_seed: 11 max_iter: 4 "
+      "display: 0 snapshot_after_train: false";
+  const int B = 3, steps = 4;
+  auto ranked = MakeSolver(solver, NetText(db.db(), B, fp16), comm);
+  ranked->SyncParameters();
+  const std::vector<float> before = Weights(ranked.get());
+  ranked->Step(steps);
+  const std::vector<float> mine = Weights(ranked.get());
+
+  // Every rank ends with the last rank's bits.
+  std::vector<float> last = mine;
+  comm->Broadcast(last.data(), static_cast<int64_t>(last.size() * sizeof(float)), n - 1);
+  EXPECT_EQ(mine, last) << "rank " << comm->rank() << " drifted from rank " << n - 1;
+
+  // One solver alone, batch n * B, same seed: the same steps.
+  auto alone = MakeSolver(solver, NetText(db.db(), n * B, fp16), nullptr);
+  alone->Step(steps);
+  const std::vector<float> want = Weights(alone.get());
+  ASSERT_EQ(want.size(), mine.size());
+  // FP32: only the order of the sums differs (seen: 1.5e-8 at most). FP16:
+  // each rank's gradient is rounded to float16 before the ranks' sum, which
+  // is rounded again (seen: 3.5e-5 at most, with weights up to 0.56 that
+  // moved by up to 0.038; a wrong 1/ranks moves them by about that much).
+  const double rtol = fp16 ? 5e-4 : 1e-5, atol = fp16 ? 1e-4 : 1e-6;
+  double moved = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(mine[i], want[i], atol + rtol * std::fabs(want[i])) << "weight " << i;
+    moved = std::max(moved, std::fabs(static_cast<double>(mine[i]) - before[i]));
+  }
+  EXPECT_GT(moved, 1e-3) << "the steps did not change the weights";
+}
+
+INSTANTIATE_TEST_SUITE_P(Storage, DataParallel, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "FP16" : "FP32"; });
+
+TEST(DataParallelSolver, RankZeroAloneTestsAndSnapshots) {
+  auto comm = world();
+  SharedDb db;
+  const std::string net = NetText(db.db(), 2, false);
+  const std::string solver = str_cat("base_lr: 0.01 lr_policy: 'fixed' max_iter: 2 display: 0 snapshot: 2 "
+                                     "snapshot_prefix: '", db.prefix(), "' test_iter: 1 test_interval: 2 "
+                                     "random_seed: 3 test_net_param { ",
+                                     "layer { name: 'data' type: 'Data' top: 'data' top: 'label' "
+                                     "data_param { source: '", db.db(), "' batch_size: 4 } } "
+                                     "layer { name: 'ip' type: 'InnerProduct' bottom: 'data' top: 'ip' "
+                                     "inner_product_param { num_output: 5 } } "
+                                     "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' "
+                                     "top: 'loss' } }");
+  auto s = MakeSolver(solver, net, comm);
+  EXPECT_EQ(s->test_nets().size(), comm->rank() == 0 ? 1u : 0u);
+  s->Solve();
+  const std::string model = db.prefix() + "_iter_2.caffemodel";
+  comm->Max(0);
+  EXPECT_TRUE(fs::exists(model)) << model;
+  EXPECT_EQ(s->Snapshot().empty(), comm->rank() != 0);
+}
+
+TEST(DataParallelSolver, ASignalOnOneRankStopsEveryRankAtTheSameIteration) {
+  auto comm = world();
+  SharedDb db;
+  auto s = MakeSolver("base_lr: 0.01 lr_policy: 'fixed' max_iter: 10 display: 0 random_seed: 5",
+                      NetText(db.db(), 2, false), comm);
+  int calls = 0;
+  const bool signalled = comm->rank() == comm->size() - 1;
+  s->set_action_function([&] { return signalled && ++calls == 3 ? SolverAction::STOP : SolverAction::NONE; });
+  s->Step(10);
+  EXPECT_EQ(s->iter(), 3);
+  EXPECT_TRUE(s->requested_early_exit());
+}
+
+TEST(DataParallelSolver, AnUnsetSeedIsRankZerosAndTheWeightsStartEqual) {
+  auto comm = world();
+  SharedDb db;
+  auto s = MakeSolver("base_lr: 0.01 lr_policy: 'fixed' max_iter: 1 display: 0", NetText(db.db(), 2, false), comm);
+  const int64_t seed = s->param().random_seed();
+  EXPECT_GE(seed, 0);
+  EXPECT_EQ(comm->Max(seed), -comm->Max(-seed)) << "the ranks disagree on the seed";
+  s->SyncParameters();
+  std::vector<float> mine = Weights(s.get()), first = mine;
+  comm->Broadcast(first.data(), static_cast<int64_t>(first.size() * sizeof(float)), 0);
+  EXPECT_EQ(mine, first);
+}
+
+}  // namespace
+}  // namespace cortado
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_minloglevel = google::WARNING;
+  std::shared_ptr<cortado::Communicator> comm = cortado::MpiWorld();
+  if (comm->size() < 2) {
+    std::fprintf(stderr, "%s: start it with mpirun -np 2 (or more)\n", argv[0]);
+    return 1;
+  }
+  const int failed = RUN_ALL_TESTS();
+  // Every rank ran the same tests; the job fails if any rank failed.
+  return static_cast<int>(comm->Max(failed));
+}

@@ -1,0 +1,120 @@
+// `mpirun -np 2 trainer train`: the real launcher, the real trainer, a real
+// LMDB. The ranks train together (rank 0 logs the images/s of both), one
+// snapshot is written, and a bad solver file ends the whole job with the
+// file:line message and a non-zero status instead of a hang. Skipped in a
+// build without MPI. (The arithmetic of the ranks' step is checked in
+// mpi_test.cpp, which runs under mpirun itself.)
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "cortado/communicator.hpp"
+#include "cortado/util/db.hpp"
+
+namespace cortado {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct JobRun {
+  int status = -1;
+  std::string output;
+};
+
+JobRun mpirun(const std::string& args) {
+#ifdef CORTADO_MPIRUN
+  const std::string cmd = std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 GLOG_logtostderr=1 ") +
+                          "timeout 300 '" + CORTADO_MPIRUN + "' --oversubscribe -np 2 '" + CORTADO_TRAINER + "' " +
+                          args + " 2>&1";
+  JobRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int st = pclose(p);
+  if (st != -1 && WIFEXITED(st)) r.status = WEXITSTATUS(st);
+  return r;
+#else
+  (void)args;
+  return {};
+#endif
+}
+
+class TrainerMpi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef CORTADO_MPIRUN
+    GTEST_SKIP() << "built without MPI (or without mpirun)";
+#endif
+    dir_ = fs::path(::testing::TempDir()) / ("cortado_trainer_mpi_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    LmdbWriter w((dir_ / "db").string());
+    for (int i = 0; i < 40; ++i) {
+      Datum d;
+      d.set_channels(1);
+      d.set_height(4);
+      d.set_width(4);
+      std::string pixels;
+      for (int k = 0; k < 16; ++k) pixels.push_back(static_cast<char>((i * 37 + k * 11) % 256));
+      d.set_data(pixels);
+      d.set_label(i % 3);
+      char key[16];
+      std::snprintf(key, sizeof(key), "%08d", i);
+      w.Put(key, d.SerializeAsString());
+    }
+    w.Close();
+    std::ofstream(dir_ / "net.prototxt") << "layer { name: 'data' type: 'Data' top: 'data' top: 'label'\n"
+                                         << "  transform_param { scale: 0.00390625 }\n"
+                                         << "  data_param { source: '" << (dir_ / "db").string()
+                                         << "' batch_size: 4 } }\n"
+                                         << "layer { name: 'ip' type: 'InnerProduct' bottom: 'data' top: 'ip'\n"
+                                         << "  inner_product_param { num_output: 3 weight_filler { type: 'xavier' } } }\n"
+                                         << "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' "
+                                         << "top: 'loss' }\n";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+TEST_F(TrainerMpi, TwoRanksTrainTogetherAndRankZeroSnapshots) {
+  std::ofstream(path("solver.prototxt")) << "net: '" << path("net.prototxt") << "'\n"
+                                         << "base_lr: 0.1 lr_policy: 'fixed' momentum: 0.9 max_iter: 20\n"
+                                         << "display: 10 snapshot: 10 snapshot_prefix: '" << path("snap") << "'\n";
+  const JobRun r = mpirun("train --solver=" + path("solver.prototxt"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("Training on 2 ranks (MPI)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("shard 0 of 2"), std::string::npos) << r.output;  // rank 1 logs warnings only
+  EXPECT_NE(r.output.find("Iteration 10, loss = "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Optimization Done."), std::string::npos) << r.output;
+  int snapshots = 0;
+  for (const auto& e : fs::directory_iterator(dir_)) snapshots += e.path().extension() == ".caffemodel";
+  EXPECT_EQ(snapshots, 2) << "iterations 10 and 20, written once each";
+  EXPECT_TRUE(fs::exists(path("snap_iter_20.solverstate")));
+}
+
+TEST_F(TrainerMpi, ABadSolverEndsTheJobWithTheMessage) {
+  std::ofstream(path("solver.prototxt")) << "net: '" << path("net.prototxt") << "'\n"
+                                         << "base_lr: 0.1\nlr_policy: 'sometimes'\nmax_iter: 5\n";
+  const JobRun r = mpirun("train --solver=" + path("solver.prototxt"));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.status, 124) << "the job hung: " << r.output;
+  EXPECT_NE(r.output.find("solver.prototxt:3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("unknown policy 'sometimes'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" of 2): error:"), std::string::npos) << "the failing rank names itself: " << r.output;
+}
+
+}  // namespace
+}  // namespace cortado
