@@ -37,7 +37,9 @@
 // ranks sum their gradients, which the unscale divides by S * iter_size *
 // ranks: the update of a batch of B per rank is the update of one solver
 // with batch ranks * B. At Solve's start every rank takes rank 0's weights
-// and history; a random_seed left unset is drawn on rank 0 and shared. Only
+// and history; a random_seed left unset is drawn on rank 0 and shared (the
+// nets are built from it; then rank r draws, dropout masks for one, from
+// random_seed + 1 + r, and snapshots keep every rank's generator). Only
 // rank 0 has test nets and writes snapshots; the signal actions are agreed
 // on each iteration (STOP over SNAPSHOT over NONE), so all ranks stop or
 // snapshot at the same iteration.

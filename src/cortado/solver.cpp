@@ -93,6 +93,10 @@ Solver::Solver(const SolverParameter& param, const SourceInfo& info, SolverSetup
   if (param_.has_solver_mode())
     LOG(INFO) << "solver_mode is not used to choose the device; trainer's --gpu flag does";
   InitNets();
+  // Several ranks: after the nets (built alike on every rank, with rank 0's
+  // test nets last), each rank's generator gets a seed of its own, so its
+  // dropout masks are its own and do not depend on the test nets.
+  if (ranks() > 1) set_random_seed(param_.random_seed() + 1 + rank());
   const bool double_net = !net_->layers().empty() && net_->layers().front()->forward_type() == DOUBLE;
   data_type_ = double_net ? DOUBLE : param_.solver_data_type();
   loss_scale_ = param_.dynamic_loss_scale() ? param_.loss_scale_init() : net_->global_grad_scale();
@@ -395,6 +399,15 @@ std::vector<double> Solver::Test(int id) {
 }
 
 std::string Solver::Snapshot() {
+  // Every rank's generator state goes into rank 0's file. A collective:
+  // every rank snapshots at the same iteration (intervals, agreed actions).
+  std::vector<std::string> rank_states;
+  for (int k = 0; k < (ranks() > 1 ? ranks() : 0); ++k) {
+    std::string s = rank() == k ? rng_state() : std::string();
+    s.resize(static_cast<size_t>(comm_->Max(static_cast<int64_t>(s.size()))));
+    comm_->Broadcast(s.data(), static_cast<int64_t>(s.size()), k);
+    rank_states.push_back(std::move(s));
+  }
   if (rank() != 0) return "";  // the ranks' weights are the same: rank 0 writes them
   std::string prefix = param_.snapshot_prefix();
   if (prefix.empty()) prefix = param_.net().substr(0, param_.net().rfind('.'));
@@ -409,6 +422,7 @@ std::string Solver::Snapshot() {
   state.set_learned_net(model);
   state.set_current_step(current_step_);
   state.set_rng_state(rng_state());
+  for (const std::string& s : rank_states) state.add_rank_rng_state(s);
   state.set_loss_scale(loss_scale_);
   state.set_clean_iterations(clean_iterations_);
   state.set_skipped_iterations(skipped_iterations_);
@@ -438,7 +452,15 @@ void Solver::Restore(const std::string& state_file) {
       const int j = static_cast<int>(i) * history_slots() + k;
       history(static_cast<int>(i), k).FromProto(state.history(j), false, str_cat(state_file, ": history ", j));
     }
-  if (state.has_rng_state()) set_rng_state(state.rng_state());
+  if (ranks() > 1 && state.rank_rng_state_size() == ranks()) {
+    set_rng_state(state.rank_rng_state(rank()));
+  } else {
+    if (state.has_rng_state()) set_rng_state(state.rng_state());
+    if (ranks() > 1 || state.rank_rng_state_size() > 0)
+      LOG(WARNING) << state_file << " was written by a run of " << std::max(state.rank_rng_state_size(), 1)
+                   << " rank(s), this one has " << ranks() << ": every rank restarts from rank 0's random "
+                   << "generator, so random draws (dropout) differ from the run that wrote it";
+  }
   if (state.has_loss_scale()) {
     clean_iterations_ = state.clean_iterations();
     skipped_iterations_ = state.skipped_iterations();
