@@ -25,6 +25,7 @@
 
 #include "cortado.pb.h"
 #include "cortado/util/io.hpp"
+#include "command.hpp"
 
 namespace cortado {
 namespace {
@@ -89,26 +90,15 @@ const char* const kGood[] = {"ok_lenet_dummy.prototxt", "solver_ok.prototxt"};
 const std::string kRoot = std::string(CORTADO_TEST_DATA_DIR) + "/..";
 const std::string kDir = "tests/bad_input/";  // relative to kRoot, where trainer runs
 
-struct TrainerRun {
-  int status = -1;  // exit status, or -1 when it did not exit normally
-  std::string output;
-};
+using TrainerRun = test::CommandRun;
 
 // Runs trainer on `file` from the repository root; captures stdout and stderr.
 TrainerRun run_trainer_args(const std::string& args) {
   // GLOG_logtostderr: no log files left in /tmp. `timeout`: a hang fails
   // instead of blocking the suite (it exits 124).
   const std::string cmd = "cd '" + kRoot + "' && GLOG_logtostderr=1 timeout 300 '" +
-                          std::string(CORTADO_TRAINER) + "' " + args + " 2>&1";
-  TrainerRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int st = pclose(p);
-  if (st != -1 && WIFEXITED(st)) r.status = WEXITSTATUS(st);
-  return r;
+                          std::string(CORTADO_TRAINER) + "' " + args;
+  return test::RunCommand(cmd);
 }
 
 TrainerRun run_trainer(const std::string& file, bool solver) {

@@ -19,6 +19,7 @@
 
 #include "cortado/util/io.hpp"
 #include "cortado/util/rng.hpp"
+#include "command.hpp"
 
 namespace cortado {
 namespace {
@@ -318,23 +319,12 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "b" bottom: "label" top: "l
 
 const std::string kRoot = std::string(CORTADO_TEST_DATA_DIR) + "/..";
 
-struct TrainerRun {
-  int status = -1;
-  std::string output;
-};
+using TrainerRun = test::CommandRun;
 
 TrainerRun run_trainer(const std::string& args, const std::string& env = "") {
   const std::string cmd = "cd '" + kRoot + "' && " + env + " GLOG_logtostderr=1 timeout 300 '" +
-                          std::string(CORTADO_TRAINER) + "' " + args + " 2>&1";
-  TrainerRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int st = pclose(p);
-  if (st != -1 && WIFEXITED(st)) r.status = WEXITSTATUS(st);
-  return r;
+                          std::string(CORTADO_TRAINER) + "' " + args;
+  return test::RunCommand(cmd);
 }
 
 std::string temp_path(const std::string& suffix) {

@@ -35,6 +35,7 @@
 #include "cortado/util/db.hpp"
 #include "cortado/util/io.hpp"
 #include "cortado.pb.h"
+#include "command.hpp"
 
 namespace cortado {
 namespace {
@@ -85,10 +86,7 @@ std::vector<Record> ReadDb(const std::string& path) {
   return out;
 }
 
-struct ToolRun {
-  int status = -1;  // exit status, or -1 when the tool did not exit normally
-  std::string output;
-};
+using ToolRun = test::CommandRun;
 
 void ExpectNoCrash(const ToolRun& r) {
   for (const char* bad : {"terminate", "Aborted", "Check failed", "SIGSEGV", "core dumped"}) {
@@ -130,17 +128,8 @@ class ImageToolsTest : public ::testing::Test {
 
   // Runs a tool in the test directory; captures stdout and stderr.
   ToolRun RunTool(const std::string& tool, const std::string& args) const {
-    const std::string cmd = "cd '" + dir_.string() + "' && GLOG_logtostderr=1 timeout 120 '" + tool + "' " + args +
-                            " 2>&1";
-    ToolRun r;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return r;
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-    const int st = pclose(p);
-    if (st != -1 && WIFEXITED(st)) r.status = WEXITSTATUS(st);
-    return r;
+    const std::string cmd = "cd '" + dir_.string() + "' && GLOG_logtostderr=1 timeout 120 '" + tool + "' " + args;
+    return test::RunCommand(cmd);
   }
   ToolRun Convert(const std::string& flags, const std::string& db, const std::string& list = "list.txt") const {
     return RunTool(CORTADO_CONVERT_IMAGESET, flags + " img/ " + list + " " + db);

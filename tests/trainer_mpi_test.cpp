@@ -5,10 +5,8 @@
 // build without MPI. (The arithmetic of the ranks' step is checked in
 // mpi_test.cpp, which runs under mpirun itself.)
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,31 +14,19 @@
 
 #include "cortado/communicator.hpp"
 #include "cortado/util/db.hpp"
+#include "command.hpp"
 
 namespace cortado {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct JobRun {
-  int status = -1;
-  std::string output;
-};
-
-JobRun mpirun(const std::string& args) {
+// Two ranks of the trainer under Open MPI's mpirun (as root it needs the two
+// variables; --oversubscribe lets 2 ranks share a 1-core machine).
+test::CommandRun mpirun(const std::string& args) {
 #ifdef CORTADO_MPIRUN
-  const std::string cmd = std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 GLOG_logtostderr=1 ") +
-                          "timeout 300 '" + CORTADO_MPIRUN + "' --oversubscribe -np 2 '" + CORTADO_TRAINER + "' " +
-                          args + " 2>&1";
-  JobRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int st = pclose(p);
-  if (st != -1 && WIFEXITED(st)) r.status = WEXITSTATUS(st);
-  return r;
+  return test::RunCommand(std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 GLOG_logtostderr=1 ") +
+                          "timeout 300 '" + CORTADO_MPIRUN + "' --oversubscribe -np 2 '" + CORTADO_TRAINER + "' " + args);
 #else
   (void)args;
   return {};
@@ -93,7 +79,7 @@ TEST_F(TrainerMpi, TwoRanksTrainTogetherAndRankZeroSnapshots) {
   std::ofstream(path("solver.prototxt")) << "net: '" << path("net.prototxt") << "'\n"
                                          << "base_lr: 0.1 lr_policy: 'fixed' momentum: 0.9 max_iter: 20\n"
                                          << "display: 10 snapshot: 10 snapshot_prefix: '" << path("snap") << "'\n";
-  const JobRun r = mpirun("train --solver=" + path("solver.prototxt"));
+  const test::CommandRun r = mpirun("train --solver=" + path("solver.prototxt"));
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("Training on 2 ranks (MPI)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("shard 0 of 2"), std::string::npos) << r.output;  // rank 1 logs warnings only
@@ -108,7 +94,7 @@ TEST_F(TrainerMpi, TwoRanksTrainTogetherAndRankZeroSnapshots) {
 TEST_F(TrainerMpi, ABadSolverEndsTheJobWithTheMessage) {
   std::ofstream(path("solver.prototxt")) << "net: '" << path("net.prototxt") << "'\n"
                                          << "base_lr: 0.1\nlr_policy: 'sometimes'\nmax_iter: 5\n";
-  const JobRun r = mpirun("train --solver=" + path("solver.prototxt"));
+  const test::CommandRun r = mpirun("train --solver=" + path("solver.prototxt"));
   EXPECT_NE(r.status, 0) << r.output;
   EXPECT_NE(r.status, 124) << "the job hung: " << r.output;
   EXPECT_NE(r.output.find("solver.prototxt:3"), std::string::npos) << r.output;

@@ -24,6 +24,7 @@
 #include "cortado/net.hpp"
 #include "cortado/solver.hpp"
 #include "cortado/util/io.hpp"
+#include "command.hpp"
 
 namespace cortado {
 namespace {
@@ -117,23 +118,12 @@ TEST(SolverApplyUpdate, UpdatesTheWeightsWithoutAdvancingTheIteration) {
   EXPECT_GT(changed, 0);
 }
 
-struct ToolRun {
-  int status = -1;
-  std::string output;
-};
+using ToolRun = test::CommandRun;
 
 ToolRun trainer(const std::string& args) {
   const std::string cmd = "cd '" + kRoot + "' && GLOG_logtostderr=1 timeout 300 '" + std::string(CORTADO_TRAINER) +
-                          "' " + args + " 2>&1";
-  ToolRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int st = pclose(p);
-  if (st != -1 && WIFEXITED(st)) r.status = WEXITSTATUS(st);
-  return r;
+                          "' " + args;
+  return test::RunCommand(cmd);
 }
 
 // The key=value pairs of the "time:" line.

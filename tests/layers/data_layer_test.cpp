@@ -113,6 +113,20 @@ class DataLayerTest : public ::testing::Test {
     const float* p = top_[1]->cpu_data<float>();
     return std::vector<float>(p, p + top_[1]->count());
   }
+  /// The (data, labels) of `batches` batches of a layer set up from `text`
+  /// with the process seed at `seed`, after Seek(seek) when seek >= 0.
+  using Run = std::vector<std::pair<std::vector<double>, std::vector<float>>>;
+  Run Batches(int64_t seed, const std::string& text, int64_t seek, int batches) {
+    set_random_seed(seed);
+    SetUp(text);
+    if (seek >= 0) layer_->Seek(seek);
+    Run out;
+    for (int b = 0; b < batches; ++b) {
+      Forward();
+      out.emplace_back(Data(), Labels());
+    }
+    return out;
+  }
 
   std::unique_ptr<DataLayer<F, B>> layer_;
   test::Blobs top_;
@@ -222,17 +236,9 @@ TYPED_TEST(DataLayerTest, SeekReproducesAnUninterruptedRun) {
   const std::string transform = "phase: TRAIN transform_param { crop_size: 4 mirror: true }";
   const std::string text = DataText(dir / "db", 3, transform);
   const std::string skip_text = DataText(dir / "db", 3, transform, "rand_skip: 5");
-  using Run = std::vector<std::pair<std::vector<double>, std::vector<float>>>;
+  using Run = typename TestFixture::Run;
   auto run = [&](int64_t seed, const std::string& t, int64_t seek, int batches) {
-    set_random_seed(seed);
-    this->SetUp(t);
-    if (seek >= 0) this->layer_->Seek(seek);
-    Run out;
-    for (int b = 0; b < batches; ++b) {
-      this->Forward();
-      out.emplace_back(this->Data(), this->Labels());
-    }
-    return out;
+    return this->Batches(seed, t, seek, batches);
   };
   for (const std::string& t : {text, skip_text}) {
     const Run full = run(1701, t, -1, 6);
@@ -259,14 +265,7 @@ TYPED_TEST(DataLayerTest, ThreadsDoNotChangeTheBatches) {
   WriteDb(dir / "db", 9, {2, 5, 6});
   const std::string transform = "phase: TRAIN transform_param { crop_size: 3 mirror: true }";
   auto run = [&](int threads) {
-    set_random_seed(77);
-    this->SetUp(DataText(dir / "db", 7, transform, str_cat("threads: ", threads)));
-    std::vector<std::pair<std::vector<double>, std::vector<float>>> out;
-    for (int b = 0; b < 4; ++b) {
-      this->Forward();
-      out.emplace_back(this->Data(), this->Labels());
-    }
-    return out;
+    return this->Batches(77, DataText(dir / "db", 7, transform, str_cat("threads: ", threads)), -1, 4);
   };
   const auto one = run(1);
   EXPECT_EQ(run(3), one);
@@ -286,17 +285,9 @@ TYPED_TEST(DataLayerTest, ShardsTogetherAreTheUnshardedBatch) {
   const int image = s.c * 3 * 3;
   WriteDb(dir / "db", 11, s);  // 11: the shards wrap around at different records
   const std::string transform = "phase: TRAIN transform_param { crop_size: 3 mirror: true }";
-  using Run = std::vector<std::pair<std::vector<double>, std::vector<float>>>;
+  using Run = typename TestFixture::Run;
   auto run = [&](const std::string& data_extra, int batch, int64_t seek, int batches) {
-    set_random_seed(2024);
-    this->SetUp(DataText(dir / "db", batch, transform, data_extra));
-    if (seek >= 0) this->layer_->Seek(seek);
-    Run out;
-    for (int b = 0; b < batches; ++b) {
-      this->Forward();
-      out.emplace_back(this->Data(), this->Labels());
-    }
-    return out;
+    return this->Batches(2024, DataText(dir / "db", batch, transform, data_extra), seek, batches);
   };
   for (const std::string skip : {"", "rand_skip: 7 "}) {
     const int S = 3, B = 2, batches = 5;
