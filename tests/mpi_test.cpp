@@ -7,10 +7,12 @@
 // - the MPI engine's sums (float, double, float16 with one rounding per
 //   sum, Inf and NaN carried), broadcast and max;
 // - a solver step on R ranks with batch B each equals the step of one
-//   solver with batch R * B, for FP32 and for FP16 storage with FP32 master
-//   weights, and leaves the ranks with the same bits;
+//   solver with batch R * B, for FP32, for FP16 storage with FP32 master
+//   weights, with iter_size, and with dynamic loss scaling and clipping,
+//   and leaves the ranks with the same bits;
 // - rank 0 alone tests and snapshots; a signal seen by one rank stops all
-//   at the same iteration; an unset random_seed is shared.
+//   at the same iteration; an unset random_seed is shared; a resumed run is
+//   bit-identical on every rank, dropout included.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -150,16 +152,26 @@ std::vector<float> Weights(Solver* s) {
   return w;
 }
 
-class DataParallel : public ::testing::TestWithParam<bool> {};  // the parameter: FP16 storage
+struct Recipe {
+  const char* name;
+  bool fp16;       // FP16 storage (with FP32 master weights)
+  int iter_size;   // each rank accumulates this many batches per step
+  const char* solver;  // more solver fields
+};
+
+class DataParallel : public ::testing::TestWithParam<Recipe> {};
 
 TEST_P(DataParallel, StepOfTheRanksIsTheStepOfTheirBatchTogether) {
   auto comm = world();
   const int n = comm->size();
-  const bool fp16 = GetParam();
+  const Recipe& recipe = GetParam();
+  const bool fp16 = recipe.fp16;
   SharedDb db;
-  const std::string solver =
-      "base_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 weight_decay: 0.001 random_seed: 11 max_iter: 4 "
-      "display: 0 snapshot_after_train: false";
+  auto solver_text = [&](int iter_size, const std::string& more) {
+    return str_cat("base_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 weight_decay: 0.001 random_seed: 11 max_iter: 4 "
+                   "display: 0 snapshot_after_train: false iter_size: ", iter_size, " ", more);
+  };
+  const std::string solver = solver_text(recipe.iter_size, recipe.solver);
   const int B = 3, steps = 4;
   auto ranked = MakeSolver(solver, NetText(db.db(), B, fp16), comm);
   ranked->SyncParameters();
@@ -172,10 +184,18 @@ TEST_P(DataParallel, StepOfTheRanksIsTheStepOfTheirBatchTogether) {
   comm->Broadcast(last.data(), static_cast<int64_t>(last.size() * sizeof(float)), n - 1);
   EXPECT_EQ(mine, last) << "rank " << comm->rank() << " drifted from rank " << n - 1;
 
-  // One solver alone, batch n * B, same seed: the same steps.
-  auto alone = MakeSolver(solver, NetText(db.db(), n * B, fp16), nullptr);
+  // One solver alone, batch n * B * iter_size, same seed: the same steps
+  // (rank r's k-th batch of a step holds the positions that are r mod n in
+  // the k-th n * B of the big batch).
+  const std::string big_net = NetText(db.db(), n * B * recipe.iter_size, fp16);
+  auto alone = MakeSolver(solver_text(1, recipe.solver), big_net, nullptr);
   alone->Step(steps);
   const std::vector<float> want = Weights(alone.get());
+  if (std::string(recipe.solver).find("clip_gradients") != std::string::npos) {
+    auto unclipped = MakeSolver(solver_text(1, ""), big_net, nullptr);
+    unclipped->Step(steps);
+    EXPECT_NE(Weights(unclipped.get()), want) << "the clipping never acted: the recipe tests nothing";
+  }
   ASSERT_EQ(want.size(), mine.size());
   // FP32: only the order of the sums differs (seen: 1.5e-8 at most). FP16:
   // each rank's gradient is rounded to float16 before the ranks' sum, which
@@ -190,8 +210,16 @@ TEST_P(DataParallel, StepOfTheRanksIsTheStepOfTheirBatchTogether) {
   EXPECT_GT(moved, 1e-3) << "the steps did not change the weights";
 }
 
-INSTANTIATE_TEST_SUITE_P(Storage, DataParallel, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "FP16" : "FP32"; });
+INSTANTIATE_TEST_SUITE_P(
+    Recipes, DataParallel,
+    ::testing::Values(Recipe{"FP32", false, 1, ""}, Recipe{"FP16", true, 1, ""},
+                      Recipe{"FP32IterSize2", false, 2, ""},
+                      // The clipping acts on the global norm, after the
+                      // ranks' sum and the unscale (the test checks that
+                      // 0.2 is below it: unclipped steps differ).
+                      Recipe{"FP16DynamicScaleAndClipping", true, 1,
+                             "dynamic_loss_scale: true loss_scale_init: 1024 clip_gradients: 0.2"}),
+    [](const ::testing::TestParamInfo<Recipe>& i) { return i.param.name; });
 
 TEST(DataParallelSolver, RankZeroAloneTestsAndSnapshots) {
   auto comm = world();
