@@ -8,9 +8,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cortado/communicator.hpp"
 #include "cortado/util/db.hpp"
@@ -100,6 +103,31 @@ TEST_F(TrainerMpi, ABadSolverEndsTheJobWithTheMessage) {
   EXPECT_NE(r.output.find("solver.prototxt:3"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("unknown policy 'sometimes'"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(" of 2): error:"), std::string::npos) << "the failing rank names itself: " << r.output;
+}
+
+// The trainer needs MPI only when the launcher started several ranks: a
+// single task (srun with one task, mpirun -np 1) trains alone, even in a
+// build without MPI.
+TEST(LauncherRanks, ReadsTheLaunchersEnvironment) {
+  const char* names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"};
+  std::vector<std::pair<std::string, std::string>> saved;
+  for (const char* n : names) {
+    if (const char* v = std::getenv(n)) saved.emplace_back(n, v);
+    ::unsetenv(n);
+  }
+  EXPECT_EQ(LauncherRanks(), 1);
+  ::setenv("SLURM_NTASKS", "4", 1);
+  EXPECT_EQ(LauncherRanks(), 1) << "a Slurm allocation alone launches nothing";
+  ::setenv("PMIX_RANK", "0", 1);
+  EXPECT_EQ(LauncherRanks(), 4);
+  ::setenv("PMI_SIZE", "2", 1);
+  EXPECT_EQ(LauncherRanks(), 2);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
+  EXPECT_EQ(LauncherRanks(), 1);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "8", 1);
+  EXPECT_EQ(LauncherRanks(), 8);
+  for (const char* n : names) ::unsetenv(n);
+  for (const auto& [n, v] : saved) ::setenv(n.c_str(), v.c_str(), 1);
 }
 
 }  // namespace

@@ -47,9 +47,11 @@ class Communicator {
 
 /// Whether this build has the MPI engine.
 bool MpiBuilt();
-/// Whether an MPI launcher (mpirun, mpiexec, srun) started this process:
-/// it leaves the rank in the environment.
-bool LaunchedByMpi();
+/// How many ranks the MPI launcher that started this process (mpirun,
+/// mpiexec, srun) started, from the environment it leaves; 1 without one.
+/// A process that is one of several needs MPI; one alone trains without it
+/// (`srun trainer train` with one task, a build without MPI).
+int LauncherRanks();
 /// The rank among this machine's processes of the job, from the launcher's
 /// environment (0 when it does not say): the GPU a rank takes.
 int MpiLocalRank();

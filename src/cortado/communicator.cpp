@@ -30,9 +30,12 @@ bool MpiBuilt() {
 #endif
 }
 
-bool LaunchedByMpi() {
-  // Open MPI's mpirun, PMIx launchers, and MPICH's Hydra (PMI).
-  return env("OMPI_COMM_WORLD_SIZE") || env("PMIX_RANK") || env("PMI_SIZE");
+int LauncherRanks() {
+  // Open MPI's mpirun, MPICH's Hydra (PMI), and Slurm's srun with PMIx.
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char* v = env(name)) return std::max(1, std::atoi(v));
+  if (env("PMIX_RANK") && env("SLURM_NTASKS")) return std::max(1, std::atoi(env("SLURM_NTASKS")));
+  return 1;
 }
 
 int MpiLocalRank() {
