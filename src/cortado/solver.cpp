@@ -508,6 +508,9 @@ void Solver::SkipOverflowedStep() {
 // ---- across ranks ------------------------------------------------------------------------
 
 void Solver::ReduceGradients() {
+  // On a GPU context the Tensor's host copies below go on (and wait for)
+  // this context's stream, after the backward that wrote the gradients.
+  net_->context().Activate();
   const std::vector<Blob*>& params = net_->learnable_params();
   for (int g = 0; g < kNumTypes; ++g) {
     const Type t = Type(g);
@@ -521,7 +524,8 @@ void Solver::ReduceGradients() {
     }
     if (total == 0) continue;
     packed_.resize(total * bytes);
-    // On a GPU context the Tensor brings the gradients to the host and back.
+    // On a GPU context the Tensor brings the gradients to the host and back
+    // (the MPI engine sums host memory).
     char* at = packed_.data();
     for (Tensor* d : grads) {
       std::memcpy(at, d->data_raw(t), d->count() * bytes);
