@@ -26,8 +26,8 @@
 
 #include "cortado/communicator.hpp"
 #include "cortado/solver.hpp"
-#include "cortado/util/db.hpp"
 #include "cortado/util/io.hpp"
+#include "datum_db.hpp"
 
 namespace cortado {
 namespace {
@@ -81,25 +81,11 @@ class SharedDb {
     if (comm->rank() == 0) {
       fs::remove_all(dir_);
       fs::create_directories(dir_);
-      LmdbWriter w((dir_ / "db").string());
-      uint32_t state = 12345;
-      for (int i = 0; i < 32; ++i) {
-        Datum d;
-        d.set_channels(1);
-        d.set_height(6);
-        d.set_width(6);
-        std::string pixels;
-        for (int k = 0; k < 36; ++k) {
-          state = state * 1664525u + 1013904223u;
-          pixels.push_back(static_cast<char>(state >> 24));
-        }
-        d.set_data(pixels);
-        d.set_label(i % 5);
-        char key[16];
-        std::snprintf(key, sizeof(key), "%08d", i);
-        w.Put(key, d.SerializeAsString());
-      }
-      w.Close();
+      uint32_t state = 12345;  // a linear congruential sequence: noise-like pixels
+      test::WriteRawDatumDb((dir_ / "db").string(), 32, 1, 6, 6, [&](int, int) {
+        state = state * 1664525u + 1013904223u;
+        return static_cast<uint8_t>(state >> 24);
+      }, [](int i) { return i % 5; });
     }
     comm->Max(0);  // a barrier: the database is complete before anyone opens it
   }

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "cortado/communicator.hpp"
-#include "cortado/util/db.hpp"
 #include "command.hpp"
+#include "datum_db.hpp"
 
 namespace cortado {
 namespace {
@@ -45,21 +45,9 @@ class TrainerMpi : public ::testing::Test {
     dir_ = fs::path(::testing::TempDir()) / ("cortado_trainer_mpi_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    LmdbWriter w((dir_ / "db").string());
-    for (int i = 0; i < 40; ++i) {
-      Datum d;
-      d.set_channels(1);
-      d.set_height(4);
-      d.set_width(4);
-      std::string pixels;
-      for (int k = 0; k < 16; ++k) pixels.push_back(static_cast<char>((i * 37 + k * 11) % 256));
-      d.set_data(pixels);
-      d.set_label(i % 3);
-      char key[16];
-      std::snprintf(key, sizeof(key), "%08d", i);
-      w.Put(key, d.SerializeAsString());
-    }
-    w.Close();
+    test::WriteRawDatumDb((dir_ / "db").string(), 40, 1, 4, 4,
+                          [](int i, int k) { return static_cast<uint8_t>((i * 37 + k * 11) % 256); },
+                          [](int i) { return i % 3; });
     std::ofstream(dir_ / "net.prototxt") << "layer { name: 'data' type: 'Data' top: 'data' top: 'label'\n"
                                          << "  transform_param { scale: 0.00390625 }\n"
                                          << "  data_param { source: '" << (dir_ / "db").string()

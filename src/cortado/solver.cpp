@@ -402,11 +402,13 @@ std::string Solver::Snapshot() {
   // Every rank's generator state goes into rank 0's file. A collective:
   // every rank snapshots at the same iteration (intervals, agreed actions).
   std::vector<std::string> rank_states;
-  for (int k = 0; k < (ranks() > 1 ? ranks() : 0); ++k) {
-    std::string s = rank() == k ? rng_state() : std::string();
-    s.resize(static_cast<size_t>(comm_->Max(static_cast<int64_t>(s.size()))));
-    comm_->Broadcast(s.data(), static_cast<int64_t>(s.size()), k);
-    rank_states.push_back(std::move(s));
+  if (ranks() > 1) {
+    for (int k = 0; k < ranks(); ++k) {
+      std::string s = rank() == k ? rng_state() : std::string();
+      s.resize(static_cast<size_t>(comm_->Max(static_cast<int64_t>(s.size()))));  // rank k's length
+      comm_->Broadcast(s.data(), static_cast<int64_t>(s.size()), k);
+      rank_states.push_back(std::move(s));
+    }
   }
   if (rank() != 0) return "";  // the ranks' weights are the same: rank 0 writes them
   std::string prefix = param_.snapshot_prefix();
