@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cortado/common.hpp"
@@ -75,6 +76,42 @@ TEST(LmdbTest, WriteAndReadBack) {
   c.SeekToFirst();
   ASSERT_TRUE(c.Valid());
   EXPECT_EQ(c.key(), Key(0));
+}
+
+// The ranks of one process open their Data layers' database at the same
+// moment, right after it was written (as a test or a conversion in the same
+// process does). Every cursor must see every record: with one LMDB
+// environment per cursor, same-process openers could reset each other's lock
+// table and read the empty snapshot of the database's creation.
+TEST(LmdbTest, CursorsOpenedAtOnceByThreadsSeeEveryRecord) {
+  TempDir dir;
+  const int kThreads = 4, kRounds = 60;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string path = dir / ("db" + std::to_string(round));
+    {
+      LmdbWriter w(path);
+      for (int i = 0; i < 9; ++i) w.Put(Key(i), Value(i));
+    }
+    std::atomic<int> ready{0};
+    std::vector<int64_t> entries(kThreads, -1);
+    std::vector<std::string> last(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        ++ready;
+        while (ready.load() < kThreads) {
+        }
+        LmdbCursor c(path);
+        entries[static_cast<size_t>(t)] = c.entries();
+        for (; c.Valid(); c.Next()) last[static_cast<size_t>(t)] = std::string(c.key());
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    for (int t = 0; t < kThreads; ++t) {
+      ASSERT_EQ(entries[static_cast<size_t>(t)], 9) << "round " << round << ", thread " << t;
+      ASSERT_EQ(last[static_cast<size_t>(t)], Key(8)) << "round " << round << ", thread " << t;
+    }
+  }
 }
 
 TEST(LmdbTest, WrapAround) {

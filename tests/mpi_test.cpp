@@ -27,6 +27,7 @@
 #include "cortado/communicator.hpp"
 #include "cortado/solver.hpp"
 #include "cortado/util/io.hpp"
+#include "data_parallel_util.hpp"
 #include "datum_db.hpp"
 
 namespace cortado {
@@ -101,49 +102,13 @@ class SharedDb {
   fs::path dir_;
 };
 
-// Data (random crops and flips, so that the shards' augmentation is checked
-// too) -> Convolution -> ReLU -> InnerProduct -> SoftmaxWithLoss.
+using test::MakeSolver;
+using test::Recipe;
+using test::Weights;
+
 std::string NetText(const std::string& db, int batch, bool fp16, bool dropout = false) {
-  return str_cat(fp16 ? "default_forward_type: FLOAT16 default_backward_type: FLOAT16 " : "",
-                 R"(layer { name: "data" type: "Data" top: "data" top: "label" include { phase: TRAIN }
-                      transform_param { crop_size: 5 mirror: true scale: 0.00390625 }
-                      data_param { source: ")", db, R"(" batch_size: )", batch, R"( } }
-                    layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
-                      convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "xavier" }
-                                          bias_filler { type: "constant" value: 0.1 } } }
-                    layer { name: "relu" type: "ReLU" bottom: "conv" top: "conv" })",
-                 dropout ? R"(layer { name: "drop" type: "Dropout" bottom: "conv" top: "conv" })" : "", R"(
-                    layer { name: "ip" type: "InnerProduct" bottom: "conv" top: "ip"
-                      inner_product_param { num_output: 5 weight_filler { type: "gaussian" std: 0.1 } } }
-                    layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" })");
+  return test::DataParallelNet(db, batch, fp16, dropout);
 }
-
-std::unique_ptr<Solver> MakeSolver(const std::string& solver_text, const std::string& net_text,
-                                   std::shared_ptr<Communicator> comm) {
-  SolverParameter sp;
-  SourceInfo info;
-  ParseTextProto(solver_text, "solver.prototxt", &sp, &info);
-  ParseTextProto(net_text, "net.prototxt", sp.mutable_net_param());
-  SolverSetup setup;
-  setup.comm = std::move(comm);
-  return Solver::Create(sp, info, setup);
-}
-
-std::vector<float> Weights(Solver* s) {
-  std::vector<float> w;
-  for (Blob* p : s->net()->learnable_params()) {
-    const float* v = p->data().data<float>();
-    w.insert(w.end(), v, v + p->count());
-  }
-  return w;
-}
-
-struct Recipe {
-  const char* name;
-  bool fp16;       // FP16 storage (with FP32 master weights)
-  int iter_size;   // each rank accumulates this many batches per step
-  const char* solver;  // more solver fields
-};
 
 class DataParallel : public ::testing::TestWithParam<Recipe> {};
 
@@ -151,15 +116,10 @@ TEST_P(DataParallel, StepOfTheRanksIsTheStepOfTheirBatchTogether) {
   auto comm = world();
   const int n = comm->size();
   const Recipe& recipe = GetParam();
-  const bool fp16 = recipe.fp16;
   SharedDb db;
-  auto solver_text = [&](int iter_size, const std::string& more) {
-    return str_cat("base_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 weight_decay: 0.001 random_seed: 11 max_iter: 4 "
-                   "display: 0 snapshot_after_train: false iter_size: ", iter_size, " ", more);
-  };
-  const std::string solver = solver_text(recipe.iter_size, recipe.solver);
   const int B = 3, steps = 4;
-  auto ranked = MakeSolver(solver, NetText(db.db(), B, fp16), comm);
+  auto ranked = MakeSolver(test::DataParallelSolver(recipe.iter_size, recipe.solver), NetText(db.db(), B, recipe.fp16),
+                           comm);
   ranked->SyncParameters();
   const std::vector<float> before = Weights(ranked.get());
   ranked->Step(steps);
@@ -173,39 +133,11 @@ TEST_P(DataParallel, StepOfTheRanksIsTheStepOfTheirBatchTogether) {
   // One solver alone, batch n * B * iter_size, same seed: the same steps
   // (rank r's k-th batch of a step holds the positions that are r mod n in
   // the k-th n * B of the big batch).
-  const std::string big_net = NetText(db.db(), n * B * recipe.iter_size, fp16);
-  auto alone = MakeSolver(solver_text(1, recipe.solver), big_net, nullptr);
-  alone->Step(steps);
-  const std::vector<float> want = Weights(alone.get());
-  if (std::string(recipe.solver).find("clip_gradients") != std::string::npos) {
-    auto unclipped = MakeSolver(solver_text(1, ""), big_net, nullptr);
-    unclipped->Step(steps);
-    EXPECT_NE(Weights(unclipped.get()), want) << "the clipping never acted: the recipe tests nothing";
-  }
-  ASSERT_EQ(want.size(), mine.size());
-  // FP32: only the order of the sums differs (seen: 1.5e-8 at most). FP16:
-  // each rank's gradient is rounded to float16 before the ranks' sum, which
-  // is rounded again (seen: 3.5e-5 at most, with weights up to 0.56 that
-  // moved by up to 0.038; a wrong 1/ranks moves them by about that much).
-  const double rtol = fp16 ? 5e-4 : 1e-5, atol = fp16 ? 1e-4 : 1e-6;
-  double moved = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_NEAR(mine[i], want[i], atol + rtol * std::fabs(want[i])) << "weight " << i;
-    moved = std::max(moved, std::fabs(static_cast<double>(mine[i]) - before[i]));
-  }
-  EXPECT_GT(moved, 1e-3) << "the steps did not change the weights";
+  test::ExpectStepOfTheirBatchTogether(recipe, db.db(), n, B, steps, before, mine);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Recipes, DataParallel,
-    ::testing::Values(Recipe{"FP32", false, 1, ""}, Recipe{"FP16", true, 1, ""},
-                      Recipe{"FP32IterSize2", false, 2, ""},
-                      // The clipping acts on the global norm, after the
-                      // ranks' sum and the unscale (the test checks that
-                      // 0.2 is below it: unclipped steps differ).
-                      Recipe{"FP16DynamicScaleAndClipping", true, 1,
-                             "dynamic_loss_scale: true loss_scale_init: 1024 clip_gradients: 0.2"}),
-    [](const ::testing::TestParamInfo<Recipe>& i) { return i.param.name; });
+INSTANTIATE_TEST_SUITE_P(Recipes, DataParallel, ::testing::ValuesIn(test::DataParallelRecipes()),
+                         [](const ::testing::TestParamInfo<Recipe>& i) { return i.param.name; });
 
 TEST(DataParallelSolver, RankZeroAloneTestsAndSnapshots) {
   auto comm = world();

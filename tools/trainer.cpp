@@ -1,13 +1,14 @@
 // trainer: the command-line front end, in the shape of Caffe's `caffe` tool.
 //   trainer train --solver=S [--snapshot=F | --weights=W] [--gpu=...]
+//   trainer train ... --gpu=0,1,...  (one rank per GPU in this process; parallel.hpp)
 //   mpirun -np N trainer train ...   (N ranks, data-parallel; communicator.hpp)
 //   trainer test  --model=M --weights=W [--iterations=N]
 //   trainer time  --model=M [--solver=S] [--batch_size=B] [--iterations=N] [--warmup=N] [--gpu=N]
 //   trainer grad_stats --model=M [--weights=W] [--iterations=N] [--csv=F] [--plot=F.png]
 //   trainer device_query [--gpu=N]
 // A user error (bad prototxt, missing file, bad flag) prints one message and
-// exits with status 1; under mpirun the rank that failed names itself and
-// ends the whole job with status 1 (the others would wait for it forever).
+// exits with status 1; with several ranks the rank that failed names itself
+// and ends the whole job with status 1 (the others would wait for it forever).
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -27,10 +28,12 @@
 
 #include "cortado/communicator.hpp"
 #include "cortado/context.hpp"
+#include "cortado/parallel.hpp"
 #include "cortado/solver.hpp"
 #include "cortado/util/cuda.hpp"
 #include "cortado/util/device.hpp"
 #include "cortado/util/grad_stats.hpp"
+#include "cortado/util/logging.hpp"
 #include "cortado/util/signals.hpp"
 
 DEFINE_string(solver, "", "The solver prototxt (train; time: the update to time, and its net without --model).");
@@ -44,8 +47,9 @@ DEFINE_int32(batch_size, 0, "time: the batch (first dimension) of the model's Da
 DEFINE_string(phase, "", "TRAIN or TEST: the phase of --model (test defaults to TEST, time to TRAIN).");
 DEFINE_int32(level, 0, "The net state level.");
 DEFINE_string(stage, "", "Comma-separated net state stages.");
-DEFINE_string(gpu, "", "GPU ids ('0', '0,1', 'all'); empty runs on the CPU. Under mpirun each rank takes "
-              "the id at its local rank (modulo their number).");
+DEFINE_string(gpu, "", "GPU ids ('0', '0,1', 'all'); empty runs on the CPU. train with several ids runs one "
+              "rank per id in this process; under mpirun each rank takes the id at its local rank (modulo their "
+              "number).");
 DEFINE_string(sigint_effect, "stop", "What SIGINT does during training: snapshot, stop or none.");
 DEFINE_string(sighup_effect, "snapshot", "What SIGHUP does during training: snapshot, stop or none.");
 DEFINE_string(csv, "", "grad_stats: write the gradient histograms to this CSV file.");
@@ -72,21 +76,20 @@ void require(const std::string& value, const char* flag, const char* command) {
   if (value.empty()) fail(command, " needs --", flag);
 }
 
+// The devices --gpu asks for (empty: the CPU).
+std::vector<int> gpu_ids() { return FLAGS_gpu.empty() ? std::vector<int>() : ParseGpuFlag(FLAGS_gpu); }
+
 // The context --gpu asks for: the CPU when empty, else one CUDA device.
-std::shared_ptr<const Context> device_context() {
-  if (FLAGS_gpu.empty()) return Context::Cpu();
-  const std::vector<int> ids = ParseGpuFlag(FLAGS_gpu);
+std::shared_ptr<const Context> device_context(const char* command) {
+  const std::vector<int> ids = gpu_ids();
+  if (ids.empty()) return Context::Cpu();
   if (several_ranks()) {
     // One GPU per rank: the id at the rank's place among this machine's ranks.
     const int id = ids[static_cast<size_t>(MpiLocalRank()) % ids.size()];
     LOG(INFO) << "Rank " << g_comm->rank() << " uses GPU " << id;
     return Context::Create(id);
   }
-  if (ids.size() > 1)
-    fail("--gpu=", FLAGS_gpu, ": one process trains on one GPU; start one process per GPU with ",
-         MpiBuilt() ? "mpirun -np <GPUs> trainer train --gpu=" + FLAGS_gpu + " ..."
-                    : "mpirun (this build has no MPI: install libopenmpi-dev and rebuild)",
-         ", or give one device");
+  if (ids.size() > 1) fail("--gpu=", FLAGS_gpu, ": ", command, " runs on one GPU; give one device");
   LOG(INFO) << "Using GPU " << ids[0];
   return Context::Create(ids[0]);
 }
@@ -98,11 +101,24 @@ Phase phase_flag(Phase fallback) {
   fail("--phase=", FLAGS_phase, ": expected TRAIN or TEST");
 }
 
+// One rank's training (the only one, or one of several).
+void train_rank(const SolverParameter& param, const SourceInfo& info, const SolverSetup& setup,
+                const SignalHandler* signals) {
+  std::unique_ptr<Solver> solver = Solver::Create(param, info, setup);
+  // Rank 0 reads the signals; the ranks agree on its action every iteration.
+  if (signals) solver->set_action_function([signals] { return signals->CheckForSignals(); });
+  for (const std::string& w : split(FLAGS_weights)) {
+    INFO_LOG << "Fine-tuning from " << w;
+    solver->net()->CopyTrainedLayersFrom(w);
+  }
+  INFO_LOG << "Starting Optimization";
+  solver->Solve(FLAGS_snapshot);
+}
+
 int train() {
   require(FLAGS_solver, "solver", "train");
   if (!FLAGS_snapshot.empty() && !FLAGS_weights.empty())
     fail("give --snapshot (resume) or --weights (fine-tune), not both");
-  const std::shared_ptr<const Context> ctx = device_context();
   const SolverAction on_int = ParseSolverAction("sigint_effect", FLAGS_sigint_effect.c_str());
   const SolverAction on_hup = ParseSolverAction("sighup_effect", FLAGS_sighup_effect.c_str());
   SolverParameter param;
@@ -112,19 +128,26 @@ int train() {
     param.mutable_train_state()->set_level(FLAGS_level);
     for (const std::string& s : split(FLAGS_stage)) param.mutable_train_state()->add_stage(s);
   }
-  SolverSetup setup(ctx);
+  const std::vector<int> ids = gpu_ids();
+  if (ids.size() > 1 && !several_ranks()) {
+    // One process, one rank (thread) per GPU.
+    const RankEngine engine = ResolveEngine(ids);
+    LOG(INFO) << "Training on " << ids.size() << " GPUs (" << FLAGS_gpu << ") in this process, one rank each ("
+              << (engine == RankEngine::kNccl ? "NCCL" : "threads") << "); the log is rank 0's";
+    SignalHandler signals(on_int, on_hup);
+    RunRanks(ids, [&](const Rank& rank) {
+      SolverSetup setup(rank.ctx);
+      setup.comm = rank.comm;
+      train_rank(param, info, setup, rank.rank == 0 ? &signals : nullptr);
+    }, engine);
+    return 0;
+  }
+  SolverSetup setup(device_context("train"));
   setup.comm = g_comm;
   if (several_ranks())
     LOG(INFO) << "Training on " << g_comm->size() << " ranks (" << g_comm->engine() << "); the log is rank 0's";
-  std::unique_ptr<Solver> solver = Solver::Create(param, info, setup);
   SignalHandler signals(on_int, on_hup);
-  solver->set_action_function([&signals] { return signals.CheckForSignals(); });
-  for (const std::string& w : split(FLAGS_weights)) {
-    LOG(INFO) << "Fine-tuning from " << w;
-    solver->net()->CopyTrainedLayersFrom(w);
-  }
-  LOG(INFO) << "Starting Optimization";
-  solver->Solve(FLAGS_snapshot);
+  train_rank(param, info, setup, &signals);
   return 0;
 }
 
@@ -142,7 +165,7 @@ void require_iterations() {
 int test() {
   require(FLAGS_model, "model", "test");
   require_iterations();
-  std::unique_ptr<Net> net = load_model(phase_flag(TEST), device_context());
+  std::unique_ptr<Net> net = load_model(phase_flag(TEST), device_context("test"));
   LOG(INFO) << "Running for " << FLAGS_iterations << " iterations.";
   std::vector<double> scores;
   std::vector<std::string> names;
@@ -263,7 +286,7 @@ int time_net() {
   if (FLAGS_batch_size < 0) fail("--batch_size=", FLAGS_batch_size, ": must be positive (0 keeps the model's)");
   const Phase phase = phase_flag(TRAIN);
   if (phase == TEST && FLAGS_model.empty()) fail("--phase=TEST needs --model");
-  std::shared_ptr<const Context> context = device_context();
+  std::shared_ptr<const Context> context = device_context("time");
   std::unique_ptr<Solver> solver;
   std::unique_ptr<Net> test_net;
   if (phase == TRAIN) {
@@ -494,7 +517,7 @@ void plot_grad_stats(const GradStatsResult& result) {
 int grad_stats() {
   require(FLAGS_model, "model", "grad_stats");
   require_iterations();
-  const std::shared_ptr<const Context> ctx = device_context();
+  const std::shared_ptr<const Context> ctx = device_context("grad_stats");
   NetParameter param;
   SourceInfo info;
   ReadTextProto(FLAGS_model, &param, &info);

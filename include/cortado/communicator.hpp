@@ -13,7 +13,13 @@
 //   runs one rank per process, on one machine or several. The collectives
 //   work on host memory; a rank training on a GPU stages its gradients
 //   through the host (the Tensor moves them).
-// - NCCL for GPU memory (in-process `--gpu=0,1,...`) is not built yet.
+// - Threads (LocalGroup(n)): n ranks in one process, one thread each
+//   (`trainer train --gpu=0,1,...`, RunRanks in parallel.hpp). The
+//   collectives work on host memory, through memory the ranks share.
+// - NCCL (NcclGroup(devices), builds where CUDA and NCCL are found): one
+//   rank per GPU of this process. Gradients are summed in device memory, on
+//   the calling thread's stream; the host collectives (Max, Broadcast) go
+//   through the group's threads engine.
 //
 // Sums are taken in the values' own type (float16 gradients are summed as
 // float16, each addition rounded once, as NCCL does), and every rank ends
@@ -21,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "cortado/types.hpp"
 
@@ -36,14 +43,44 @@ class Communicator {
   /// Sums `count` values of `type` at host address `data` over all ranks,
   /// in place.
   virtual void AllReduceSum(void* data, int64_t count, Type type) = 0;
+
+  /// A buffer of `count` values.
+  struct Span {
+    void* data;
+    int64_t count;
+  };
+  /// Whether AllReduceSum(spans, ...) takes device memory (summed on the
+  /// calling thread's current stream, see cuda::stream) rather than host
+  /// memory.
+  virtual bool reduces_device_memory() const { return false; }
+  /// Sums each span (values of `type`) over all ranks, in place: the
+  /// gradients of one type, in one collective. Host engines pack them into
+  /// one buffer; NCCL reduces them in place, in one group.
+  virtual void AllReduceSum(const std::vector<Span>& spans, Type type);
   /// Copies `bytes` bytes at `data` from rank `root` to every rank.
   virtual void Broadcast(void* data, int64_t bytes, int root) = 0;
   /// The largest of the ranks' values (agreeing on an action or a seed).
   virtual int64_t Max(int64_t value) = 0;
   /// Ends every rank of the job with `status` (after an error on one rank,
   /// which the others would otherwise wait for in their next collective).
+  /// MPI ends the processes; the threads engine instead throws Error on
+  /// every rank, in its current or next collective, and in this call.
   [[noreturn]] virtual void Abort(int status) = 0;
+
+ private:
+  std::vector<char> packed_;  // AllReduceSum(spans)'s buffer on host engines
 };
+
+/// n ranks in this process, for n threads: element r is rank r's
+/// communicator, to be used by one thread only.
+std::vector<std::shared_ptr<Communicator>> LocalGroup(int n);
+
+/// Whether this build has the NCCL engine.
+bool NcclBuilt();
+/// One rank per CUDA device of `devices` (distinct ids), all in this
+/// process: element r is rank r's communicator, to be used by the thread
+/// that trains on devices[r]. Error in a build without NCCL.
+std::vector<std::shared_ptr<Communicator>> NcclGroup(const std::vector<int>& devices);
 
 /// Whether this build has the MPI engine.
 bool MpiBuilt();

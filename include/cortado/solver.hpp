@@ -31,12 +31,12 @@
 //   poly       base_lr * (1 - it / max_iter) ^ power
 //   sigmoid    base_lr / (1 + exp(-gamma * (it - stepsize)))
 //
-// Several ranks (SolverSetup::comm, communicator.hpp): each rank's solver
-// trains a full replica on its own shard of the data (the train net's Data
-// layers read shard `rank` of `ranks`), and before the overflow check the
-// ranks sum their gradients, which the unscale divides by S * iter_size *
-// ranks: the update of a batch of B per rank is the update of one solver
-// with batch ranks * B. At Solve's start every rank takes rank 0's weights
+// Several ranks (SolverSetup::comm, communicator.hpp; parallel.hpp runs them
+// as the threads of one process): each rank's solver trains a full replica
+// on its own shard of the data (the train net's Data layers read shard
+// `rank` of `ranks`), and before the overflow check the ranks sum their
+// gradients, which the unscale divides by S * iter_size * ranks: the update
+// of a batch of B per rank is the update of one solver with batch ranks * B. At Solve's start every rank takes rank 0's weights
 // and history; a random_seed left unset is drawn on rank 0 and shared (the
 // nets are built from it; then rank r draws, dropout masks for one, from
 // random_seed + 1 + r, and snapshots keep every rank's generator). Only
@@ -206,7 +206,6 @@ class Solver {
 
   std::vector<std::shared_ptr<Blob>> history_;
   std::vector<float> grad_;  // FP32 scratch for one parameter's gradient
-  std::vector<char> packed_;  // the gradients of one type, packed for the all-reduce
   std::vector<double> losses_;
   double smoothed_loss_ = 0;
   bool requested_early_exit_ = false;

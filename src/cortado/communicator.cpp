@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -21,6 +22,25 @@ const char* env(const char* name) {
   return v && *v ? v : nullptr;
 }
 }  // namespace
+
+void Communicator::AllReduceSum(const std::vector<Span>& spans, Type type) {
+  const size_t bytes = type_size(type);
+  int64_t total = 0;
+  for (const Span& s : spans) total += s.count;
+  if (total == 0) return;
+  packed_.resize(static_cast<size_t>(total) * bytes);
+  char* at = packed_.data();
+  for (const Span& s : spans) {
+    std::memcpy(at, s.data, static_cast<size_t>(s.count) * bytes);
+    at += s.count * bytes;
+  }
+  AllReduceSum(packed_.data(), total, type);
+  at = packed_.data();
+  for (const Span& s : spans) {
+    std::memcpy(s.data, at, static_cast<size_t>(s.count) * bytes);
+    at += s.count * bytes;
+  }
+}
 
 bool MpiBuilt() {
 #ifdef CORTADO_USE_MPI
@@ -81,6 +101,8 @@ class MpiCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* engine() const override { return "MPI"; }
+
+  using Communicator::AllReduceSum;
 
   void AllReduceSum(void* data, int64_t count, Type type) override {
     MPI_Datatype dt = MPI_FLOAT;

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "cortado/layer_factory.hpp"
+#include "cortado/util/logging.hpp"
 
 namespace cortado {
 
@@ -300,7 +301,7 @@ void Net::Init(const NetParameter& in_param) {
     params_[i]->ShareData(*params_[param_owners_[i]]);
     params_[i]->ShareDiff(*params_[param_owners_[i]]);
   }
-  LOG(INFO) << "Network '" << name_ << "' (" << (phase_ == TRAIN ? "TRAIN" : "TEST") << "): " << n << " layers, "
+  INFO_LOG << "Network '" << name_ << "' (" << (phase_ == TRAIN ? "TRAIN" : "TEST") << "): " << n << " layers, "
             << learnable_params_.size() << " learnable parameter blobs";
 }
 

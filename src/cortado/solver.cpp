@@ -12,6 +12,7 @@
 #include "cortado/solvers/adam_solver.hpp"
 #include "cortado/solvers/nesterov_solver.hpp"
 #include "cortado/solvers/rmsprop_solver.hpp"
+#include "cortado/util/logging.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/rng.hpp"
 
@@ -86,12 +87,12 @@ Solver::Solver(const SolverParameter& param, const SourceInfo& info, SolverSetup
       param_.clear_test_state();
       param_.set_test_interval(0);
     }
-    LOG(INFO) << "Rank " << rank() << " of " << ranks() << " (" << comm_->engine() << "), random_seed "
+    INFO_LOG << "Rank " << rank() << " of " << ranks() << " (" << comm_->engine() << "), random_seed "
               << param_.random_seed();
   }
   if (param_.random_seed() >= 0) set_random_seed(param_.random_seed());
   if (param_.has_solver_mode())
-    LOG(INFO) << "solver_mode is not used to choose the device; trainer's --gpu flag does";
+    INFO_LOG << "solver_mode is not used to choose the device; trainer's --gpu flag does";
   InitNets();
   // Several ranks: after the nets (built alike on every rank, with rank 0's
   // test nets last), each rank's generator gets a seed of its own, so its
@@ -252,11 +253,11 @@ double Solver::GetLearningRate(int iter) const {
 }
 
 void Solver::Solve(const std::string& resume_file) {
-  LOG(INFO) << "Solving " << net_->name();
-  LOG(INFO) << "Learning Rate Policy: " << param_.lr_policy();
+  INFO_LOG << "Solving " << net_->name();
+  INFO_LOG << "Learning Rate Policy: " << param_.lr_policy();
   requested_early_exit_ = false;
   if (!resume_file.empty()) {
-    LOG(INFO) << "Restoring previous solver status from " << resume_file;
+    INFO_LOG << "Restoring previous solver status from " << resume_file;
     Restore(resume_file);
   }
   SyncParameters();
@@ -265,16 +266,16 @@ void Solver::Solve(const std::string& resume_file) {
       !requested_early_exit_)
     Snapshot();
   if (requested_early_exit_) {
-    LOG(INFO) << "Optimization stopped early.";
+    INFO_LOG << "Optimization stopped early.";
     return;
   }
   if (param_.display() && iter_ % param_.display() == 0) {
     const double loss = net_->Forward();
     UpdateSmoothedLoss(loss, iter_);
-    LOG(INFO) << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
+    INFO_LOG << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
   }
   if (param_.test_interval() && iter_ % param_.test_interval() == 0) TestAll();
-  LOG(INFO) << "Optimization Done.";
+  INFO_LOG << "Optimization Done.";
 }
 
 void Solver::Step(int iters) {
@@ -300,7 +301,7 @@ void Solver::Step(int iters) {
     if (display) {
       const auto now = std::chrono::steady_clock::now();
       const double elapsed = std::chrono::duration<double>(now - last_display).count();
-      LOG(INFO) << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
+      INFO_LOG << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
       DisplayOutputs(elapsed, iter_ - last_display_iter);
       last_display = now;
       last_display_iter = iter_;
@@ -308,9 +309,9 @@ void Solver::Step(int iters) {
     const float scale_used = loss_scale_;
     ApplyUpdate();
     if (display) {
-      LOG(INFO) << "Iteration " << iter_ << ", lr = " << GetLearningRate();
+      INFO_LOG << "Iteration " << iter_ << ", lr = " << GetLearningRate();
       if (param_.dynamic_loss_scale() || scale_used != 1 || skipped_iterations_)
-        LOG(INFO) << "    loss scale = " << scale_used << ", skipped steps = " << skipped_iterations_;
+        INFO_LOG << "    loss scale = " << scale_used << ", skipped steps = " << skipped_iterations_;
     }
     ++iter_;
     const SolverAction action = AgreedAction();
@@ -334,14 +335,14 @@ void Solver::DisplayOutputs(double elapsed_s, int iters) {
     const double w = net_->blob_loss_weight(net_->output_blob_indices()[j]);
     for (size_t k = 0; k < outputs[j]->count(); ++k) {
       std::string loss_msg = w ? str_cat(" (* ", w, " = ", w * v[k], " loss)") : "";
-      LOG(INFO) << "    Train net output #" << score++ << ": " << name << " = " << v[k] << loss_msg;
+      INFO_LOG << "    Train net output #" << score++ << ": " << name << " = " << v[k] << loss_msg;
     }
   }
   if (iters > 0 && elapsed_s > 0 && !net_->top_vecs().empty() && !net_->top_vecs()[0].empty()) {
     const Blob* first = net_->top_vecs()[0][0];
     const double batch = first->num_axes() ? first->shape(0) : 1;
     const double ips = iters * param_.iter_size() * batch * ranks() / elapsed_s;  // all ranks'
-    LOG(INFO) << "    " << ips << " images/s, " << iters / elapsed_s << " iter/s over the last " << iters
+    INFO_LOG << "    " << ips << " images/s, " << iters / elapsed_s << " iter/s over the last " << iters
               << " iterations";
   }
 }
@@ -368,7 +369,7 @@ std::vector<double> Solver::TestAll() {
 }
 
 std::vector<double> Solver::Test(int id) {
-  LOG(INFO) << "Iteration " << iter_ << ", Testing net (#" << id << ")";
+  INFO_LOG << "Iteration " << iter_ << ", Testing net (#" << id << ")";
   Net& net = *test_nets_[id];
   std::vector<double> scores;
   double loss = 0;
@@ -384,7 +385,7 @@ std::vector<double> Solver::Test(int id) {
       }
     }
   }
-  if (param_.test_compute_loss()) LOG(INFO) << "Test loss: " << loss / iters;
+  if (param_.test_compute_loss()) INFO_LOG << "Test loss: " << loss / iters;
   size_t k = 0;
   for (size_t j = 0; j < net.output_blobs().size(); ++j) {
     const int blob = net.output_blob_indices()[j];
@@ -392,7 +393,7 @@ std::vector<double> Solver::Test(int id) {
     for (size_t e = 0; e < net.output_blobs()[j]->count(); ++e, ++k) {
       scores[k] /= iters;
       const std::string loss_msg = w ? str_cat(" (* ", w, " = ", w * scores[k], " loss)") : "";
-      LOG(INFO) << "    Test net output #" << k << ": " << net.blob_names()[blob] << " = " << scores[k] << loss_msg;
+      INFO_LOG << "    Test net output #" << k << ": " << net.blob_names()[blob] << " = " << scores[k] << loss_msg;
     }
   }
   return scores;
@@ -417,7 +418,7 @@ std::string Solver::Snapshot() {
   const std::string model = base + ".caffemodel";
   NetParameter net_param;
   net_->ToProto(&net_param, param_.snapshot_diff());
-  LOG(INFO) << "Snapshotting to binary proto file " << model;
+  INFO_LOG << "Snapshotting to binary proto file " << model;
   WriteBinaryProto(model, net_param);
   SolverState state;
   state.set_iter(iter_);
@@ -431,7 +432,7 @@ std::string Solver::Snapshot() {
   for (size_t i = 0; i < net_->learnable_params().size(); ++i)
     for (int k = 0; k < history_slots(); ++k) history(static_cast<int>(i), k).ToProto(state.add_history());
   const std::string state_file = base + ".solverstate";
-  LOG(INFO) << "Snapshotting solver state to binary proto file " << state_file;
+  INFO_LOG << "Snapshotting solver state to binary proto file " << state_file;
   WriteBinaryProto(state_file, state);
   return model;
 }
@@ -503,42 +504,29 @@ void Solver::SkipOverflowedStep() {
     clean_iterations_ = 0;
     SetLossScale(std::max(loss_scale_ * param_.loss_scale_backoff(), param_.loss_scale_min()));
   }
-  LOG(INFO) << "Iteration " << iter_ << ": a weight gradient holds Inf or NaN; update skipped, loss scale " << before
+  INFO_LOG << "Iteration " << iter_ << ": a weight gradient holds Inf or NaN; update skipped, loss scale " << before
             << " -> " << loss_scale_ << " (" << skipped_iterations_ << " skipped steps)";
 }
 
 // ---- across ranks ------------------------------------------------------------------------
 
 void Solver::ReduceGradients() {
-  // On a GPU context the Tensor's host copies below go on (and wait for)
-  // this context's stream, after the backward that wrote the gradients.
+  // On a GPU context the gradients' host copies (or an engine's device sums)
+  // go on this context's stream, after the backward that wrote them.
   net_->context().Activate();
+  const bool on_device = net_->context().on_gpu() && comm_->reduces_device_memory();
   const std::vector<Blob*>& params = net_->learnable_params();
   for (int g = 0; g < kNumTypes; ++g) {
     const Type t = Type(g);
-    const size_t bytes = type_size(t);
-    std::vector<Tensor*> grads;  // the trained parameters' gradients of type t
-    int64_t total = 0;
+    std::vector<Communicator::Span> grads;  // the trained parameters' gradients of type t
     for (size_t i = 0; i < params.size(); ++i) {
-      if (net_->params_lr()[i] == 0 || params[i]->count() == 0 || params[i]->diff().type() != t) continue;
-      grads.push_back(&params[i]->diff());
-      total += static_cast<int64_t>(params[i]->count());
+      Tensor& d = params[i]->diff();
+      if (net_->params_lr()[i] == 0 || d.count() == 0 || d.type() != t) continue;
+      // Host engines: the Tensor brings a GPU context's gradients to the
+      // host here, and back when the update reads them.
+      grads.push_back({on_device ? d.mutable_gpu_data_raw(t) : d.mutable_data_raw(t), static_cast<int64_t>(d.count())});
     }
-    if (total == 0) continue;
-    packed_.resize(total * bytes);
-    // On a GPU context the Tensor brings the gradients to the host and back
-    // (the MPI engine sums host memory).
-    char* at = packed_.data();
-    for (Tensor* d : grads) {
-      std::memcpy(at, d->data_raw(t), d->count() * bytes);
-      at += d->count() * bytes;
-    }
-    comm_->AllReduceSum(packed_.data(), total, t);
-    at = packed_.data();
-    for (Tensor* d : grads) {
-      std::memcpy(d->mutable_data_raw(t), at, d->count() * bytes);
-      at += d->count() * bytes;
-    }
+    if (!grads.empty()) comm_->AllReduceSum(grads, t);
   }
 }
 
@@ -573,7 +561,7 @@ double Solver::GradientFactor(double raw_sumsq) const {
     const double norm = std::sqrt(raw_sumsq) * inv;
     if (norm > param_.clip_gradients()) {
       const double clip = param_.clip_gradients() / norm;
-      LOG(INFO) << "Gradient clipping: scaling down gradients (L2 norm " << norm << " > " << param_.clip_gradients()
+      INFO_LOG << "Gradient clipping: scaling down gradients (L2 norm " << norm << " > " << param_.clip_gradients()
                 << ") by scale factor " << clip;
       factor *= clip;
     }
@@ -586,7 +574,7 @@ void Solver::AfterCleanStep() {
     clean_iterations_ = 0;
     const float grown = std::min(loss_scale_ * param_.loss_scale_growth(), param_.loss_scale_max());
     if (grown != loss_scale_) {
-      LOG(INFO) << "Iteration " << iter_ << ": " << param_.loss_scale_window() << " clean steps, loss scale "
+      INFO_LOG << "Iteration " << iter_ << ": " << param_.loss_scale_window() << " clean steps, loss scale "
                 << loss_scale_ << " -> " << grown;
       SetLossScale(grown);
     }

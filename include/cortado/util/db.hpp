@@ -22,9 +22,14 @@
 //   64-bit hosts (LMDB reserves address space, not disk); where the address
 //   space is limited it falls back to smaller maps, down to 1 GiB.
 // - A cursor maps only the size of data.mdb, whatever map size the writer used.
+// - The cursors of one database in one process share one LMDB environment,
+//   as LMDB requires (an environment opened twice in one process breaks its
+//   locks: two ranks of one process opening a database at once could read
+//   an empty snapshot). Each cursor has its own read transaction.
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -57,7 +62,7 @@ class LmdbCursor {
 
   std::string path_;
   bool wrap_around_;
-  MDB_env* env_ = nullptr;
+  std::shared_ptr<MDB_env> env_;  // shared by this process's cursors of path_
   MDB_txn* txn_ = nullptr;
   MDB_cursor* cursor_ = nullptr;
   unsigned dbi_ = 0;

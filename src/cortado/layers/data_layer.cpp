@@ -5,6 +5,7 @@
 #include <exception>
 #include <thread>
 
+#include "cortado/util/logging.hpp"
 #include "cortado/util/rng.hpp"
 #ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
@@ -115,7 +116,7 @@ void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   } catch (const Error& e) {
     this->field_error("data_param.source", "'", source_, "': record '", key, "': ", e.what());
   }
-  LOG(INFO) << "Data layer '" << this->name() << "': " << source_ << ", " << cursor_->entries()
+  INFO_LOG << "Data layer '" << this->name() << "': " << source_ << ", " << cursor_->entries()
             << " records, output (" << batch_size_ << ", " << datum_shape_[0] << ", " << datum_shape_[1]
             << ", " << datum_shape_[2] << ")"
             << (shards_ > 1 ? str_cat(", shard ", shard_, " of ", shards_) : std::string());

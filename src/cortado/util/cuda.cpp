@@ -1,8 +1,15 @@
 // The caching device allocator and the thread's current stream.
+//
+// A freed block goes back to the pool of the stream it was allocated on
+// (the allocating thread's current stream) and is handed out again only on
+// that stream: work queued on it before the free runs before any later use,
+// so no block is reused while its old kernels may still read or write it,
+// however many streams (ranks of one process, two on one device) allocate.
 #include "cortado/util/cuda.hpp"
 
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -12,15 +19,20 @@ namespace cuda {
 namespace {
 thread_local cudaStream_t t_stream = cudaStreamPerThread;
 
-struct Block {
-  size_t bytes;
+// The pool a block belongs to: device, stream, size.
+struct Key {
   int device;
+  const void* stream;
+  size_t bytes;
+  bool operator<(const Key& o) const {
+    return std::tie(device, stream, bytes) < std::tie(o.device, o.stream, o.bytes);
+  }
 };
 
 struct Cache {
   std::mutex mu;
-  std::map<std::pair<int, size_t>, std::vector<void*>> free;  // (device, bytes) -> blocks
-  std::unordered_map<void*, Block> live;
+  std::map<Key, std::vector<void*>> free;
+  std::unordered_map<void*, Key> live;  // the blocks handed out
   size_t in_use = 0, peak = 0;
 };
 
@@ -35,6 +47,13 @@ size_t round_up(size_t bytes) {
   return r;
 }
 }  // namespace
+
+// The stream a block allocated now belongs to. The per-thread default
+// stream is one handle for different streams, so it is told apart by thread.
+const void* pool_stream() {
+  thread_local const char tag = 0;
+  return t_stream == cudaStreamPerThread ? static_cast<const void*>(&tag) : static_cast<const void*>(t_stream);
+}
 
 cudaStream_t stream() { return t_stream; }
 void set_stream(cudaStream_t s) { t_stream = s ? s : cudaStreamPerThread; }
@@ -54,9 +73,10 @@ void* device_alloc(size_t bytes) {
   int device = 0;
   CORTADO_CUDA_CHECK(cudaGetDevice(&device));
   const size_t size = round_up(bytes);
+  const Key key{device, pool_stream(), size};
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  auto& list = c.free[{device, size}];
+  auto& list = c.free[key];
   void* p = nullptr;
   if (!list.empty()) {
     p = list.back();
@@ -64,10 +84,11 @@ void* device_alloc(size_t bytes) {
   } else {
     cudaError_t e = cudaMalloc(&p, size);
     if (e == cudaErrorMemoryAllocation) {
-      // Give the cached blocks of this device back and try once more.
+      // Give the cached blocks of this device (any stream: cudaFree waits
+      // for the device) back and try once more.
       cudaGetLastError();
-      for (auto& [key, blocks] : c.free) {
-        if (key.first != device) continue;
+      for (auto& [k, blocks] : c.free) {
+        if (k.device != device) continue;
         for (void* b : blocks) cudaFree(b);
         blocks.clear();
       }
@@ -77,7 +98,7 @@ void* device_alloc(size_t bytes) {
       fail("out of GPU memory allocating ", size, " bytes on device ", device, " (", c.in_use,
            " bytes in use): ", cudaGetErrorString(e));
   }
-  c.live[p] = {size, device};
+  c.live[p] = key;
   c.in_use += size;
   if (c.in_use > c.peak) c.peak = c.in_use;
   return p;
@@ -90,7 +111,7 @@ void device_free(void* p) {
   auto it = c.live.find(p);
   CORTADO_CHECK(it != c.live.end()) << "freeing a block the allocator does not know";
   c.in_use -= it->second.bytes;
-  c.free[{it->second.device, it->second.bytes}].push_back(p);
+  c.free[it->second].push_back(p);
   c.live.erase(it);
 }
 

@@ -3,6 +3,8 @@
 #include <lmdb.h>
 
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <system_error>
 
 #include "cortado/common.hpp"
@@ -41,33 +43,55 @@ constexpr size_t kMapSize = sizeof(size_t) >= 8 ? (size_t{1} << 40) : (size_t{1}
 
 // ---- LmdbCursor -------------------------------------------------------------
 
+namespace {
+
+// This process's read-only environment of `path`: opened by the first cursor,
+// shared with the others, closed with the last.
+std::shared_ptr<MDB_env> shared_env(const std::string& path) {
+  static std::mutex mutex;
+  static auto* open = new std::map<std::string, std::weak_ptr<MDB_env>>();  // never destroyed
+  std::error_code ec;
+  std::string key = fs::weakly_canonical(path, ec).string();
+  if (ec) key = path;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (std::shared_ptr<MDB_env> env = (*open)[key].lock()) return env;
+  MDB_env* raw = nullptr;
+  check(mdb_env_create(&raw), path, "mdb_env_create");
+  // Map only what the file holds, not the writer's 1 TiB: many readers (and
+  // processes with a limited address space) can then open it.
+  const auto file_size = fs::file_size(fs::path(path) / "data.mdb", ec);
+  int rc = MDB_SUCCESS;
+  if (!ec && file_size > 0) rc = mdb_env_set_mapsize(raw, static_cast<size_t>(file_size));
+  if (rc == MDB_SUCCESS) rc = mdb_env_open(raw, path.c_str(), MDB_RDONLY | MDB_NOTLS, 0664);
+  if (rc != MDB_SUCCESS) {
+    mdb_env_close(raw);
+    if (rc == ENOENT) fail("LMDB '", path, "': no data.mdb in the directory (", mdb_strerror(rc), ")");
+    lmdb_fail(path, "mdb_env_open", rc);
+  }
+  std::shared_ptr<MDB_env> env(raw, [](MDB_env* e) { mdb_env_close(e); });
+  (*open)[key] = env;
+  return env;
+}
+
+}  // namespace
+
 LmdbCursor::LmdbCursor(const std::string& path, bool wrap_around)
     : path_(path), wrap_around_(wrap_around) {
   require_directory(path);
-  check(mdb_env_create(&env_), path_, "mdb_env_create");
-  // Map only what the file holds, not the writer's 1 TiB: many readers (and
-  // processes with a limited address space) can then open it.
-  std::error_code ec;
-  const auto file_size = fs::file_size(fs::path(path_) / "data.mdb", ec);
-  int rc = MDB_SUCCESS;
-  if (!ec && file_size > 0) rc = mdb_env_set_mapsize(env_, static_cast<size_t>(file_size));
-  if (rc == MDB_SUCCESS) rc = mdb_env_open(env_, path_.c_str(), MDB_RDONLY | MDB_NOTLS, 0664);
-  if (rc != MDB_SUCCESS) {
-    mdb_env_close(env_);
-    env_ = nullptr;
-    if (rc == ENOENT) fail("LMDB '", path_, "': no data.mdb in the directory (", mdb_strerror(rc), ")");
-    lmdb_fail(path_, "mdb_env_open", rc);
+  env_ = shared_env(path_);
+  int rc = mdb_txn_begin(env_.get(), nullptr, MDB_RDONLY, &txn_);
+  if (rc == MDB_SUCCESS) {
+    // LMDB: no two transactions of a process in mdb_dbi_open at once.
+    static std::mutex dbi_mutex;
+    std::lock_guard<std::mutex> lock(dbi_mutex);
+    rc = mdb_dbi_open(txn_, nullptr, 0, &dbi_);
   }
-  rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn_);
-  if (rc == MDB_SUCCESS) rc = mdb_dbi_open(txn_, nullptr, 0, &dbi_);
   MDB_stat stat{};
   if (rc == MDB_SUCCESS) rc = mdb_stat(txn_, dbi_, &stat);
   if (rc == MDB_SUCCESS) rc = mdb_cursor_open(txn_, dbi_, &cursor_);
   if (rc != MDB_SUCCESS) {
     if (txn_) mdb_txn_abort(txn_);
-    mdb_env_close(env_);
     txn_ = nullptr;
-    env_ = nullptr;
     lmdb_fail(path_, "opening a read transaction", rc);
   }
   entries_ = static_cast<int64_t>(stat.ms_entries);
@@ -77,7 +101,6 @@ LmdbCursor::LmdbCursor(const std::string& path, bool wrap_around)
 LmdbCursor::~LmdbCursor() {
   if (cursor_) mdb_cursor_close(cursor_);
   if (txn_) mdb_txn_abort(txn_);
-  if (env_) mdb_env_close(env_);
 }
 
 bool LmdbCursor::Get(unsigned op) {

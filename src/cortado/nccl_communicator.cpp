@@ -1,0 +1,101 @@
+// The NCCL engine (communicator.hpp), built where CUDA and NCCL are found:
+// one rank per GPU of this process. The gradient sums run on the GPUs, in
+// one NCCL group per call; everything else the Solver agrees on (seeds,
+// actions, the weights at the start) is small or rare and goes through the
+// threads engine on the host.
+#include <nccl.h>
+
+#include <mutex>
+#include <vector>
+
+#include "cortado/communicator.hpp"
+#include "cortado/util/cuda.hpp"
+
+#define CORTADO_NCCL_CHECK(expr)                                                                   \
+  do {                                                                                             \
+    const ncclResult_t cortado_r_ = (expr);                                                        \
+    if (cortado_r_ != ncclSuccess)                                                                 \
+      ::cortado::fail(__FILE__, ":", __LINE__, ": ", #expr, ": ", ncclGetErrorString(cortado_r_)); \
+  } while (0)
+
+namespace cortado {
+namespace {
+
+ncclDataType_t nccl_type(Type t) {
+  switch (t) {
+    case DOUBLE: return ncclDouble;
+    case FLOAT: return ncclFloat;
+    case FLOAT16: return ncclHalf;
+  }
+  fail("no NCCL type for ", type_name(t));
+}
+
+// The group's NCCL communicators, one per rank, destroyed with the last
+// rank's communicator. An abort aborts them all: a peer's kernels that wait
+// for the failed rank end, instead of its thread hanging in a synchronize.
+struct NcclComms {
+  std::mutex mutex;
+  std::vector<ncclComm_t> comms;
+  bool aborted = false;
+  ~NcclComms() {
+    if (!aborted)
+      for (ncclComm_t c : comms) ncclCommDestroy(c);
+  }
+  void Abort() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (aborted) return;
+    aborted = true;
+    for (ncclComm_t c : comms) ncclCommAbort(c);
+  }
+};
+
+class NcclCommunicator : public Communicator {
+ public:
+  NcclCommunicator(std::shared_ptr<NcclComms> comms, std::shared_ptr<Communicator> host)
+      : comms_(std::move(comms)), host_(std::move(host)), comm_(comms_->comms[static_cast<size_t>(host_->rank())]) {}
+  int rank() const override { return host_->rank(); }
+  int size() const override { return host_->size(); }
+  const char* engine() const override { return "NCCL"; }
+
+  void AllReduceSum(void* data, int64_t count, Type type) override { host_->AllReduceSum(data, count, type); }
+  bool reduces_device_memory() const override { return true; }
+  // In place, on the calling thread's stream: the sums queue behind the
+  // backward that wrote the gradients and ahead of the update.
+  void AllReduceSum(const std::vector<Span>& spans, Type type) override {
+    CORTADO_NCCL_CHECK(ncclGroupStart());
+    for (const Span& s : spans)
+      if (s.count > 0)
+        CORTADO_NCCL_CHECK(ncclAllReduce(s.data, s.data, static_cast<size_t>(s.count), nccl_type(type), ncclSum, comm_,
+                                         cuda::stream()));
+    CORTADO_NCCL_CHECK(ncclGroupEnd());
+  }
+  void Broadcast(void* data, int64_t bytes, int root) override { host_->Broadcast(data, bytes, root); }
+  int64_t Max(int64_t value) override { return host_->Max(value); }
+  [[noreturn]] void Abort(int status) override {
+    comms_->Abort();
+    host_->Abort(status);
+  }
+
+ private:
+  std::shared_ptr<NcclComms> comms_;
+  std::shared_ptr<Communicator> host_;
+  ncclComm_t comm_;
+};
+
+}  // namespace
+
+bool NcclBuilt() { return true; }
+
+std::vector<std::shared_ptr<Communicator>> NcclGroup(const std::vector<int>& devices) {
+  const int n = static_cast<int>(devices.size());
+  if (n < 1) fail("an NCCL group needs at least one GPU");
+  std::vector<ncclComm_t> comms(devices.size());
+  CORTADO_NCCL_CHECK(ncclCommInitAll(comms.data(), n, devices.data()));
+  auto shared = std::make_shared<NcclComms>();
+  shared->comms = std::move(comms);
+  std::vector<std::shared_ptr<Communicator>> host = LocalGroup(n), ranks;
+  for (int r = 0; r < n; ++r) ranks.push_back(std::make_shared<NcclCommunicator>(shared, host[static_cast<size_t>(r)]));
+  return ranks;
+}
+
+}  // namespace cortado

@@ -1,0 +1,14 @@
+// The NCCL engine's entry points in a build without NCCL (CMake compiles
+// nccl_communicator.cpp instead where CUDA and NCCL are found).
+#include "cortado/common.hpp"
+#include "cortado/communicator.hpp"
+
+namespace cortado {
+
+bool NcclBuilt() { return false; }
+
+std::vector<std::shared_ptr<Communicator>> NcclGroup(const std::vector<int>&) {
+  fail("this build has no NCCL communicator: build with CUDA where NCCL (nccl.h, libnccl) is installed");
+}
+
+}  // namespace cortado

@@ -1,0 +1,271 @@
+// Data-parallel training in one process (parallel.hpp): the threads engine's
+// collectives on real threads, RunRanks' error handling, and the step of R
+// in-process ranks against one solver with their batches together, on the
+// CPU and, where a device exists, on the GPU (two ranks sharing device 0
+// through the threads engine; NCCL over every device).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cortado/communicator.hpp"
+#include "cortado/parallel.hpp"
+#include "cortado/solver.hpp"
+#include "cortado/util/device.hpp"
+#include "cortado/util/logging.hpp"
+#include "command.hpp"
+#include "data_parallel_util.hpp"
+#include "datum_db.hpp"
+
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/cuda.hpp"
+#endif
+
+namespace cortado {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Runs fn(comm) for every rank of a LocalGroup(n) on its own thread.
+void OnThreads(int n, const std::function<void(Communicator&)>& fn) {
+  std::vector<std::shared_ptr<Communicator>> comms = LocalGroup(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { fn(*comms[static_cast<size_t>(r)]); });
+  for (std::thread& t : threads) t.join();
+}
+
+TEST(LocalCommunicator, SumsEveryTypeInPlaceInRankOrder) {
+  const int n = 3;
+  std::atomic<int> checked{0};
+  OnThreads(n, [&](Communicator& comm) {
+    const int r = comm.rank();
+    EXPECT_EQ(comm.size(), n);
+    EXPECT_STREQ(comm.engine(), "threads");
+    // 1003 values: the slices of 3 ranks are uneven.
+    std::vector<float> f(1003);
+    std::vector<double> d(1003);
+    for (size_t i = 0; i < f.size(); ++i) f[i] = d[i] = 1000.0 * r + static_cast<double>(i);
+    comm.AllReduceSum(f.data(), static_cast<int64_t>(f.size()), FLOAT);
+    comm.AllReduceSum(d.data(), static_cast<int64_t>(d.size()), DOUBLE);
+    for (size_t i = 0; i < f.size(); ++i) {
+      ASSERT_EQ(f[i], static_cast<float>(3000.0 + n * static_cast<double>(i))) << i;
+      ASSERT_EQ(d[i], 3000.0 + n * static_cast<double>(i)) << i;
+    }
+    // float16 sums in rank order, each rounded: (2048 + 1) + 1 rounds to
+    // 2048 twice; Inf and NaN reach every rank.
+    std::vector<float16> h = {float16(0.25f * (r + 1)), float16(r == 0 ? 2048.0f : 1.0f),
+                              float16(r == 1 ? std::numeric_limits<float>::infinity() : 1.0f),
+                              float16(r == 2 ? std::numeric_limits<float>::quiet_NaN() : 1.0f)};
+    comm.AllReduceSum(h.data(), static_cast<int64_t>(h.size()), FLOAT16);
+    EXPECT_EQ(static_cast<float>(h[0]), 1.5f);
+    EXPECT_EQ(static_cast<float>(h[1]), 2048.0f);
+    EXPECT_TRUE(isinf(h[2]));
+    EXPECT_TRUE(isnan(h[3]));
+    // Spans: several buffers in one collective (the solver's gradients).
+    std::vector<float> a(5, 1.0f + r), b(7, 10.0f * r);
+    comm.AllReduceSum({{a.data(), 5}, {b.data(), 7}}, FLOAT);
+    EXPECT_EQ(a, std::vector<float>(5, 6.0f));
+    EXPECT_EQ(b, std::vector<float>(7, 30.0f));
+    ++checked;
+  });
+  EXPECT_EQ(checked.load(), n);
+}
+
+TEST(LocalCommunicator, BroadcastAndMax) {
+  OnThreads(3, [](Communicator& comm) {
+    const int r = comm.rank();
+    std::vector<int32_t> v(257, r == 2 ? 7 : -1);
+    comm.Broadcast(v.data(), static_cast<int64_t>(v.size() * sizeof(int32_t)), 2);
+    for (int32_t x : v) ASSERT_EQ(x, 7);
+    EXPECT_EQ(comm.Max(r), 2);
+    EXPECT_EQ(comm.Max(-r), 0);
+    for (int k = 0; k < 100; ++k) ASSERT_EQ(comm.Max(r * 100 + k), 200 + k);  // back to back: no generation mixed up
+  });
+}
+
+TEST(LocalCommunicator, AnAbortEndsTheOthersWaitInsteadOfHangingIt) {
+  std::atomic<int> stopped{0};
+  OnThreads(3, [&](Communicator& comm) {
+    if (comm.rank() == 1) {
+      EXPECT_THROW(comm.Abort(1), Error);
+      return;
+    }
+    try {
+      comm.Max(0);  // rank 1 never comes
+      ADD_FAILURE() << "rank " << comm.rank() << " passed a collective that rank 1 never joined";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("another rank"), std::string::npos) << e.what();
+      ++stopped;
+    }
+  });
+  EXPECT_EQ(stopped.load(), 2);
+}
+
+TEST(RunRanks, RethrowsTheFirstErrorNamingItsRankAndLogsOnRankZeroOnly) {
+  std::atomic<int> logging{0};
+  try {
+    RunRanks({-1, -1, -1}, [&](const Rank& rank) {
+      EXPECT_EQ(rank.ranks, 3);
+      EXPECT_FALSE(rank.ctx->on_gpu());
+      if (thread_logs_info()) logging += 1 + rank.rank;
+      if (rank.rank == 2) fail("rank two's own trouble");
+      rank.comm->Max(0);  // ranks 0 and 1 wait here for rank 2, which is gone
+      ADD_FAILURE() << "rank " << rank.rank << " went on";
+    });
+    FAIL() << "RunRanks returned after a rank failed";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "rank 2 of 3: rank two's own trouble");
+  }
+  EXPECT_EQ(logging.load(), 1) << "only rank 0 logs INFO";
+  EXPECT_TRUE(thread_logs_info()) << "the calling thread still logs";
+}
+
+TEST(RunRanks, ChoosesTheEngine) {
+  EXPECT_EQ(ResolveEngine({-1, -1}), RankEngine::kThreads);
+  EXPECT_EQ(ResolveEngine({0, 0}), RankEngine::kThreads) << "NCCL takes one rank per device";
+  EXPECT_EQ(ResolveEngine({0, 1}), NcclBuilt() ? RankEngine::kNccl : RankEngine::kThreads);
+  EXPECT_THROW(ResolveEngine({-1, -1}, RankEngine::kNccl), Error);
+  EXPECT_THROW(ResolveEngine({0, 0}, RankEngine::kNccl), Error);
+  EXPECT_THROW(ResolveEngine({}), Error);
+}
+
+// A small LMDB for the solver tests.
+class ParallelSolverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) / ("cortado_parallel_test_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    uint32_t state = 12345;  // a linear congruential sequence: noise-like pixels
+    test::WriteRawDatumDb(db(), 32, 1, 6, 6, [&](int, int) {
+      state = state * 1664525u + 1013904223u;
+      return static_cast<uint8_t>(state >> 24);
+    }, [](int i) { return i % 5; });
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string db() const { return (dir_ / "db").string(); }
+  std::string prefix() const { return (dir_ / "snap").string(); }
+
+  // Trains the recipe on the ranks of `devices` and checks every rank
+  // against one solver alone with their batches together (on the CPU).
+  void ExpectRanksStepTogether(const test::Recipe& recipe, const std::vector<int>& devices,
+                               RankEngine engine = RankEngine::kAuto) {
+    const int n = static_cast<int>(devices.size()), B = 3, steps = 4;
+    std::vector<std::vector<float>> before(devices.size()), after(devices.size());
+    RunRanks(devices, [&](const Rank& rank) {
+      auto s = test::MakeSolver(test::DataParallelSolver(recipe.iter_size, recipe.solver),
+                                test::DataParallelNet(db(), B, recipe.fp16), rank.comm, rank.ctx);
+      s->SyncParameters();
+      before[static_cast<size_t>(rank.rank)] = test::Weights(s.get());
+      s->Step(steps);
+      after[static_cast<size_t>(rank.rank)] = test::Weights(s.get());
+    }, engine);
+    for (int r = 1; r < n; ++r) EXPECT_EQ(after[static_cast<size_t>(r)], after[0]) << "rank " << r << " drifted";
+    test::ExpectStepOfTheirBatchTogether(recipe, db(), n, B, steps, before[0], after[0]);
+  }
+
+ private:
+  fs::path dir_;
+};
+
+class InProcessRanks : public ParallelSolverTest, public ::testing::WithParamInterface<test::Recipe> {};
+
+TEST_P(InProcessRanks, StepOfTwoCpuRanksIsTheStepOfTheirBatchTogether) { ExpectRanksStepTogether(GetParam(), {-1, -1}); }
+
+// Two ranks on one GPU (threads engine, host sums): two streams allocate on
+// one device, which the allocator's per-stream pools keep apart.
+TEST_P(InProcessRanks, StepOfTwoRanksSharingGpu0IsTheStepOfTheirBatchTogether) {
+  if (DeviceCount() < 1) GTEST_SKIP() << "no CUDA device";
+  ExpectRanksStepTogether(GetParam(), {0, 0});
+}
+
+// NCCL over every device (one device: a group of one, whose sums go
+// through NCCL all the same).
+TEST_P(InProcessRanks, StepOfNcclRanksIsTheStepOfTheirBatchTogether) {
+  if (!NcclBuilt()) GTEST_SKIP() << "no NCCL in this build";
+  if (DeviceCount() < 1) GTEST_SKIP() << "no CUDA device";
+  std::vector<int> devices;
+  for (int d = 0; d < DeviceCount(); ++d) devices.push_back(d);
+  ExpectRanksStepTogether(GetParam(), devices, RankEngine::kNccl);
+}
+
+INSTANTIATE_TEST_SUITE_P(Recipes, InProcessRanks, ::testing::ValuesIn(test::DataParallelRecipes()),
+                         [](const ::testing::TestParamInfo<test::Recipe>& i) { return i.param.name; });
+
+TEST_F(ParallelSolverTest, RankZeroAloneTestsAndSnapshotsAndAResumeIsBitIdentical) {
+  const std::string solver = str_cat("base_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 max_iter: 4 display: 0 "
+                                     "random_seed: 9 snapshot: 2 snapshot_prefix: '", prefix(), "' "
+                                     "test_iter: 1 test_interval: 2 test_net_param { "
+                                     "layer { name: 'data' type: 'Data' top: 'data' top: 'label' "
+                                     "data_param { source: '", db(), "' batch_size: 4 } } "
+                                     "layer { name: 'ip' type: 'InnerProduct' bottom: 'data' top: 'ip' "
+                                     "inner_product_param { num_output: 5 } } "
+                                     "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' "
+                                     "top: 'loss' } }");
+  const std::string net = test::DataParallelNet(db(), 3, false, /*dropout=*/true);
+  std::vector<std::vector<float>> through(2), resumed(2);
+  std::vector<size_t> test_nets(2);
+  RunRanks({-1, -1}, [&](const Rank& rank) {
+    auto s = test::MakeSolver(solver, net, rank.comm, rank.ctx);
+    s->Solve();
+    through[static_cast<size_t>(rank.rank)] = test::Weights(s.get());
+  });
+  EXPECT_TRUE(fs::exists(prefix() + "_iter_2.caffemodel"));
+  EXPECT_TRUE(fs::exists(prefix() + "_iter_4.solverstate"));
+  RunRanks({-1, -1}, [&](const Rank& rank) {
+    auto s = test::MakeSolver(solver, net, rank.comm, rank.ctx);
+    test_nets[static_cast<size_t>(rank.rank)] = s->test_nets().size();
+    s->Solve(prefix() + "_iter_2.solverstate");
+    EXPECT_EQ(s->iter(), 4);
+    resumed[static_cast<size_t>(rank.rank)] = test::Weights(s.get());
+  });
+  EXPECT_EQ(test_nets, (std::vector<size_t>{1, 0})) << "rank 0 alone tests";
+  EXPECT_EQ(through[0], through[1]);
+  EXPECT_EQ(resumed[0], through[0]) << "the resumed run left the run that never stopped";
+  EXPECT_EQ(resumed[1], through[1]);
+}
+
+TEST_F(ParallelSolverTest, ASignalSeenByRankZeroStopsEveryRankAtTheSameIteration) {
+  std::vector<int> iters(2);
+  RunRanks({-1, -1}, [&](const Rank& rank) {
+    auto s = test::MakeSolver("base_lr: 0.01 lr_policy: 'fixed' max_iter: 10 display: 0 random_seed: 5",
+                              test::DataParallelNet(db(), 2, false), rank.comm, rank.ctx);
+    int calls = 0;
+    if (rank.rank == 0) s->set_action_function([&] { return ++calls == 3 ? SolverAction::STOP : SolverAction::NONE; });
+    s->Step(10);
+    iters[static_cast<size_t>(rank.rank)] = s->iter();
+  });
+  EXPECT_EQ(iters, (std::vector<int>{3, 3}));
+}
+
+// The trainer's `--gpu=0,0`: two ranks of one process on device 0 (the
+// threads engine: NCCL takes one rank per device), rank 0 logging and
+// snapshotting.
+TEST_F(ParallelSolverTest, TrainerTrainsTwoRanksOnGpu0InOneProcess) {
+  if (DeviceCount() < 1) GTEST_SKIP() << "no CUDA device";
+  const std::string net = prefix() + "_net.prototxt", solver = prefix() + "_solver.prototxt";
+  std::ofstream(net) << test::DataParallelNet(db(), 4, true);
+  std::ofstream(solver) << "net: '" << net << "'\nbase_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 max_iter: 20\n"
+                        << "display: 10 snapshot: 20 snapshot_prefix: '" << prefix() << "'\n";
+  const test::CommandRun r = test::RunCommand(str_cat("timeout 300 " CORTADO_TRAINER " train --solver=", solver, " --gpu=0,0"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("Training on 2 GPUs (0,0) in this process, one rank each (threads)"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("Iteration 10, loss = "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Optimization Done."), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("shard 1 of 2"), std::string::npos) << "rank 1 logged INFO lines: " << r.output;
+  EXPECT_TRUE(fs::exists(prefix() + "_iter_20.caffemodel"));
+}
+
+}  // namespace
+}  // namespace cortado
