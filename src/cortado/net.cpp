@@ -302,7 +302,7 @@ void Net::Init(const NetParameter& in_param) {
     params_[i]->ShareDiff(*params_[param_owners_[i]]);
   }
   INFO_LOG << "Network '" << name_ << "' (" << (phase_ == TRAIN ? "TRAIN" : "TEST") << "): " << n << " layers, "
-            << learnable_params_.size() << " learnable parameter blobs";
+           << learnable_params_.size() << " learnable parameter blobs";
 }
 
 int Net::AppendBottom(const NetParameter& param, int layer_id, int bottom_id, std::map<std::string, int>* available) {

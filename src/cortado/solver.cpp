@@ -88,7 +88,7 @@ Solver::Solver(const SolverParameter& param, const SourceInfo& info, SolverSetup
       param_.set_test_interval(0);
     }
     INFO_LOG << "Rank " << rank() << " of " << ranks() << " (" << comm_->engine() << "), random_seed "
-              << param_.random_seed();
+             << param_.random_seed();
   }
   if (param_.random_seed() >= 0) set_random_seed(param_.random_seed());
   if (param_.has_solver_mode())
@@ -343,7 +343,7 @@ void Solver::DisplayOutputs(double elapsed_s, int iters) {
     const double batch = first->num_axes() ? first->shape(0) : 1;
     const double ips = iters * param_.iter_size() * batch * ranks() / elapsed_s;  // all ranks'
     INFO_LOG << "    " << ips << " images/s, " << iters / elapsed_s << " iter/s over the last " << iters
-              << " iterations";
+             << " iterations";
   }
 }
 
@@ -505,7 +505,7 @@ void Solver::SkipOverflowedStep() {
     SetLossScale(std::max(loss_scale_ * param_.loss_scale_backoff(), param_.loss_scale_min()));
   }
   INFO_LOG << "Iteration " << iter_ << ": a weight gradient holds Inf or NaN; update skipped, loss scale " << before
-            << " -> " << loss_scale_ << " (" << skipped_iterations_ << " skipped steps)";
+           << " -> " << loss_scale_ << " (" << skipped_iterations_ << " skipped steps)";
 }
 
 // ---- across ranks ------------------------------------------------------------------------
@@ -562,7 +562,7 @@ double Solver::GradientFactor(double raw_sumsq) const {
     if (norm > param_.clip_gradients()) {
       const double clip = param_.clip_gradients() / norm;
       INFO_LOG << "Gradient clipping: scaling down gradients (L2 norm " << norm << " > " << param_.clip_gradients()
-                << ") by scale factor " << clip;
+               << ") by scale factor " << clip;
       factor *= clip;
     }
   }
@@ -575,7 +575,7 @@ void Solver::AfterCleanStep() {
     const float grown = std::min(loss_scale_ * param_.loss_scale_growth(), param_.loss_scale_max());
     if (grown != loss_scale_) {
       INFO_LOG << "Iteration " << iter_ << ": " << param_.loss_scale_window() << " clean steps, loss scale "
-                << loss_scale_ << " -> " << grown;
+               << loss_scale_ << " -> " << grown;
       SetLossScale(grown);
     }
   }

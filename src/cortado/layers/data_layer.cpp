@@ -117,9 +117,9 @@ void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
     this->field_error("data_param.source", "'", source_, "': record '", key, "': ", e.what());
   }
   INFO_LOG << "Data layer '" << this->name() << "': " << source_ << ", " << cursor_->entries()
-            << " records, output (" << batch_size_ << ", " << datum_shape_[0] << ", " << datum_shape_[1]
-            << ", " << datum_shape_[2] << ")"
-            << (shards_ > 1 ? str_cat(", shard ", shard_, " of ", shards_) : std::string());
+           << " records, output (" << batch_size_ << ", " << datum_shape_[0] << ", " << datum_shape_[1]
+           << ", " << datum_shape_[2] << ")"
+           << (shards_ > 1 ? str_cat(", shard ", shard_, " of ", shards_) : std::string());
   StartReader();
 }
 
