@@ -3,14 +3,17 @@
 // in-process ranks against one solver with their batches together, on the
 // CPU and, where a device exists, on the GPU (two ranks sharing device 0
 // through the threads engine; NCCL over every device).
+#include <glog/logging.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -246,6 +249,65 @@ TEST_F(ParallelSolverTest, ASignalSeenByRankZeroStopsEveryRankAtTheSameIteration
     iters[static_cast<size_t>(rank.rank)] = s->iter();
   });
   EXPECT_EQ(iters, (std::vector<int>{3, 3}));
+}
+
+// Collects the INFO lines of the log while it lives (they reach stderr too).
+class LogLines : public google::LogSink {
+ public:
+  LogLines() : level_(FLAGS_minloglevel) {
+    FLAGS_minloglevel = 0;
+    google::AddLogSink(this);
+  }
+  ~LogLines() override {
+    google::RemoveLogSink(this);
+    FLAGS_minloglevel = level_;
+  }
+  void send(google::LogSeverity, const char*, const char*, int, const std::tm*, const char* message,
+            size_t length) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    lines_.emplace_back(message, length);
+  }
+  std::vector<std::string> lines() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return lines_;
+  }
+
+ private:
+  int level_;
+  std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
+
+// Rank 0 displays the ranks' mean loss and train outputs, not its own shard's.
+TEST_F(ParallelSolverTest, TheDisplayedLossIsTheRanksMean) {
+  std::vector<double> own(2);
+  std::vector<std::string> lines;
+  {
+    LogLines log;
+    RunRanks({-1, -1}, [&](const Rank& rank) {
+      auto s = test::MakeSolver("base_lr: 0.05 lr_policy: 'fixed' max_iter: 3 display: 3 random_seed: 5 "
+                                "average_loss: 1 snapshot_after_train: false",
+                                test::DataParallelNet(db(), 3, false), rank.comm, rank.ctx);
+      s->Step(4);  // displays at iteration 3, with the loss of that iteration alone (average_loss 1)
+      own[static_cast<size_t>(rank.rank)] = s->smoothed_loss();
+    });
+    lines = log.lines();
+  }
+  ASSERT_GT(std::fabs(own[0] - own[1]), 1e-3) << "the ranks' shards gave the same loss: the test shows nothing";
+  const double mean = (own[0] + own[1]) / 2, tol = 1e-5 * std::fabs(mean);
+  int shown = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const size_t at = lines[i].find("Iteration 3, loss = ");
+    if (at == std::string::npos) continue;
+    ++shown;
+    EXPECT_NEAR(std::stod(lines[i].substr(at + 20)), mean, tol) << lines[i];
+    // The train net's output is the loss: the next line shows the same mean.
+    ASSERT_LT(i + 1, lines.size());
+    const size_t out = lines[i + 1].find("Train net output #0: loss = ");
+    ASSERT_NE(out, std::string::npos) << lines[i + 1];
+    EXPECT_NEAR(std::stod(lines[i + 1].substr(out + 28)), mean, tol) << lines[i + 1];
+  }
+  EXPECT_EQ(shown, 1) << "rank 0 alone displays";
 }
 
 // The trainer's `--gpu=0,0`: two ranks of one process on device 0 (the

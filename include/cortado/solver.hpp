@@ -40,7 +40,8 @@
 // and history; a random_seed left unset is drawn on rank 0 and shared (the
 // nets are built from it; then rank r draws, dropout masks for one, from
 // random_seed + 1 + r, and snapshots keep every rank's generator). Only
-// rank 0 has test nets and writes snapshots; the signal actions are agreed
+// rank 0 has test nets and writes snapshots; it displays the ranks' mean
+// smoothed loss and train outputs; the signal actions are agreed
 // on each iteration (STOP over SNAPSHOT over NONE), so all ranks stop or
 // snapshot at the same iteration.
 
@@ -186,6 +187,9 @@ class Solver {
   std::vector<double> Test(int test_net_id);
   void UpdateSmoothedLoss(double loss, int start_iter);
   void DisplayOutputs(double elapsed_s, int iters);
+  /// Each value's mean over the ranks (a collective: every rank displays at
+  /// the same iterations); the values themselves alone.
+  std::vector<double> RanksMean(std::vector<double> values);
   /// The same on the device (CUDA builds, GPU context): fused multi-tensor
   /// kernels and one synchronization (the overflow and clipping read-back).
   bool ApplyUpdateGpu();

@@ -272,7 +272,7 @@ void Solver::Solve(const std::string& resume_file) {
   if (param_.display() && iter_ % param_.display() == 0) {
     const double loss = net_->Forward();
     UpdateSmoothedLoss(loss, iter_);
-    INFO_LOG << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
+    INFO_LOG << "Iteration " << iter_ << ", loss = " << RanksMean({smoothed_loss_})[0];
   }
   if (param_.test_interval() && iter_ % param_.test_interval() == 0) TestAll();
   INFO_LOG << "Optimization Done.";
@@ -301,7 +301,6 @@ void Solver::Step(int iters) {
     if (display) {
       const auto now = std::chrono::steady_clock::now();
       const double elapsed = std::chrono::duration<double>(now - last_display).count();
-      INFO_LOG << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
       DisplayOutputs(elapsed, iter_ - last_display_iter);
       last_display = now;
       last_display_iter = iter_;
@@ -326,16 +325,33 @@ void Solver::Step(int iters) {
   net_->context().Synchronize();
 }
 
+std::vector<double> Solver::RanksMean(std::vector<double> values) {
+  if (ranks() > 1) {
+    comm_->AllReduceSum(values.data(), static_cast<int64_t>(values.size()), DOUBLE);
+    for (double& v : values) v /= ranks();
+  }
+  return values;
+}
+
 void Solver::DisplayOutputs(double elapsed_s, int iters) {
+  // The smoothed loss and the train net's outputs, as the ranks' mean (one
+  // collective): with several ranks the log speaks for the whole batch.
   const BlobVec& outputs = net_->output_blobs();
-  int score = 0;
+  std::vector<double> shown = {smoothed_loss_};
+  for (const Blob* b : outputs) {
+    const float* v = b->cpu_data<float>();
+    shown.insert(shown.end(), v, v + b->count());
+  }
+  shown = RanksMean(std::move(shown));
+  INFO_LOG << "Iteration " << iter_ << ", loss = " << shown[0];
+  size_t at = 1;
   for (size_t j = 0; j < outputs.size(); ++j) {
-    const float* v = outputs[j]->cpu_data<float>();
     const std::string& name = net_->blob_names()[net_->output_blob_indices()[j]];
     const double w = net_->blob_loss_weight(net_->output_blob_indices()[j]);
-    for (size_t k = 0; k < outputs[j]->count(); ++k) {
-      std::string loss_msg = w ? str_cat(" (* ", w, " = ", w * v[k], " loss)") : "";
-      INFO_LOG << "    Train net output #" << score++ << ": " << name << " = " << v[k] << loss_msg;
+    for (size_t k = 0; k < outputs[j]->count(); ++k, ++at) {
+      const float v = static_cast<float>(shown[at]);
+      std::string loss_msg = w ? str_cat(" (* ", w, " = ", w * v, " loss)") : "";
+      INFO_LOG << "    Train net output #" << at - 1 << ": " << name << " = " << v << loss_msg;
     }
   }
   if (iters > 0 && elapsed_s > 0 && !net_->top_vecs().empty() && !net_->top_vecs()[0].empty()) {

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <map>
+#include <utility>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -37,9 +38,11 @@ std::atomic<size_t>& limit_value() {
   return limit;
 }
 
-// The per-device workspace shared by all cuDNN layers, grown to the largest
-// request. The old block goes back to the caching allocator; work already
-// queued on the stream finishes before a later allocation on it reuses it.
+// The workspace shared by all cuDNN layers of one stream (one per net
+// context: ranks that share a device each have their own), grown to the
+// largest request. The old block goes back to the caching allocator's pool
+// of this stream; work already queued on the stream finishes before a later
+// allocation on it reuses it.
 void* shared_workspace(size_t bytes) {
   if (bytes == 0) return nullptr;
   struct Space {
@@ -47,11 +50,12 @@ void* shared_workspace(size_t bytes) {
     size_t bytes = 0;
   };
   static std::mutex mu;
-  static auto* spaces = new std::map<int, Space>();  // never destroyed: outlives static destructors
+  // (device, stream) -> workspace; never destroyed: outlives static destructors
+  static auto* spaces = new std::map<std::pair<int, cudaStream_t>, Space>();
   int device = 0;
   CORTADO_CUDA_CHECK(cudaGetDevice(&device));
   std::lock_guard<std::mutex> lock(mu);
-  Space& s = (*spaces)[device];
+  Space& s = (*spaces)[{device, cuda::stream()}];
   if (s.bytes < bytes) {
     cuda::device_free(s.ptr);
     s.ptr = nullptr;
