@@ -224,11 +224,17 @@ if [ $RUN_TESTS = 1 ] && [ $TESTS_BUILT = 1 ]; then
   say "tests: $t_total run, $t_passed passed, $t_failed failed, $t_skipped skipped"
 fi
 
+# What the configure step found (the NCCL engine's tests skip without it).
+build_line() {
+  grep -oE 'CUDA backend [A-Z]+, NCCL [A-Z]+' "$LOG_DIR/configure.log" 2>/dev/null | tail -1 || echo "configure log not found"
+}
+
 if [ $RUN_BENCH = 0 ]; then
   echo
   echo "==== GPU check summary ===="
   echo "GPU:    $GPU_NAME; --no-bench: the benchmarks and the GPU training did not run"
   echo "Tests:  $(tests_line)"
+  echo "Build:  $(build_line)"
   exit $status
 fi
 
@@ -349,6 +355,7 @@ echo
 echo "==== GPU check summary ===="
 echo "GPU:     $GPU_NAME (device $GPU, sm_$CUDA_ARCH), $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/CUDA \1/p')"
 echo "Tests:   $(tests_line)"
+echo "Build:   $(build_line)"
 if [ -n "$bench" ]; then
   echo "LeNet:   FP32 $(kv fp32_ms "$bench") ms/iter, FP16 $(kv fp16_ms "$bench") ms/iter (median of $(kv repeats "$bench") runs of $(kv iterations "$bench") iterations, batch $(kv batch "$bench"), forward+backward+update); FP32/FP16 = $(kv speedup "$bench"); type conversions per iteration: FP32 $(kv fp32_conversions "$bench"), FP16 $(kv fp16_conversions "$bench")"
 else

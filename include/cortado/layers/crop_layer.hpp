@@ -14,7 +14,7 @@
 // in bottom0's dimension. In place: no.
 // Types: pure copies in Ftype (forward) and Btype (backward).
 // GPU: one thread per top element maps its index to bottom0's (crop_layer.cu),
-// at most kMaxAxes axes.
+// at most kCropMaxAxes (32) axes.
 
 #include <vector>
 
@@ -58,7 +58,7 @@ class CropLayer : public Layer<Ftype, Btype> {
 
 #ifdef CORTADO_USE_CUDA
 namespace gpu {
-constexpr int kCropMaxAxes = 8;
+constexpr int kCropMaxAxes = 32;  // 3 x 32 int64 in the kernel arguments: 772 bytes
 /// Shapes and strides of a crop: top element t, written in the top's shape,
 /// lands at sum_a (idx_a + offset_a) * bottom_stride_a of bottom0.
 struct CropGeometry {

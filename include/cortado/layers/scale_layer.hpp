@@ -89,9 +89,10 @@ template <typename T>
 void scale_backward_dx(int64_t outer, int64_t dim, int64_t inner, const T* dy, const T* s, T* dx,
                        CUstream_st* stream);
 /// One block per d. With ds: ds[d] = (accumulate_s ? ds[d] : 0) + sum dy * x;
-/// with db: db[d] += sum dy. Either may be null.
-template <typename T>
-void scale_backward_params(int64_t outer, int64_t dim, int64_t inner, const T* dy, const T* x, T* ds,
+/// with db: db[d] += sum dy. Either may be null. x is in the forward's type
+/// X (an FP32 forward's input is not rounded to a float16 gradient's type).
+template <typename T, typename X>
+void scale_backward_params(int64_t outer, int64_t dim, int64_t inner, const T* dy, const X* x, T* ds,
                            bool accumulate_s, T* db, CUstream_st* stream);
 }  // namespace gpu
 #endif  // CORTADO_USE_CUDA

@@ -14,7 +14,7 @@ __global__ void absval_forward_kernel(int64_t n, const T* x, T* y) {
   using M = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
     const M v = load(x, i);
-    store(y, i, v < M(0) ? -v : v);
+    store(y, i, fabs(v));  // as std::fabs: +0 for -0, NaN's sign cleared
   }
 }
 

@@ -29,7 +29,7 @@ __global__ void bnll_backward_kernel(int64_t n, const T* dy, const T* x, T* dx) 
   using M = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
     const M v = load(x, i);
-    const M e = exp_of(v < M(50) ? v : M(50));
+    const M e = exp_of(M(50) < v ? M(50) : v);  // std::min's order: a NaN x stays NaN, as on the CPU
     store(dx, i, load(dy, i) * e / (e + M(1)));
   }
 }

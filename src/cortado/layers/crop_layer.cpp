@@ -90,7 +90,8 @@ void CropLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector
 namespace {
 gpu::CropGeometry MakeGeometry(const std::vector<int64_t>& shape, const std::vector<int>& offsets,
                                const std::vector<int64_t>& strides) {
-  CORTADO_CHECK(shape.size() <= static_cast<size_t>(gpu::kCropMaxAxes)) << "Crop GPU path: too many axes";
+  if (shape.size() > static_cast<size_t>(gpu::kCropMaxAxes))
+    fail("Crop on a GPU: at most ", gpu::kCropMaxAxes, " axes, the blob has ", shape.size(), " (the CPU path has no limit)");
   gpu::CropGeometry g{};
   g.num_axes = static_cast<int>(shape.size());
   for (size_t a = 0; a < shape.size(); ++a) {

@@ -15,14 +15,15 @@ __device__ __forceinline__ double log_of(double v) { return log(v); }
 
 template <typename T>
 __global__ void log_forward_kernel(int64_t n, const T* x, T* y, dmath_t<T> bs, dmath_t<T> scale, dmath_t<T> shift) {
-  CORTADO_KERNEL_LOOP(i, n) store(y, i, log_of(shift + scale * load(x, i)) * bs);
+  // shift + scale * x rounded as on the CPU (no fused multiply-add).
+  CORTADO_KERNEL_LOOP(i, n) store(y, i, log_of(add_rn(shift, mul_rn(scale, load(x, i)))) * bs);
 }
 
 template <typename T>
 __global__ void log_backward_kernel(int64_t n, const T* dy, const T* x, T* dx, dmath_t<T> bs, dmath_t<T> scale,
                                     dmath_t<T> shift) {
   const dmath_t<T> c = scale * bs;
-  CORTADO_KERNEL_LOOP(i, n) store(dx, i, load(dy, i) * c / (shift + scale * load(x, i)));
+  CORTADO_KERNEL_LOOP(i, n) store(dx, i, load(dy, i) * c / add_rn(shift, mul_rn(scale, load(x, i))));
 }
 
 }  // namespace

@@ -18,7 +18,9 @@ __global__ void power_forward_kernel(int64_t n, const T* x, T* y, dmath_t<T> pow
                                      dmath_t<T> shift) {
   using M = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
-    const M b = scale == M(0) ? shift : shift + scale * load(x, i);
+    // Rounded as the CPU rounds (no fused multiply-add): near shift = -scale * x
+    // a fused one would differ from it by far more than an ulp.
+    const M b = scale == M(0) ? shift : add_rn(shift, mul_rn(scale, load(x, i)));
     store(y, i, power == M(1) ? b : pow_of(b, power));
   }
 }
@@ -36,7 +38,7 @@ __global__ void power_backward_kernel(int64_t n, const T* dy, const T* x, T* dx,
     } else if (power == M(1)) {
       d = diff_scale * g;
     } else {
-      const M b = shift + scale * load(x, i);
+      const M b = add_rn(shift, mul_rn(scale, load(x, i)));
       d = diff_scale * (power == M(2) ? b : pow_of(b, power - M(1))) * g;
     }
     store(dx, i, d);

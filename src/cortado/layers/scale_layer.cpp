@@ -202,10 +202,10 @@ void ScaleLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vecto
   const bool want_b = bias_term_ && this->param_propagate_down(bias_index(bottom));
   const Btype* dy = top[0]->template gpu_diff<Btype>();
   if (want_s || want_b) {
-    const Btype* x = want_s ? saved_x(bottom, top).template gpu_data<Btype>() : nullptr;
+    const Ftype* x = want_s ? saved_x(bottom, top).template gpu_data<Ftype>() : nullptr;
     Btype* ds = want_s ? scale(bottom)->template mutable_gpu_diff<Btype>() : nullptr;
     Btype* db = want_b ? bias_blob(bottom)->template mutable_gpu_diff<Btype>() : nullptr;
-    gpu::scale_backward_params<Btype>(outer_, dim_, inner_, dy, x, ds, !second, db, stream);
+    gpu::scale_backward_params<Btype, Ftype>(outer_, dim_, inner_, dy, x, ds, !second, db, stream);
   }
   if (!propagate_down.empty() && propagate_down[0]) {
     const Btype* s = scale(bottom)->template gpu_data<Btype>();

@@ -36,10 +36,10 @@ __global__ void dx_kernel(int64_t total, int64_t dim, int64_t inner, const T* dy
 
 // The parameter gradients: sum dy * x (ds) and sum dy (db) per scale value,
 // through channel_reduce.cuh (many blocks per value, a fixed order).
-template <typename T>
+template <typename T, typename X>
 struct SumParams {
   const T* dy;
-  const T* x;  // null: no ds
+  const X* x;  // in the forward's type, as the CPU reads it; null: no ds
   __device__ void operator()(int64_t j, int64_t, dmath_t<T>* acc) const {
     using M = dmath_t<T>;
     const M g = load(dy, j);
@@ -81,24 +81,29 @@ void scale_backward_dx(int64_t outer, int64_t dim, int64_t inner, const T* dy, c
   CORTADO_KERNEL_CHECK();
 }
 
-template <typename T>
-void scale_backward_params(int64_t outer, int64_t dim, int64_t inner, const T* dy, const T* x, T* ds,
+template <typename T, typename X>
+void scale_backward_params(int64_t outer, int64_t dim, int64_t inner, const T* dy, const X* x, T* ds,
                            bool accumulate_s, T* db, CUstream_st* stream) {
   if (dim == 0) return;
   using D = dev_t<T>;
   kernels::channel_reduce<2, dmath_t<D>>(kernels::ChannelShape{outer, dim, inner},
-                                         SumParams<D>{dev(dy), ds ? dev(x) : nullptr},
+                                         SumParams<D, dev_t<X>>{dev(dy), ds ? dev(x) : nullptr},
                                          FinishParams<D>{dev(ds), accumulate_s, dev(db)}, stream);
 }
 
 #define CORTADO_INSTANTIATE_SCALE_GPU(T)                                                                          \
   template void scale_forward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*, CUstream_st*);     \
   template void scale_backward_dx<T>(int64_t, int64_t, int64_t, const T*, const T*, T*, CUstream_st*);           \
-  template void scale_backward_params<T>(int64_t, int64_t, int64_t, const T*, const T*, T*, bool, T*, CUstream_st*)
+  template void scale_backward_params<T, T>(int64_t, int64_t, int64_t, const T*, const T*, T*, bool, T*, CUstream_st*)
 CORTADO_INSTANTIATE_SCALE_GPU(double);
 CORTADO_INSTANTIATE_SCALE_GPU(float);
 CORTADO_INSTANTIATE_SCALE_GPU(float16);
 #undef CORTADO_INSTANTIATE_SCALE_GPU
+// The mixed pairs: gradients in one type, the saved input in the other.
+template void scale_backward_params<float, float16>(int64_t, int64_t, int64_t, const float*, const float16*, float*,
+                                                    bool, float*, CUstream_st*);
+template void scale_backward_params<float16, float>(int64_t, int64_t, int64_t, const float16*, const float*,
+                                                    float16*, bool, float16*, CUstream_st*);
 
 }  // namespace gpu
 
