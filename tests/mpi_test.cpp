@@ -10,9 +10,9 @@
 //   solver with batch R * B, for FP32, for FP16 storage with FP32 master
 //   weights, with iter_size, and with dynamic loss scaling and clipping,
 //   and leaves the ranks with the same bits;
-// - rank 0 alone tests and snapshots; a signal seen by one rank stops all
-//   at the same iteration; an unset random_seed is shared; a resumed run is
-//   bit-identical on every rank, dropout included.
+// - every rank tests its share, rank 0 alone snapshots; a signal seen by
+//   one rank stops all at the same iteration; an unset random_seed is
+//   shared; a resumed run is bit-identical on every rank, dropout included.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -139,7 +139,7 @@ TEST_P(DataParallel, StepOfTheRanksIsTheStepOfTheirBatchTogether) {
 INSTANTIATE_TEST_SUITE_P(Recipes, DataParallel, ::testing::ValuesIn(test::DataParallelRecipes()),
                          [](const ::testing::TestParamInfo<Recipe>& i) { return i.param.name; });
 
-TEST(DataParallelSolver, RankZeroAloneTestsAndSnapshots) {
+TEST(DataParallelSolver, EveryRankTestsAndRankZeroAloneSnapshots) {
   auto comm = world();
   SharedDb db;
   const std::string net = NetText(db.db(), 2, false);
@@ -153,7 +153,7 @@ TEST(DataParallelSolver, RankZeroAloneTestsAndSnapshots) {
                                      "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' "
                                      "top: 'loss' } }");
   auto s = MakeSolver(solver, net, comm);
-  EXPECT_EQ(s->test_nets().size(), comm->rank() == 0 ? 1u : 0u);
+  EXPECT_EQ(s->test_nets().size(), 1u);
   s->Solve();
   const std::string model = db.prefix() + "_iter_2.caffemodel";
   comm->Max(0);

@@ -205,7 +205,7 @@ TEST_P(InProcessRanks, StepOfNcclRanksIsTheStepOfTheirBatchTogether) {
 INSTANTIATE_TEST_SUITE_P(Recipes, InProcessRanks, ::testing::ValuesIn(test::DataParallelRecipes()),
                          [](const ::testing::TestParamInfo<test::Recipe>& i) { return i.param.name; });
 
-TEST_F(ParallelSolverTest, RankZeroAloneTestsAndSnapshotsAndAResumeIsBitIdentical) {
+TEST_F(ParallelSolverTest, RankZeroAloneSnapshotsAndAResumeIsBitIdentical) {
   const std::string solver = str_cat("base_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 max_iter: 4 display: 0 "
                                      "random_seed: 9 snapshot: 2 snapshot_prefix: '", prefix(), "' "
                                      "test_iter: 1 test_interval: 2 test_net_param { "
@@ -232,10 +232,45 @@ TEST_F(ParallelSolverTest, RankZeroAloneTestsAndSnapshotsAndAResumeIsBitIdentica
     EXPECT_EQ(s->iter(), 4);
     resumed[static_cast<size_t>(rank.rank)] = test::Weights(s.get());
   });
-  EXPECT_EQ(test_nets, (std::vector<size_t>{1, 0})) << "rank 0 alone tests";
+  EXPECT_EQ(test_nets, (std::vector<size_t>{1, 1})) << "every rank tests its share";
   EXPECT_EQ(through[0], through[1]);
   EXPECT_EQ(resumed[0], through[0]) << "the resumed run left the run that never stopped";
   EXPECT_EQ(resumed[1], through[1]);
+}
+
+// The ranks share the test: each runs half of test_iter on its shard, and
+// together they score what one solver testing alone scores, phase after
+// phase (the second phase reads on where the first stopped).
+TEST_F(ParallelSolverTest, TheRanksTestTogetherAsOneSolverTestsAlone) {
+  const std::string solver = str_cat("base_lr: 0.05 lr_policy: 'fixed' max_iter: 1 display: 0 random_seed: 9 "
+                                     "test_iter: 4 test_interval: 100 test_net_param { "
+                                     "layer { name: 'data' type: 'Data' top: 'data' top: 'label' "
+                                     "data_param { source: '", db(), "' batch_size: 3 } } "
+                                     "layer { name: 'ip' type: 'InnerProduct' bottom: 'data' top: 'ip' "
+                                     "inner_product_param { num_output: 5 weight_filler { type: 'gaussian' std: 1 } } } "
+                                     "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' "
+                                     "top: 'loss' } "
+                                     "layer { name: 'acc' type: 'Accuracy' bottom: 'ip' bottom: 'label' top: 'acc' } }");
+  const std::string net = test::DataParallelNet(db(), 3, false);
+  auto alone = test::MakeSolver(solver, net, nullptr);
+  const std::vector<double> want1 = alone->TestAll(), want2 = alone->TestAll();
+  ASSERT_EQ(want1.size(), 2u);  // loss, accuracy
+  EXPECT_NE(want1, want2) << "both phases read the same records: the second shows nothing";
+  std::vector<std::vector<double>> got1(2), got2(2);
+  RunRanks({-1, -1}, [&](const Rank& rank) {
+    auto s = test::MakeSolver(solver, net, rank.comm, rank.ctx);
+    got1[static_cast<size_t>(rank.rank)] = s->TestAll();
+    got2[static_cast<size_t>(rank.rank)] = s->TestAll();
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(got1[r].size(), 2u);
+    ASSERT_EQ(got2[r].size(), 2u);
+    for (size_t k = 0; k < 2; ++k) {
+      EXPECT_NEAR(got1[r][k], want1[k], 1e-6 * std::fabs(want1[k]) + 1e-9) << "rank " << r << ", output " << k;
+      EXPECT_NEAR(got2[r][k], want2[k], 1e-6 * std::fabs(want2[k]) + 1e-9) << "rank " << r << ", output " << k;
+    }
+  }
+  EXPECT_EQ(got1[0], got1[1]) << "the ranks disagree on the scores";
 }
 
 TEST_F(ParallelSolverTest, ASignalSeenByRankZeroStopsEveryRankAtTheSameIteration) {

@@ -33,17 +33,20 @@
 //
 // Several ranks (SolverSetup::comm, communicator.hpp; parallel.hpp runs them
 // as the threads of one process): each rank's solver trains a full replica
-// on its own shard of the data (the train net's Data layers read shard
-// `rank` of `ranks`), and before the overflow check the ranks sum their
-// gradients, which the unscale divides by S * iter_size * ranks: the update
-// of a batch of B per rank is the update of one solver with batch ranks * B. At Solve's start every rank takes rank 0's weights
-// and history; a random_seed left unset is drawn on rank 0 and shared (the
-// nets are built from it; then rank r draws, dropout masks for one, from
-// random_seed + 1 + r, and snapshots keep every rank's generator). Only
-// rank 0 has test nets and writes snapshots; it displays the ranks' mean
-// smoothed loss and train outputs; the signal actions are agreed
-// on each iteration (STOP over SNAPSHOT over NONE), so all ranks stop or
-// snapshot at the same iteration.
+// on its own shard of the data (the train and test nets' Data layers read
+// shard `rank` of `ranks`), and before the overflow check the ranks sum
+// their gradients, which the unscale divides by S * iter_size * ranks: the
+// update of a batch of B per rank is the update of one solver with batch
+// ranks * B. At Solve's start every rank takes rank 0's weights and
+// history; a random_seed left unset is drawn on rank 0 and shared (the nets
+// are built from it; then rank r draws, dropout masks for one, from
+// random_seed + 1 + r, and snapshots keep every rank's generator). Testing
+// is shared too: each rank runs its share of test_iter on its shard, and the
+// scores are the ranks' sums over test_iter (with test_iter a multiple of
+// the ranks, the scores of one solver testing alone). Rank 0 alone writes
+// snapshots, and it displays the ranks' mean smoothed loss and train
+// outputs; the signal actions are agreed on each iteration (STOP over
+// SNAPSHOT over NONE), so all ranks stop or snapshot at the same iteration.
 
 #include <deque>
 #include <functional>

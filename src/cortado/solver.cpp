@@ -80,13 +80,6 @@ Solver::Solver(const SolverParameter& param, const SourceInfo& info, SolverSetup
     int64_t seed = param_.random_seed();
     if (seed < 0 && rank() == 0) seed = std::random_device{}() & 0x7fffffff;
     param_.set_random_seed(comm_->Max(seed));
-    if (rank() != 0) {  // rank 0 tests, alone
-      param_.clear_test_net();
-      param_.clear_test_net_param();
-      param_.clear_test_iter();
-      param_.clear_test_state();
-      param_.set_test_interval(0);
-    }
     INFO_LOG << "Rank " << rank() << " of " << ranks() << " (" << comm_->engine() << "), random_seed "
              << param_.random_seed();
   }
@@ -94,9 +87,8 @@ Solver::Solver(const SolverParameter& param, const SourceInfo& info, SolverSetup
   if (param_.has_solver_mode())
     INFO_LOG << "solver_mode is not used to choose the device; trainer's --gpu flag does";
   InitNets();
-  // Several ranks: after the nets (built alike on every rank, with rank 0's
-  // test nets last), each rank's generator gets a seed of its own, so its
-  // dropout masks are its own and do not depend on the test nets.
+  // Several ranks: after the nets (built alike on every rank), each rank's
+  // generator gets a seed of its own, so its dropout masks are its own.
   if (ranks() > 1) set_random_seed(param_.random_seed() + 1 + rank());
   const bool double_net = !net_->layers().empty() && net_->layers().front()->forward_type() == DOUBLE;
   data_type_ = double_net ? DOUBLE : param_.solver_data_type();
@@ -186,18 +178,20 @@ void Solver::InitNets() {
   const NetParameter general_net = train;  // the test nets' copy, before the edit
   *train.mutable_state() = state;
   if (edit_net_) edit_net_(&train);
-  if (ranks() > 1) {
-    // Each rank reads its own shard. A Data layer that already reads shard s
-    // of S (positions s + kS) hands rank r the positions s + (jR + r)S:
-    // shard s + rS of RS.
-    for (LayerParameter& l : *train.mutable_layer()) {
+  // Each rank reads its own shard, in training and in testing. A Data layer
+  // that already reads shard s of S (positions s + kS) hands rank r the
+  // positions s + (jR + r)S: shard s + rS of RS.
+  auto shard = [&](NetParameter* p) {
+    if (ranks() <= 1) return;
+    for (LayerParameter& l : *p->mutable_layer()) {
       if (l.type() != "Data") continue;
       DataParameter* dp = l.mutable_data_param();
       const uint32_t s = dp->shard_id(), n = std::max(dp->num_shards(), 1u);
       dp->set_shard_id(s + static_cast<uint32_t>(rank()) * n);
       dp->set_num_shards(n * static_cast<uint32_t>(ranks()));
     }
-  }
+  };
+  shard(&train);
   net_ = std::make_unique<Net>(train, train_info, ctx_);
 
   // Test nets: test_net files, test_net_param, or the general net in TEST phase.
@@ -226,6 +220,7 @@ void Solver::InitNets() {
     if (i < static_cast<size_t>(param_.test_state_size())) s.MergeFrom(param_.test_state(i));
     *p.mutable_state() = s;
     if (edit_net_) edit_net_(&p);
+    shard(&p);
     test_nets_.push_back(std::make_unique<Net>(p, tests[i].second, ctx_));
     test_nets_.back()->ShareTrainedLayersWith(*net_);
   }
@@ -387,20 +382,25 @@ std::vector<double> Solver::TestAll() {
 std::vector<double> Solver::Test(int id) {
   INFO_LOG << "Iteration " << iter_ << ", Testing net (#" << id << ")";
   Net& net = *test_nets_[id];
-  std::vector<double> scores;
-  double loss = 0;
+  size_t outputs = 0;
+  for (const Blob* b : net.output_blobs()) outputs += b->count();
+  std::vector<double> scores(outputs + 1, 0.0);  // the outputs' sums, then the loss's
+  // With several ranks, each runs its share of the test_iter batches on its
+  // own shard of the data (test_iter = kR: the batches one solver would run),
+  // and the ranks' sums are added.
   const int iters = param_.test_iter(id);
-  for (int i = 0; i < iters; ++i) {
-    loss += net.Forward();
+  const int mine = iters / ranks() + (rank() < iters % ranks() ? 1 : 0);
+  for (int i = 0; i < mine; ++i) {
+    scores[outputs] += net.Forward();
     size_t k = 0;
     for (const Blob* b : net.output_blobs()) {
       const float* v = b->cpu_data<float>();
-      for (size_t j = 0; j < b->count(); ++j, ++k) {
-        if (scores.size() <= k) scores.push_back(0);
-        scores[k] += v[j];
-      }
+      for (size_t j = 0; j < b->count(); ++j, ++k) scores[k] += v[j];
     }
   }
+  if (ranks() > 1) comm_->AllReduceSum(scores.data(), static_cast<int64_t>(scores.size()), DOUBLE);
+  const double loss = scores[outputs];
+  scores.pop_back();
   if (param_.test_compute_loss()) INFO_LOG << "Test loss: " << loss / iters;
   size_t k = 0;
   for (size_t j = 0; j < net.output_blobs().size(); ++j) {
