@@ -30,6 +30,10 @@
 #ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
 #endif
+#ifdef CORTADO_USE_OPENCV
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#endif
 
 namespace cortado {
 namespace {
@@ -285,6 +289,42 @@ TEST_F(ParallelSolverTest, ASignalSeenByRankZeroStopsEveryRankAtTheSameIteration
   });
   EXPECT_EQ(iters, (std::vector<int>{3, 3}));
 }
+
+#ifdef CORTADO_USE_OPENCV
+// The solver shards ImageData layers as it shards Data layers: rank r of R
+// reads shard r of R of the list, in training and in testing.
+TEST_F(ParallelSolverTest, TheRanksReadTheirShardOfAnImageList) {
+  const fs::path dir = fs::path(db()).parent_path();
+  {
+    std::ofstream list(dir / "list.txt");
+    for (int i = 0; i < 4; ++i) {
+      cv::imwrite((dir / str_cat(i, ".png")).string(), cv::Mat(6, 6, CV_8UC1, cv::Scalar(40 * i)));
+      list << (dir / str_cat(i, ".png")).string() << " " << i << "\n";
+    }
+  }
+  const std::string images = str_cat("layer { name: 'data' type: 'ImageData' top: 'data' top: 'label' "
+                                     "image_data_param { source: '", (dir / "list.txt").string(),
+                                     "' batch_size: 2 is_color: false } } "
+                                     "layer { name: 'ip' type: 'InnerProduct' bottom: 'data' top: 'ip' "
+                                     "inner_product_param { num_output: 5 } } "
+                                     "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' "
+                                     "top: 'loss' }");
+  std::vector<std::pair<uint32_t, uint32_t>> train(2), test(2);
+  RunRanks({-1, -1}, [&](const Rank& rank) {
+    auto s = test::MakeSolver(str_cat("base_lr: 0.01 lr_policy: 'fixed' max_iter: 1 display: 0 random_seed: 3 "
+                                      "test_iter: 2 test_interval: 1 test_net_param { ", images, " }"),
+                              images, rank.comm, rank.ctx);
+    const ImageDataParameter& t = s->net()->layers()[0]->layer_param().image_data_param();
+    const ImageDataParameter& v = s->test_nets()[0]->layers()[0]->layer_param().image_data_param();
+    train[static_cast<size_t>(rank.rank)] = {t.shard_id(), t.num_shards()};
+    test[static_cast<size_t>(rank.rank)] = {v.shard_id(), v.num_shards()};
+    s->Step(1);
+  });
+  const std::vector<std::pair<uint32_t, uint32_t>> want = {{0, 2}, {1, 2}};
+  EXPECT_EQ(train, want);
+  EXPECT_EQ(test, want);
+}
+#endif
 
 // Collects the INFO lines of the log while it lives (they reach stderr too).
 class LogLines : public google::LogSink {

@@ -36,9 +36,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -47,7 +45,6 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
-#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -60,6 +57,7 @@
 
 #include "cortado/common.hpp"
 #include "cortado/util/db.hpp"
+#include "cortado/util/image_list.hpp"
 #include "cortado.pb.h"
 
 DEFINE_bool(gray, false, "Read the images as grayscale (1 channel); default: color (3 channels, BGR)");
@@ -90,11 +88,7 @@ class BadImage : public cortado::Error {
   using cortado::Error::Error;
 };
 
-struct Entry {
-  std::string path;  // as written in the list, relative to ROOTFOLDER
-  int label = 0;
-  int64_t line = 0;  // 1-based line in the list file
-};
+using Entry = cortado::ImageListEntry;
 
 struct Options {
   bool gray = false;
@@ -105,49 +99,7 @@ struct Options {
   bool skip_bad = false;
 };
 
-std::string_view trim_right(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-int parse_label(std::string_view text, const std::string& where) {
-  long long v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec == std::errc::result_out_of_range) fail(where, "label '", text, "' is out of range");
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    fail(where, "label '", text, "' is not an integer (expected 'path label', the label after the last space)");
-  }
-  if (v < 0) fail(where, "label ", v, " is negative; labels are class indices 0, 1, 2, ...");
-  if (v > std::numeric_limits<int32_t>::max()) fail(where, "label ", v, " does not fit in 32 bits");
-  return static_cast<int>(v);
-}
-
-std::vector<Entry> read_list(const std::string& list_path) {
-  std::error_code ec;
-  if (fs::is_directory(list_path, ec)) fail(list_path, ": is a directory, expected the list file");
-  std::ifstream in(list_path);
-  if (!in) fail(list_path, ": cannot open the list file: ", std::strerror(errno));
-  std::vector<Entry> entries;
-  std::string line;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    const std::string_view text = trim_right(line);  // also drops a CRLF file's '\r'
-    if (text.find_first_not_of(" \t") == std::string_view::npos) continue;
-    const std::string where = str_cat(list_path, ":", n, ": ");
-    const size_t space = text.find_last_of(" \t");
-    if (space == std::string_view::npos) {
-      fail(where, "no label in '", text, "' (expected 'path label', the label after the last space)");
-    }
-    Entry e;
-    e.label = parse_label(text.substr(space + 1), where);
-    e.path = std::string(trim_right(text.substr(0, space)));
-    if (e.path.find_first_not_of(" \t") == std::string::npos) fail(where, "no image path before the label");
-    e.line = n;
-    entries.push_back(std::move(e));
-  }
-  if (in.bad()) fail(list_path, ": read error");
-  if (entries.empty()) fail(list_path, ": the list holds no images");
-  return entries;
-}
+std::vector<Entry> read_list(const std::string& list_path) { return cortado::ReadImageList(list_path); }
 
 // Fisher-Yates with a plain modulo draw: the same order with every standard
 // library (std::shuffle's use of the generator is unspecified).

@@ -25,6 +25,7 @@
 #include "cortado/layers/exp_layer.hpp"
 #include "cortado/layers/flatten_layer.hpp"
 #include "cortado/layers/hinge_loss_layer.hpp"
+#include "cortado/layers/image_data_layer.hpp"
 #include "cortado/layers/infogain_loss_layer.hpp"
 #include "cortado/layers/inner_product_layer.hpp"
 #include "cortado/layers/input_layer.hpp"
@@ -80,6 +81,7 @@ const Entry kRegistry[] = {
     {"Exp", &MakeLayer<ExpLayer>},
     {"Flatten", &MakeLayer<FlattenLayer>},
     {"HingeLoss", &MakeLayer<HingeLossLayer>},
+    {"ImageData", &MakeLayer<ImageDataLayer>},
     {"InfogainLoss", &MakeLayer<InfogainLossLayer>},
     {"InnerProduct", &MakeLayer<InnerProductLayer>},
     {"Input", &MakeLayer<InputLayer>},

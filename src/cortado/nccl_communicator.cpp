@@ -5,6 +5,7 @@
 // threads engine on the host.
 #include <nccl.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <vector>
 
@@ -73,7 +74,8 @@ class NcclCommunicator : public Communicator {
   int64_t Max(int64_t value) override { return host_->Max(value); }
   [[noreturn]] void Abort(int status) override {
     comms_->Abort();
-    host_->Abort(status);
+    host_->Abort(status);  // the threads engine throws on this rank and wakes the others
+    std::abort();          // not reached
   }
 
  private:

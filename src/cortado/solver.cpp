@@ -178,17 +178,19 @@ void Solver::InitNets() {
   const NetParameter general_net = train;  // the test nets' copy, before the edit
   *train.mutable_state() = state;
   if (edit_net_) edit_net_(&train);
-  // Each rank reads its own shard, in training and in testing. A Data layer
-  // that already reads shard s of S (positions s + kS) hands rank r the
-  // positions s + (jR + r)S: shard s + rS of RS.
+  // Each rank reads its own shard, in training and in testing. A Data (or
+  // ImageData) layer that already reads shard s of S (positions s + kS)
+  // hands rank r the positions s + (jR + r)S: shard s + rS of RS.
   auto shard = [&](NetParameter* p) {
     if (ranks() <= 1) return;
-    for (LayerParameter& l : *p->mutable_layer()) {
-      if (l.type() != "Data") continue;
-      DataParameter* dp = l.mutable_data_param();
+    auto split = [&](auto* dp) {
       const uint32_t s = dp->shard_id(), n = std::max(dp->num_shards(), 1u);
       dp->set_shard_id(s + static_cast<uint32_t>(rank()) * n);
       dp->set_num_shards(n * static_cast<uint32_t>(ranks()));
+    };
+    for (LayerParameter& l : *p->mutable_layer()) {
+      if (l.type() == "Data") split(l.mutable_data_param());
+      if (l.type() == "ImageData") split(l.mutable_image_data_param());
     }
   };
   shard(&train);

@@ -1,5 +1,6 @@
 #pragma once
 // Reads Caffe Datum records from an LMDB database, as Caffe's DataLayer.
+// (ImageData, image_data_layer.hpp, is this layer reading an image list.)
 //
 // Tops:
 //   top[0] data  (N, C, H', W') in Ftype: each record through the
@@ -83,6 +84,37 @@ struct CUevent_st;
 
 namespace cortado {
 
+/// Where a data layer's records come from (LMDB here; the image list of
+/// ImageData). Called from the layer's reader thread only.
+class RecordSource {
+ public:
+  virtual ~RecordSource() = default;
+  virtual int64_t entries() const = 0;
+  /// The record at stream index i >= 0 (index i and i + entries() are the
+  /// same entry of a later epoch): a key that names it in errors, and a
+  /// serialized Datum.
+  virtual void Read(int64_t i, std::string* key, std::string* value) = 0;
+};
+
+/// The records of an LMDB database in key order.
+class LmdbSource : public RecordSource {
+ public:
+  explicit LmdbSource(const std::string& path) : cursor_(path, /*wrap_around=*/false) {}
+  int64_t entries() const override { return cursor_.entries(); }
+  void Read(int64_t i, std::string* key, std::string* value) override;
+
+ private:
+  LmdbCursor cursor_;
+  int64_t at_ = 0;  // the cursor's entry
+};
+
+/// The fields a data layer reads, whichever message holds them.
+struct DataSourceParams {
+  std::string prefix;  // "data_param." or "image_data_param.", for messages
+  std::string source;
+  uint32_t batch_size = 0, rand_skip = 0, prefetch = 4, threads = 0, shard_id = 0, num_shards = 1;
+};
+
 template <typename Ftype, typename Btype>
 class DataLayer : public Layer<Ftype, Btype> {
  public:
@@ -113,6 +145,18 @@ class DataLayer : public Layer<Ftype, Btype> {
   void Backward_gpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
 #endif
 
+ protected:
+  /// The fields of data_param (ImageData: of image_data_param).
+  virtual DataSourceParams SourceParams() const;
+  /// transform_param with the legacy copies of its fields merged in.
+  virtual TransformationParameter MergedTransformParam() const;
+  /// Checks the fields beyond DataSourceParams' (FieldError).
+  virtual void ValidateMore() const;
+  /// Opens the records; `seed` is the layer's (for a shuffled order).
+  virtual std::unique_ptr<RecordSource> OpenSource(uint64_t seed);
+  /// Called on the new transformer at LayerSetUp.
+  virtual void ConfigureTransformer(DataTransformer* t) const {}
+
  private:
   struct Batch {
     std::unique_ptr<SyncedMemory> data;   // (N, C, H', W') Ftype, host side only (pinned with a device)
@@ -127,9 +171,7 @@ class DataLayer : public Layer<Ftype, Btype> {
   /// Hands a used batch back to the reader.
   void ReturnBatch(std::unique_ptr<Batch> batch);
 
-  TransformationParameter MergedTransformParam() const;
-  void ValidateParams() const;
-  void PositionCursor(int64_t stream_position);
+  void ValidateParams(const DataSourceParams& p) const;
   void StartReader();
   void StopReader();
   void ReaderLoop();
@@ -142,7 +184,7 @@ class DataLayer : public Layer<Ftype, Btype> {
   int64_t skip_ = 0;
   std::vector<int> datum_shape_;
   std::unique_ptr<DataTransformer> transformer_;
-  std::unique_ptr<LmdbCursor> cursor_;
+  std::unique_ptr<RecordSource> input_;  // the records
   int64_t next_position_ = 0;  // stream position of the next record the reader reads
   int64_t shard_ = 0, shards_ = 1;
   /// The unsharded stream position of this shard's position p.

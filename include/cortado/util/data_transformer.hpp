@@ -72,6 +72,13 @@ class DataTransformer {
   void Transform(const Datum& datum, T* out, std::mt19937* rng_or_null,
                  const std::vector<int>& expected = {}) const;
 
+  /// Resizes every encoded record, once decoded, to height x width
+  /// (bilinear, as Caffe's ImageData and convert_imageset do); 0, 0: never.
+  void set_resize(int height, int width) {
+    resize_height_ = height;
+    resize_width_ = width;
+  }
+
   const TransformationParameter& param() const { return param_; }
   Phase phase() const { return phase_; }
 
@@ -89,6 +96,7 @@ class DataTransformer {
   std::string layer_name_, layer_type_;
   std::vector<float> mean_;  // from mean_file, (C, H, W)
   std::vector<int> mean_shape_;
+  int resize_height_ = 0, resize_width_ = 0;
 };
 
 }  // namespace cortado

@@ -35,6 +35,32 @@ void DataLayer<Ftype, Btype>::Batch::WaitCopied() {
 #endif
 }
 
+void LmdbSource::Read(int64_t i, std::string* key, std::string* value) {
+  const int64_t target = i % entries();
+  if (target < at_) {  // the next epoch: from the first record again
+    cursor_.SeekToFirst();
+    at_ = 0;
+  }
+  for (; at_ < target; ++at_) cursor_.Next();
+  key->assign(cursor_.key());
+  value->assign(cursor_.value());
+}
+
+template <typename Ftype, typename Btype>
+DataSourceParams DataLayer<Ftype, Btype>::SourceParams() const {
+  const DataParameter& dp = this->layer_param().data_param();
+  DataSourceParams p;
+  p.prefix = "data_param.";
+  p.source = dp.source();
+  p.batch_size = dp.has_batch_size() ? dp.batch_size() : 0;
+  p.rand_skip = dp.rand_skip();
+  p.prefetch = dp.prefetch();
+  p.threads = dp.threads();
+  p.shard_id = dp.shard_id();
+  p.num_shards = dp.num_shards();
+  return p;
+}
+
 template <typename Ftype, typename Btype>
 TransformationParameter DataLayer<Ftype, Btype>::MergedTransformParam() const {
   const DataParameter& dp = this->layer_param().data_param();
@@ -54,69 +80,85 @@ TransformationParameter DataLayer<Ftype, Btype>::MergedTransformParam() const {
 }
 
 template <typename Ftype, typename Btype>
-void DataLayer<Ftype, Btype>::ValidateParams() const {
+void DataLayer<Ftype, Btype>::ValidateMore() const {
   const DataParameter& dp = this->layer_param().data_param();
   if (dp.backend() == DataParameter::LEVELDB) {
     this->field_error("data_param.backend", "LEVELDB is not supported, use LMDB");
   }
-  if (dp.source().empty()) this->field_error("data_param.source", "is required (an LMDB directory)");
-  if (!dp.has_batch_size() || dp.batch_size() == 0) {
-    this->field_error("data_param.batch_size", "must be positive, got ", dp.batch_size());
+}
+
+template <typename Ftype, typename Btype>
+std::unique_ptr<RecordSource> DataLayer<Ftype, Btype>::OpenSource(uint64_t) {
+  std::unique_ptr<RecordSource> s;
+  try {
+    s = std::make_unique<LmdbSource>(source_);
+  } catch (const Error& e) {
+    this->field_error("data_param.source", "cannot open '", source_, "': ", e.what());
   }
-  if (dp.batch_size() > (1u << 24)) {
-    this->field_error("data_param.batch_size", "is too large: ", dp.batch_size());
-  }
-  if (dp.prefetch() == 0) this->field_error("data_param.prefetch", "must be positive, got 0");
-  if (dp.prefetch() > 1024) this->field_error("data_param.prefetch", "is too large: ", dp.prefetch());
-  if (dp.threads() > 256) this->field_error("data_param.threads", "is too large: ", dp.threads(), " (at most 256)");
-  if (dp.num_shards() == 0) this->field_error("data_param.num_shards", "must be positive, got 0");
-  if (dp.shard_id() >= dp.num_shards()) {
-    this->field_error("data_param.shard_id", "= ", dp.shard_id(), " must be less than num_shards = ", dp.num_shards());
+  if (s->entries() == 0) this->field_error("data_param.source", "'", source_, "' holds no records");
+  return s;
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::ValidateParams(const DataSourceParams& p) const {
+  ValidateMore();
+  const std::string& f = p.prefix;
+  if (p.source.empty()) this->field_error(f + "source", "is required");
+  if (p.batch_size == 0) this->field_error(f + "batch_size", "must be positive, got 0");
+  if (p.batch_size > (1u << 24)) this->field_error(f + "batch_size", "is too large: ", p.batch_size);
+  if (p.prefetch == 0) this->field_error(f + "prefetch", "must be positive, got 0");
+  if (p.prefetch > 1024) this->field_error(f + "prefetch", "is too large: ", p.prefetch);
+  if (p.threads > 256) this->field_error(f + "threads", "is too large: ", p.threads, " (at most 256)");
+  if (p.num_shards == 0) this->field_error(f + "num_shards", "must be positive, got 0");
+  if (p.shard_id >= p.num_shards) {
+    this->field_error(f + "shard_id", "= ", p.shard_id, " must be less than num_shards = ", p.num_shards);
   }
 }
 
 template <typename Ftype, typename Btype>
 void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   StopReader();
-  ValidateParams();
-  const DataParameter& dp = this->layer_param().data_param();
-  source_ = dp.source();
-  batch_size_ = static_cast<int>(dp.batch_size());
-  prefetch_ = static_cast<int>(dp.prefetch());
-  if (dp.threads() > 0) transform_threads_ = static_cast<int>(dp.threads());
-  shard_ = dp.shard_id();
-  shards_ = dp.num_shards();
+  const DataSourceParams p = SourceParams();
+  ValidateParams(p);
+  source_ = p.source;
+  batch_size_ = static_cast<int>(p.batch_size);
+  prefetch_ = static_cast<int>(p.prefetch);
+  if (p.threads > 0) transform_threads_ = static_cast<int>(p.threads);
+  shard_ = p.shard_id;
+  shards_ = p.num_shards;
   transformer_ = std::make_unique<DataTransformer>(MergedTransformParam(), this->layer_param().phase(),
                                                    this->name(), this->type());
-  try {
-    cursor_ = std::make_unique<LmdbCursor>(source_, /*wrap_around=*/true);
-  } catch (const Error& e) {
-    this->field_error("data_param.source", "cannot open '", source_, "': ", e.what());
-  }
-  if (cursor_->entries() == 0 || !cursor_->Valid()) {
-    this->field_error("data_param.source", "'", source_, "' holds no records");
-  }
+  ConfigureTransformer(transformer_.get());
 
   // The seed ties every random choice of this layer to the solver's seed.
   std::mt19937& gen = rng();
   const uint64_t hi = gen();
   seed_ = (hi << 32) | gen();
-  skip_ = dp.rand_skip() > 0 ? static_cast<int64_t>(record_rng_seed(seed_, -1) % dp.rand_skip()) : 0;
-  PositionCursor(0);
+  skip_ = p.rand_skip > 0 ? static_cast<int64_t>(record_rng_seed(seed_, -1) % p.rand_skip) : 0;
+  input_ = OpenSource(seed_);
+  next_position_ = 0;
 
+  // The first record this shard reads gives the shape.
   Datum first;
-  const std::string key(cursor_->key());
-  if (!first.ParseFromArray(cursor_->value().data(), static_cast<int>(cursor_->value().size()))) {
-    this->field_error("data_param.source", "'", source_, "': record '", key, "' is not a Datum");
+  std::string key, value;
+  try {
+    input_->Read(skip_ + global_position(0), &key, &value);
+  } catch (const FieldError&) {
+    throw;
+  } catch (const Error& e) {
+    this->field_error(p.prefix + "source", "'", source_, "': ", e.what());
+  }
+  if (!first.ParseFromString(value)) {
+    this->field_error(p.prefix + "source", "'", source_, "': record '", key, "' is not a Datum");
   }
   try {
     datum_shape_ = transformer_->InferShape(first);
   } catch (const FieldError&) {
     throw;
   } catch (const Error& e) {
-    this->field_error("data_param.source", "'", source_, "': record '", key, "': ", e.what());
+    this->field_error(p.prefix + "source", "'", source_, "': record '", key, "': ", e.what());
   }
-  INFO_LOG << "Data layer '" << this->name() << "': " << source_ << ", " << cursor_->entries()
+  INFO_LOG << this->type() << " layer '" << this->name() << "': " << source_ << ", " << input_->entries()
            << " records, output (" << batch_size_ << ", " << datum_shape_[0] << ", " << datum_shape_[1]
            << ", " << datum_shape_[2] << ")"
            << (shards_ > 1 ? str_cat(", shard ", shard_, " of ", shards_) : std::string());
@@ -127,15 +169,6 @@ template <typename Ftype, typename Btype>
 void DataLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
   top[0]->Reshape({batch_size_, datum_shape_[0], datum_shape_[1], datum_shape_[2]});
   if (top.size() > 1) top[1]->Reshape({batch_size_});
-}
-
-template <typename Ftype, typename Btype>
-void DataLayer<Ftype, Btype>::PositionCursor(int64_t stream_position) {
-  const int64_t entries = cursor_->entries();
-  int64_t steps = (skip_ + global_position(stream_position) % entries) % entries;
-  cursor_->SeekToFirst();
-  while (steps-- > 0) cursor_->Next();
-  next_position_ = stream_position;
 }
 
 template <typename Ftype, typename Btype>
@@ -219,11 +252,14 @@ void DataLayer<Ftype, Btype>::FillBatch(Batch* batch) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stop_) return;
     }
-    const std::string_view value = cursor_->value();
-    records_[i].key.assign(cursor_->key());
-    records_[i].value.assign(value.data(), value.size());
     records_[i].position = global_position(next_position_);
-    for (int64_t k = 0; k < shards_; ++k) cursor_->Next();  // to this shard's next record
+    try {
+      input_->Read(skip_ + records_[i].position, &records_[i].key, &records_[i].value);
+    } catch (const FieldError&) {
+      throw;
+    } catch (const Error& e) {
+      this->field_error(SourceParams().prefix + "source", "'", source_, "': ", e.what());
+    }
     ++next_position_;
   }
   auto work = [&](int begin, int end) {
@@ -239,14 +275,14 @@ void DataLayer<Ftype, Btype>::FillBatch(Batch* batch) {
         throw FieldError(this->name(), this->type(), e.field(),
                          str_cat(e.message(), " (source '", source_, "', record '", r.key, "')"));
       } catch (const Error& e) {
-        this->field_error("data_param.source", "'", source_, "': record '", r.key, "': ", e.what());
+        this->field_error(SourceParams().prefix + "source", "'", source_, "': record '", r.key, "': ", e.what());
       }
       label[i] = static_cast<float>(datum.label());
     }
   };
   // By default at least 16 records per thread (small batches are not worth
   // the threads); data_param.threads is taken as given.
-  const int per_thread = this->layer_param().data_param().threads() > 0 ? 1 : 16;
+  const int per_thread = SourceParams().threads > 0 ? 1 : 16;
   const int workers = std::max(1, std::min(transform_threads_, batch_size_ / per_thread));
   std::vector<std::exception_ptr> errors(workers);
   std::vector<std::thread> pool;
@@ -318,10 +354,10 @@ void DataLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& 
 
 template <typename Ftype, typename Btype>
 void DataLayer<Ftype, Btype>::Seek(int64_t batches) {
-  CORTADO_CHECK(cursor_ != nullptr) << "DataLayer::Seek before SetUp";
+  CORTADO_CHECK(input_ != nullptr) << "DataLayer::Seek before SetUp";
   CORTADO_CHECK_GE(batches, 0);
   StopReader();
-  PositionCursor(batches * batch_size_);
+  next_position_ = batches * batch_size_;
   StartReader();
 }
 

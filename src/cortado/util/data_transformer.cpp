@@ -14,6 +14,7 @@
 #ifdef CORTADO_USE_OPENCV
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #endif
 
 namespace cortado {
@@ -109,6 +110,11 @@ Datum DataTransformer::Decode(const Datum& datum) const {
   }
   if (img.empty()) fail("cannot decode the encoded image (", bytes.size(), " bytes)");
   if (img.depth() != CV_8U) fail("decoded image is not 8-bit");
+  if (resize_height_ > 0 && resize_width_ > 0 && (img.rows != resize_height_ || img.cols != resize_width_)) {
+    cv::Mat out;
+    cv::resize(img, out, cv::Size(resize_width_, resize_height_), 0, 0, cv::INTER_LINEAR);
+    img = out;
+  }
   if (!img.isContinuous()) img = img.clone();
   const int C = img.channels(), H = img.rows, W = img.cols;
   Datum out;
