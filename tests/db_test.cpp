@@ -18,31 +18,14 @@
 #include "cortado/common.hpp"
 #include "cortado/util/db.hpp"
 #include "cortado.pb.h"
+#include "temp_dir.hpp"
 
 namespace cortado {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under the test temp dir, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::path(::testing::TempDir()) /
-            ("cortado_db_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 std::string Key(int i) {
   char buf[16];

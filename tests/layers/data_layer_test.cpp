@@ -20,6 +20,8 @@
 
 #include "cortado/util/db.hpp"
 #include "cortado/util/rng.hpp"
+#include "layers/setup_error.hpp"
+#include "temp_dir.hpp"
 #include "test_util.hpp"
 
 #ifdef CORTADO_USE_OPENCV
@@ -32,24 +34,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::path(::testing::TempDir()) /
-            ("cortado_data_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 std::string Key(int i) {
   char buf[16];
@@ -431,19 +416,7 @@ using FloatLayer = DataLayer<float, float>;
 using FloatPair = test::TypePair<float, float>;
 
 /// Sets up a Data layer from text and returns the FieldError it throws.
-FieldError SetUpError(const std::string& text) {
-  FloatLayer layer(test::MakeParam<FloatPair>(text));
-  test::Blobs top;
-  top.add(FLOAT);
-  top.add(FLOAT);
-  try {
-    layer.SetUp({}, top.vec);
-  } catch (const FieldError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "SetUp did not throw for: " << text;
-  return FieldError("", "", "", "");
-}
+FieldError SetUpError(const std::string& text) { return test::SourceSetUpError<DataLayer>(text, 2); }
 
 TEST(DataLayerErrorTest, MissingSourceNamesFieldAndPath) {
   TempDir dir;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cortado/util/rng.hpp"
+#include "layers/setup_error.hpp"
 #include "test_util.hpp"
 
 namespace cortado {
@@ -86,19 +87,9 @@ TYPED_TEST(DummyDataLayerTest, OneFillerForEveryTop) {
   EXPECT_NE(test::GetData(*this->top_[0]), test::GetData(*this->top_[1]));
 }
 
-using FloatPair = test::TypePair<float, float>;
 
 FieldError SetUpError(const std::string& text, int num_top) {
-  DummyDataLayer<float, float> layer(test::MakeParam<FloatPair>("name: 'dummy' type: 'DummyData' " + text));
-  test::Blobs top;
-  for (int i = 0; i < num_top; ++i) top.add(FLOAT);
-  try {
-    layer.SetUp({}, top.vec);
-  } catch (const FieldError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "SetUp did not throw for: " << text;
-  return FieldError("", "", "", "");
+  return test::SourceSetUpError<DummyDataLayer>("name: 'dummy' type: 'DummyData' " + text, num_top);
 }
 
 TEST(DummyDataLayerErrorTest, BadParameters) {

@@ -8,16 +8,16 @@
 #include "cortado/layers/image_data_layer.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "cortado/util/rng.hpp"
+#include "layers/setup_error.hpp"
+#include "temp_dir.hpp"
 #include "test_util.hpp"
 
 #ifdef CORTADO_USE_OPENCV
@@ -29,33 +29,12 @@
 namespace cortado {
 namespace {
 
-namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::path(::testing::TempDir()) /
-            ("cortado_image_data_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_ / "img");
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  std::string root() const { return path_.string() + "/"; }
-
- private:
-  fs::path path_;
-};
-
 // Odd and above 2048: float16 cannot hold these, float can.
 int Label(int i) { return 2049 + 2 * i; }
 
 /// An ImageData layer; image_extra goes inside image_data_param, extra after it.
-std::string ImageText(const TempDir& dir, int batch, const std::string& image_extra, const std::string& extra = "") {
+std::string ImageText(const test::TempDir& dir, int batch, const std::string& image_extra,
+                      const std::string& extra = "") {
   return str_cat("name: 'images' type: 'ImageData' top: 'data' top: 'label' image_data_param { source: '",
                  dir / "list.txt", "' root_folder: '", dir.root(), "' batch_size: ", batch, " ", image_extra, " } ",
                  extra);
@@ -73,7 +52,8 @@ cv::Mat Picture(int i, int height, int width) {
 
 /// Writes n PNGs (image i is 4 x 5, or 6 x 3 when i is odd) and the list
 /// "img/<i>.png <Label(i)>", one a line (a blank line and CRLF included).
-void WriteImages(const TempDir& dir, int n) {
+void WriteImages(const test::TempDir& dir, int n) {
+  std::filesystem::create_directories(dir / "img");
   std::ofstream list(dir / "list.txt");
   for (int i = 0; i < n; ++i) {
     const std::string name = str_cat("img/", i, ".png");
@@ -83,7 +63,7 @@ void WriteImages(const TempDir& dir, int n) {
 }
 
 /// OpenCV's own reading of image i, resized to 4 x 5, as (C, H, W) values.
-std::vector<double> Expected(const TempDir& dir, int i, bool color) {
+std::vector<double> Expected(const test::TempDir& dir, int i, bool color) {
   cv::Mat m = cv::imread(dir / str_cat("img/", i, ".png"), color ? cv::IMREAD_COLOR : cv::IMREAD_GRAYSCALE);
   if (m.rows != 4 || m.cols != 5) {
     cv::Mat r;
@@ -148,7 +128,7 @@ TYPED_TEST(ImageDataLayerTest, ReadsTheListInOrderResizedWithExactLabels) {
   REQUIRE_OPENCV();
 #ifdef CORTADO_USE_OPENCV
   using F = typename TypeParam::Ftype;
-  TempDir dir;
+  test::TempDir dir("cortado_image_data_test");
   WriteImages(dir, 5);
   this->SetUp(ImageText(dir, 3, "new_height: 4 new_width: 5", "phase: TEST transform_param { scale: 0.5 }"));
   EXPECT_EQ(this->top_[0]->shape(), (std::vector<int>{3, 3, 4, 5}));
@@ -175,7 +155,7 @@ TYPED_TEST(ImageDataLayerTest, GrayWhenIsColorIsFalse) {
   REQUIRE_OPENCV();
 #ifdef CORTADO_USE_OPENCV
   using F = typename TypeParam::Ftype;
-  TempDir dir;
+  test::TempDir dir("cortado_image_data_test");
   WriteImages(dir, 2);
   this->SetUp(ImageText(dir, 2, "new_height: 4 new_width: 5 is_color: false"));
   EXPECT_EQ(this->top_[0]->shape(), (std::vector<int>{2, 1, 4, 5}));
@@ -194,7 +174,7 @@ TYPED_TEST(ImageDataLayerTest, GrayWhenIsColorIsFalse) {
 TYPED_TEST(ImageDataLayerTest, ShuffleIsANewPermutationEachEpochAndFollowsTheSeed) {
   REQUIRE_OPENCV();
 #ifdef CORTADO_USE_OPENCV
-  TempDir dir;
+  test::TempDir dir("cortado_image_data_test");
   const int n = 8;
   WriteImages(dir, n);
   const std::string text = ImageText(dir, n, "new_height: 4 new_width: 5 shuffle: true");
@@ -230,7 +210,7 @@ TYPED_TEST(ImageDataLayerTest, ShuffleIsANewPermutationEachEpochAndFollowsTheSee
 TYPED_TEST(ImageDataLayerTest, GpuMatchesCpu) {
   REQUIRE_OPENCV();
 #ifdef CORTADO_USE_OPENCV
-  TempDir dir;
+  test::TempDir dir("cortado_image_data_test");
   WriteImages(dir, 5);
   const std::string text = ImageText(dir, 2, "new_height: 4 new_width: 5 shuffle: true prefetch: 2",
                                      "phase: TRAIN transform_param { crop_size: 3 mirror: true }");
@@ -238,22 +218,10 @@ TYPED_TEST(ImageDataLayerTest, GpuMatchesCpu) {
 #endif
 }
 
-FieldError SetUpError(const std::string& text) {
-  ImageDataLayer<float, float> layer(test::MakeParam<test::TypePair<float, float>>(text));
-  test::Blobs top;
-  top.add(FLOAT);
-  top.add(FLOAT);
-  try {
-    layer.SetUp({}, top.vec);
-  } catch (const FieldError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "SetUp did not throw for: " << text;
-  return FieldError("", "", "", "");
-}
+FieldError SetUpError(const std::string& text) { return test::SourceSetUpError<ImageDataLayer>(text, 2); }
 
 TEST(ImageDataLayerErrorTest, BadListsAndParametersNameTheFieldFileAndLine) {
-  TempDir dir;
+  test::TempDir dir("cortado_image_data_test");
   FieldError e = SetUpError(ImageText(dir, 2, ""));  // no list.txt
   EXPECT_EQ(e.field(), "image_data_param.source");
   EXPECT_NE(std::string(e.what()).find(dir / "list.txt"), std::string::npos) << e.what();
@@ -284,7 +252,7 @@ TEST(ImageDataLayerErrorTest, BadListsAndParametersNameTheFieldFileAndLine) {
 TEST(ImageDataLayerErrorTest, AMissingOrUndecodableImageLaterNamesTheLineAndPath) {
   REQUIRE_OPENCV();
 #ifdef CORTADO_USE_OPENCV
-  TempDir dir;
+  test::TempDir dir("cortado_image_data_test");
   WriteImages(dir, 2);
   std::ofstream(dir / "img/bad.png") << "not a png";
   for (const std::string& line : {"img/missing.png 1", "img/bad.png 1"}) {

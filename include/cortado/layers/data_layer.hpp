@@ -157,6 +157,37 @@ class DataLayer : public Layer<Ftype, Btype> {
   /// Called on the new transformer at LayerSetUp.
   virtual void ConfigureTransformer(DataTransformer* t) const {}
 
+  /// The DataSourceParams of a message with data_param's field names
+  /// (`prefix` names it in messages).
+  template <typename P>
+  static DataSourceParams SourceParamsOf(const P& p, const std::string& prefix) {
+    DataSourceParams s;
+    s.prefix = prefix;
+    s.source = p.source();
+    s.batch_size = p.batch_size();
+    s.rand_skip = p.rand_skip();
+    s.prefetch = p.prefetch();
+    s.threads = p.threads();
+    s.shard_id = p.shard_id();
+    s.num_shards = p.num_shards();
+    return s;
+  }
+  /// transform_param with the legacy copies of its fields in `p` (scale,
+  /// mean_file, crop_size, mirror) merged in; one set in both is an error.
+  template <typename P>
+  TransformationParameter MergeLegacyTransform(const P& p, const std::string& prefix) const {
+    TransformationParameter tp = this->layer_param().transform_param();
+    auto conflict = [&](bool in_p, bool in_transform, const char* name) {
+      if (in_p && in_transform) this->field_error(prefix + name, "is also set in transform_param; set it in one place");
+      return in_p;
+    };
+    if (conflict(p.has_scale(), tp.has_scale(), "scale")) tp.set_scale(p.scale());
+    if (conflict(p.has_mean_file(), tp.has_mean_file(), "mean_file")) tp.set_mean_file(p.mean_file());
+    if (conflict(p.has_crop_size(), tp.has_crop_size(), "crop_size")) tp.set_crop_size(p.crop_size());
+    if (conflict(p.has_mirror(), tp.has_mirror(), "mirror")) tp.set_mirror(p.mirror());
+    return tp;
+  }
+
  private:
   struct Batch {
     std::unique_ptr<SyncedMemory> data;   // (N, C, H', W') Ftype, host side only (pinned with a device)

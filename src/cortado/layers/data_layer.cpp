@@ -48,33 +48,13 @@ void LmdbSource::Read(int64_t i, std::string* key, std::string* value) {
 
 template <typename Ftype, typename Btype>
 DataSourceParams DataLayer<Ftype, Btype>::SourceParams() const {
-  const DataParameter& dp = this->layer_param().data_param();
-  DataSourceParams p;
-  p.prefix = "data_param.";
-  p.source = dp.source();
-  p.batch_size = dp.has_batch_size() ? dp.batch_size() : 0;
-  p.rand_skip = dp.rand_skip();
-  p.prefetch = dp.prefetch();
-  p.threads = dp.threads();
-  p.shard_id = dp.shard_id();
-  p.num_shards = dp.num_shards();
-  return p;
+  return SourceParamsOf(this->layer_param().data_param(), "data_param.");
 }
 
 template <typename Ftype, typename Btype>
 TransformationParameter DataLayer<Ftype, Btype>::MergedTransformParam() const {
   const DataParameter& dp = this->layer_param().data_param();
-  TransformationParameter tp = this->layer_param().transform_param();
-  auto conflict = [&](bool in_data, bool in_transform, const char* name) {
-    if (in_data && in_transform) {
-      this->field_error(std::string("data_param.") + name, "is also set in transform_param; set it in one place");
-    }
-    return in_data;
-  };
-  if (conflict(dp.has_scale(), tp.has_scale(), "scale")) tp.set_scale(dp.scale());
-  if (conflict(dp.has_mean_file(), tp.has_mean_file(), "mean_file")) tp.set_mean_file(dp.mean_file());
-  if (conflict(dp.has_crop_size(), tp.has_crop_size(), "crop_size")) tp.set_crop_size(dp.crop_size());
-  if (conflict(dp.has_mirror(), tp.has_mirror(), "mirror")) tp.set_mirror(dp.mirror());
+  TransformationParameter tp = MergeLegacyTransform(dp, "data_param.");
   if (dp.force_encoded_color()) tp.set_force_color(true);
   return tp;
 }

@@ -78,33 +78,13 @@ class ImageListSource : public RecordSource {
 
 template <typename Ftype, typename Btype>
 DataSourceParams ImageDataLayer<Ftype, Btype>::SourceParams() const {
-  const ImageDataParameter& ip = this->layer_param().image_data_param();
-  DataSourceParams p;
-  p.prefix = "image_data_param.";
-  p.source = ip.source();
-  p.batch_size = ip.batch_size();
-  p.rand_skip = ip.rand_skip();
-  p.prefetch = ip.prefetch();
-  p.threads = ip.threads();
-  p.shard_id = ip.shard_id();
-  p.num_shards = ip.num_shards();
-  return p;
+  return this->SourceParamsOf(this->layer_param().image_data_param(), "image_data_param.");
 }
 
 template <typename Ftype, typename Btype>
 TransformationParameter ImageDataLayer<Ftype, Btype>::MergedTransformParam() const {
   const ImageDataParameter& ip = this->layer_param().image_data_param();
-  TransformationParameter tp = this->layer_param().transform_param();
-  auto conflict = [&](bool in_image, bool in_transform, const char* name) {
-    if (in_image && in_transform) {
-      this->field_error(std::string("image_data_param.") + name, "is also set in transform_param; set it in one place");
-    }
-    return in_image;
-  };
-  if (conflict(ip.has_scale(), tp.has_scale(), "scale")) tp.set_scale(ip.scale());
-  if (conflict(ip.has_mean_file(), tp.has_mean_file(), "mean_file")) tp.set_mean_file(ip.mean_file());
-  if (conflict(ip.has_crop_size(), tp.has_crop_size(), "crop_size")) tp.set_crop_size(ip.crop_size());
-  if (conflict(ip.has_mirror(), tp.has_mirror(), "mirror")) tp.set_mirror(ip.mirror());
+  TransformationParameter tp = this->MergeLegacyTransform(ip, "image_data_param.");
   if (tp.force_color() || tp.force_gray()) {
     this->field_error("transform_param.force_color", "ImageData decodes as image_data_param.is_color says; "
                       "leave transform_param's force_color and force_gray unset");
