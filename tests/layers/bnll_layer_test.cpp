@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "layers/in_place.hpp"
 #include "test_util.hpp"
 
 namespace cortado {
@@ -43,6 +44,8 @@ TYPED_TEST(BNLLLayerTest, Gradient) {
 }
 
 // GPU against CPU: expf/log1pf on device and host differ by up to 2 ulps.
+TYPED_TEST(BNLLLayerTest, InPlaceRejected) { test::ExpectInPlaceRejected<TypeParam>("type: 'BNLL'"); }
+
 TYPED_TEST(BNLLLayerTest, GpuMatchesCpu) {
   auto fill = [](int, Blob* b) { test::FillGaussian(b, 0, 3, 5); };
   test::CheckGpuAgainstCpu<TypeParam>("type: 'BNLL'", {{2, 3, 4}}, fill, test::GpuTolerance{4, 8});

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "layers/in_place.hpp"
 #include "test_util.hpp"
 
 namespace cortado {
@@ -70,6 +71,8 @@ TYPED_TEST(LogLayerTest, BadBase) {
 }
 
 // GPU against CPU: logf on device and host differ by up to 2 ulps of math_t.
+TYPED_TEST(LogLayerTest, InPlaceRejected) { test::ExpectInPlaceRejected<TypeParam>("type: 'Log'"); }
+
 TYPED_TEST(LogLayerTest, GpuMatchesCpu) {
   auto fill = [](int, Blob* b) { test::FillUniform(b, 0.5, 2, 5); };
   test::CheckGpuAgainstCpu<TypeParam>("type: 'Log' log_param { base: 3 scale: 0.8 shift: 0.35 }", {{2, 3, 4}}, fill,

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "layers/in_place.hpp"
 #include "test_util.hpp"
 
 namespace cortado {
@@ -87,6 +88,29 @@ TYPED_TEST(PowerLayerTest, BadField) {
 }
 
 // GPU against CPU: powf on the device and the host differ by an ulp or two.
+// In place only where the backward needs no x: a scaling (power 1) runs in
+// place with the right gradient; a square is refused.
+TYPED_TEST(PowerLayerTest, InPlaceOnlyWhenTheBackwardNeedsNoX) {
+  test::ExpectInPlaceRejected<TypeParam>("type: 'Power' power_param { power: 2 }");
+  using F = typename TypeParam::Ftype;
+  using B = typename TypeParam::Btype;
+  auto layer = test::NewLayer<TypeParam>("type: 'Power' power_param { power: 1 scale: 0.5 shift: 1 }");
+  test::Blobs blobs;
+  blobs.add({3}, type_of<F>());
+  F* x = blobs[0]->template mutable_cpu_data<F>();
+  x[0] = F(2.0f), x[1] = F(-4.0f), x[2] = F(0.0f);
+  layer->SetUp(blobs.vec, blobs.vec);
+  layer->Forward(blobs.vec, blobs.vec);
+  EXPECT_EQ(test::GetData(*blobs[0]), (std::vector<double>{2.0, -1.0, 1.0}));
+  B* dy = blobs[0]->template mutable_cpu_diff<B>();
+  dy[0] = B(1.0f), dy[1] = B(2.0f), dy[2] = B(-4.0f);
+  layer->Backward(blobs.vec, {true}, blobs.vec);
+  const B* dx = blobs[0]->template cpu_diff<B>();
+  EXPECT_EQ(static_cast<double>(dx[0]), 0.5);
+  EXPECT_EQ(static_cast<double>(dx[1]), 1.0);
+  EXPECT_EQ(static_cast<double>(dx[2]), -2.0);
+}
+
 TYPED_TEST(PowerLayerTest, GpuMatchesCpu) {
   auto fill = [](int, Blob* b) { test::FillUniform(b, 0.2, 2, 5); };
   test::CheckGpuAgainstCpu<TypeParam>("type: 'Power' power_param { power: 0.37 scale: 0.83 shift: 0.5 }",

@@ -6,7 +6,7 @@
 //
 // Bottoms: 1, any shape. Tops: 1, the bottom's shape.
 // Fields: none.
-// In place: no (the backward reads x).
+// In place: no (the backward reads x): a field error on "top".
 // Types: forward reads x, writes y as Ftype; backward reads dy and x as Btype,
 // writes dx as Btype; arithmetic in math_t.
 // GPU: one thread per element (bnll_layer.cu), expf/log1pf in math_t.
@@ -24,6 +24,9 @@ class BNLLLayer : public Layer<Ftype, Btype> {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override {
+    if (top[0] == bottom[0]) this->field_error("top", "BNLL cannot run in place (its backward reads x)");
+  }
   void Reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->ReshapeLike(*bottom[0]); }
 
  protected:

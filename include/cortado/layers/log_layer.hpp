@@ -9,7 +9,7 @@
 // Fields: log_param.base (float, default -1 meaning e; otherwise must be > 0
 // and != 1), log_param.scale (float, default 1), log_param.shift (float,
 // default 0); all finite.
-// In place: no (the backward reads x).
+// In place: no (the backward reads x): a field error on "top".
 // Types: forward reads x, writes y as Ftype; backward reads dy and x as Btype,
 // writes dx as Btype; arithmetic in math_t.
 // GPU: one thread per element (log_layer.cu), logf/log in math_t.

@@ -8,7 +8,8 @@
 // Bottoms: 1, any shape. Tops: 1, the bottom's shape.
 // Fields: power_param.power (float, default 1), power_param.scale (float,
 // default 1), power_param.shift (float, default 0); all must be finite.
-// In place: no (the backward reads x).
+// In place: only when the backward needs no x (power 1, or power * scale 0);
+// otherwise a field error on "top".
 // Types: forward reads x and writes y as Ftype; backward reads dy and x as
 // Btype and writes dx as Btype; arithmetic and pow in math_t.
 // GPU: one thread per element (power_layer.cu), powf/pow in math_t.

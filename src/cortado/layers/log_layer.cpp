@@ -13,6 +13,7 @@ void LogLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& to
   }
   if (!std::isfinite(p.scale())) this->field_error("log_param.scale", "must be finite, got ", p.scale());
   if (!std::isfinite(p.shift())) this->field_error("log_param.shift", "must be finite, got ", p.shift());
+  if (top[0] == bottom[0]) this->field_error("top", "Log cannot run in place (its backward reads x)");
   base_scale_ = base == -1.0 ? 1.0 : 1.0 / std::log(base);
   scale_ = p.scale();
   shift_ = p.shift();

@@ -13,6 +13,11 @@ void PowerLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& 
   power_ = p.power();
   scale_ = p.scale();
   shift_ = p.shift();
+  // In place the backward would read y as x; it needs no x when power is 1
+  // or power * scale is 0 (a scaling or a constant: those may run in place).
+  if (top[0] == bottom[0] && power_ != 1 && power_ * scale_ != 0)
+    this->field_error("top", "Power with power ", power_, " cannot run in place (its backward reads x); give the top "
+                      "a name of its own");
 }
 
 template <typename Ftype, typename Btype>
