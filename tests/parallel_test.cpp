@@ -209,6 +209,79 @@ TEST_P(InProcessRanks, StepOfNcclRanksIsTheStepOfTheirBatchTogether) {
 INSTANTIATE_TEST_SUITE_P(Recipes, InProcessRanks, ::testing::ValuesIn(test::DataParallelRecipes()),
                          [](const ::testing::TestParamInfo<test::Recipe>& i) { return i.param.name; });
 
+// The threads engine presented as an asynchronous one (as NCCL is): the
+// Solver then sums in buckets, starting each during backward as soon as it
+// is complete. This engine sums at once, in the order the buckets start, so
+// the plan and its order show on the CPU.
+class StartedSums : public Communicator {
+ public:
+  explicit StartedSums(std::shared_ptr<Communicator> inner) : inner_(std::move(inner)) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const char* engine() const override { return "threads, as asynchronous"; }
+  using Communicator::AllReduceSum;
+  void AllReduceSum(void* data, int64_t count, Type type) override { inner_->AllReduceSum(data, count, type); }
+  bool asynchronous() const override { return true; }
+  void StartAllReduceSum(const std::vector<Span>& spans, Type type) override {
+    int64_t n = 0;
+    for (const Span& sp : spans) n += sp.count;
+    started.push_back(n);
+    inner_->AllReduceSum(spans, type);
+  }
+  void WaitSums() override { ++waits; }
+  void Broadcast(void* data, int64_t bytes, int root) override { inner_->Broadcast(data, bytes, root); }
+  int64_t Max(int64_t value) override { return inner_->Max(value); }
+  [[noreturn]] void Abort(int status) override { inner_->Abort(status); }
+
+  std::vector<int64_t> started;  // the values of each bucket, in order
+  int waits = 0;
+
+ private:
+  std::shared_ptr<Communicator> inner_;
+};
+
+// reduce_buckets: 3 over the net's 225 trained values (ip weights 180 and
+// bias 5, conv weights 36 and bias 4) makes buckets of at least 75: the ip
+// weights fill one and start during backward; the ip bias and the conv's 40
+// go after it. The steps are still those of one
+// solver with the ranks' batches together, in every recipe.
+TEST_F(ParallelSolverTest, BucketsStartDuringBackwardInReverseLayerOrder) {
+  for (const test::Recipe& recipe : test::DataParallelRecipes()) {
+    SCOPED_TRACE(recipe.name);
+    const int B = 3, steps = 4;
+    std::vector<std::shared_ptr<Communicator>> local = LocalGroup(2);
+    std::vector<std::shared_ptr<StartedSums>> comms = {std::make_shared<StartedSums>(local[0]),
+                                                       std::make_shared<StartedSums>(local[1])};
+    std::vector<std::vector<float>> before(2), after(2);
+    std::vector<std::vector<int64_t>> in_backward(2);  // buckets started when each backward ended
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        auto s = test::MakeSolver(test::DataParallelSolver(recipe.iter_size, str_cat(recipe.solver, " reduce_buckets: 3")),
+                                  test::DataParallelNet(db(), B, recipe.fp16), comms[static_cast<size_t>(r)]);
+        s->set_after_backward([&, r](Solver&) {
+          in_backward[static_cast<size_t>(r)].push_back(static_cast<int64_t>(comms[static_cast<size_t>(r)]->started.size()));
+        });
+        s->SyncParameters();
+        before[static_cast<size_t>(r)] = test::Weights(s.get());
+        s->Step(steps);
+        after[static_cast<size_t>(r)] = test::Weights(s.get());
+        EXPECT_EQ(s->gradient_sums(), 2 * steps);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int r = 0; r < 2; ++r) {
+      const StartedSums& c = *comms[static_cast<size_t>(r)];
+      EXPECT_EQ(c.started, (std::vector<int64_t>{180, 45, 180, 45, 180, 45, 180, 45})) << "rank " << r;
+      EXPECT_EQ(in_backward[static_cast<size_t>(r)], (std::vector<int64_t>{1, 3, 5, 7}))
+          << "rank " << r << ": the ip weights' bucket did not start during backward";
+      EXPECT_EQ(c.waits, steps);
+    }
+    EXPECT_EQ(after[0], after[1]);
+    test::ExpectStepOfTheirBatchTogether(recipe, db(), 2, B, steps, before[0], after[0]);
+  }
+}
+
 TEST_F(ParallelSolverTest, RankZeroAloneSnapshotsAndAResumeIsBitIdentical) {
   const std::string solver = str_cat("base_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 max_iter: 4 display: 0 "
                                      "random_seed: 9 snapshot: 2 snapshot_prefix: '", prefix(), "' "
@@ -275,6 +348,44 @@ TEST_F(ParallelSolverTest, TheRanksTestTogetherAsOneSolverTestsAlone) {
     }
   }
   EXPECT_EQ(got1[0], got1[1]) << "the ranks disagree on the scores";
+}
+
+// Each rank's BatchNorm gathers running statistics on its own shard; a test
+// phase first gives every rank rank 0's, so that the ranks test one model
+// (the one rank 0 snapshots).
+TEST_F(ParallelSolverTest, TheRanksTestWithRankZerosBatchNormStatistics) {
+  auto net = [&](bool test) {
+    return str_cat("layer { name: 'data' type: 'Data' top: 'data' top: 'label' data_param { source: '", db(),
+                   "' batch_size: 3 } } "
+                   "layer { name: 'bn' type: 'BatchNorm' bottom: 'data' top: 'bn' } "
+                   "layer { name: 'ip' type: 'InnerProduct' bottom: 'bn' top: 'ip' "
+                   "inner_product_param { num_output: 5 weight_filler { type: 'gaussian' std: 0.1 } } } "
+                   "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }",
+                   test ? " layer { name: 'acc' type: 'Accuracy' bottom: 'ip' bottom: 'label' top: 'acc' }" : "");
+  };
+  const std::string solver = str_cat("base_lr: 0.05 lr_policy: 'fixed' max_iter: 2 display: 0 random_seed: 4 "
+                                     "test_iter: 2 test_interval: 100 test_net_param { ", net(true), " }");
+  // The BatchNorm's blobs (mean, variance, factor), before and after the test.
+  std::vector<std::vector<float>> trained(2), tested(2);
+  auto statistics = [](Solver* s) {
+    std::vector<float> v;
+    for (const auto& b : s->net()->layers()[1]->blobs()) {
+      const float* p = b->data().data<float>();
+      v.insert(v.end(), p, p + b->count());
+    }
+    return v;
+  };
+  RunRanks({-1, -1}, [&](const Rank& rank) {
+    auto s = test::MakeSolver(solver, net(false), rank.comm, rank.ctx);
+    ASSERT_EQ(s->net()->layers()[1]->type(), std::string("BatchNorm"));
+    s->Step(2);
+    trained[static_cast<size_t>(rank.rank)] = statistics(s.get());
+    s->TestAll();
+    tested[static_cast<size_t>(rank.rank)] = statistics(s.get());
+  });
+  EXPECT_NE(trained[0], trained[1]) << "the shards gave the same statistics: the test shows nothing";
+  EXPECT_EQ(tested[0], trained[0]);
+  EXPECT_EQ(tested[1], trained[0]) << "rank 1 tested with its own statistics";
 }
 
 TEST_F(ParallelSolverTest, ASignalSeenByRankZeroStopsEveryRankAtTheSameIteration) {

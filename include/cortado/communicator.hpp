@@ -57,6 +57,17 @@ class Communicator {
   /// gradients of one type, in one collective. Host engines pack them into
   /// one buffer; NCCL reduces them in place, in one group.
   virtual void AllReduceSum(const std::vector<Span>& spans, Type type);
+  /// Whether StartAllReduceSum returns before the sum is done (NCCL: it
+  /// runs on a stream of its own), so that the Solver sums gradients in
+  /// buckets during backward.
+  virtual bool asynchronous() const { return false; }
+  /// Starts AllReduceSum(spans, type) after the work queued so far on the
+  /// calling thread's stream; the spans must not be written until WaitSums.
+  /// Synchronous engines sum at once.
+  virtual void StartAllReduceSum(const std::vector<Span>& spans, Type type) { AllReduceSum(spans, type); }
+  /// Makes the calling thread's stream wait for every sum started (work
+  /// queued on it later sees the sums).
+  virtual void WaitSums() {}
   /// Copies `bytes` bytes at `data` from rank `root` to every rank.
   virtual void Broadcast(void* data, int64_t bytes, int root) = 0;
   /// The largest of the ranks' values (agreeing on an action or a seed).

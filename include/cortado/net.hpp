@@ -13,6 +13,7 @@
 // Building reports user errors as Error with the prototxt file and line, the
 // layer, and the field.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -37,8 +38,14 @@ class Net {
 
   /// Forward through every layer; returns the total weighted loss.
   double Forward();
-  /// Backward through the layers that need it.
+  /// Backward through the layers that need it. With a listener set, after
+  /// each layer it is called with the learnable parameters (indices into
+  /// learnable_params()) whose gradients that layer completed: those of no
+  /// layer run later in this backward (a shared parameter, after the first
+  /// layer that uses it), so that their sum across ranks can start while
+  /// backward goes on.
   void Backward();
+  void set_param_ready_listener(std::function<void(const std::vector<int>&)> f) { ready_listener_ = std::move(f); }
   /// Forward, then Backward; returns the loss.
   double ForwardBackward();
   void Reshape();
@@ -134,6 +141,8 @@ class Net {
   std::vector<Blob*> learnable_params_;
   std::vector<int> learnable_param_ids_;
   std::vector<float> params_lr_, params_weight_decay_;
+  std::vector<std::vector<int>> ready_after_layer_;  // layer -> learnable params complete after its backward
+  std::function<void(const std::vector<int>&)> ready_listener_;
 };
 
 /// Inserts Split layers where a top feeds several bottoms (Caffe's naming:

@@ -35,19 +35,22 @@
 // as the threads of one process): each rank's solver trains a full replica
 // on its own shard of the data (the train and test nets' Data layers read
 // shard `rank` of `ranks`), and before the overflow check the ranks sum
-// their gradients, which the unscale divides by S * iter_size * ranks: the
-// update of a batch of B per rank is the update of one solver with batch
-// ranks * B. At Solve's start every rank takes rank 0's weights and
-// history; a random_seed left unset is drawn on rank 0 and shared (the nets
-// are built from it; then rank r draws, dropout masks for one, from
-// random_seed + 1 + r, and snapshots keep every rank's generator). Testing
-// is shared too: each rank runs its share of test_iter on its shard, and the
-// scores are the ranks' sums over test_iter (with test_iter a multiple of
-// the ranks, the scores of one solver testing alone). Rank 0 alone writes
-// snapshots, and it displays the ranks' mean smoothed loss and train
-// outputs; the signal actions are agreed on each iteration (STOP over
-// SNAPSHOT over NONE), so all ranks stop or snapshot at the same iteration.
+// their gradients (with an asynchronous engine, in reduce_buckets buckets
+// started during the step's last backward: PlanBuckets), which the unscale
+// divides by S * iter_size * ranks: the update of a batch of B per rank is
+// the update of one solver with batch ranks * B. At Solve's start every
+// rank takes rank 0's weights and history; a random_seed left unset is
+// drawn on rank 0 and shared (the nets are built from it; then rank r
+// draws, dropout masks for one, from random_seed + 1 + r, and snapshots
+// keep every rank's generator). Testing is shared too: each rank runs its
+// share of test_iter on its shard, and the scores are the ranks' sums over
+// test_iter (with test_iter a multiple of the ranks, the scores of one
+// solver testing alone). Rank 0 alone writes snapshots, and it displays the
+// ranks' mean smoothed loss and train outputs; the signal actions are
+// agreed on each iteration (STOP over SNAPSHOT over NONE), so all ranks
+// stop or snapshot at the same iteration.
 
+#include <array>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -131,6 +134,8 @@ class Solver {
   double GetLearningRate() const { return GetLearningRate(iter_); }
   double GetLearningRate(int iter) const;
   int iter() const { return iter_; }
+  /// The collectives that summed gradients so far (buckets, or one per type).
+  int64_t gradient_sums() const { return buckets_summed_; }
   const SolverParameter& param() const { return param_; }
   Net* net() { return net_.get(); }
   const std::vector<std::unique_ptr<Net>>& test_nets() const { return test_nets_; }
@@ -151,6 +156,9 @@ class Solver {
   /// History blob `slot` of parameter `id`, stored in data_type().
   Blob& history(int id, int slot = 0);
   /// Called after backward and before the overflow check (tests inject Inf here).
+  /// Called after each step's backward. With several ranks and an
+  /// asynchronous engine, buckets of gradients may still be being summed
+  /// then: read them only after ApplyUpdate's sum, never write them.
   void set_after_backward(std::function<void(Solver&)> f) { after_backward_ = std::move(f); }
   /// This solver's rank and the number of ranks (0 and 1 alone).
   int rank() const { return comm_ ? comm_->rank() : 0; }
@@ -205,9 +213,15 @@ class Solver {
   double GradientFactor(double raw_sumsq) const;
   void AfterCleanStep();
   void SetLossScale(float s);
-  /// Sums the trained parameters' gradients over the ranks, one collective
-  /// per gradient type over a packed buffer.
+  /// Sums the trained parameters' gradients over the ranks: one collective
+  /// per gradient type, or the buckets the last backward did not start.
   void ReduceGradients();
+  /// With an asynchronous engine and reduce_buckets > 1: the listener that
+  /// starts the sums of the buckets during the step's last backward.
+  void PlanBuckets();
+  void StartBucket(int type);
+  Communicator::Span GradientSpan(int param);  // host or device, as the engine sums
+  bool Trained(int param) const;               // lr_mult not 0, not empty
   /// The action every rank takes this iteration.
   SolverAction AgreedAction();
 
@@ -227,6 +241,13 @@ class Solver {
   // incomplete here (CPU builds never create one).
   std::shared_ptr<gpu::UpdateWorkspace> gpu_;
   bool gpu_fallback_logged_ = false;
+  // The buckets of the ranks' sums (PlanBuckets).
+  bool bucket_pass_ = false;      // in the step's last backward
+  bool buckets_started_ = false;  // the listener ran since the last ReduceGradients
+  std::array<int64_t, kNumTypes> bucket_size_{};
+  std::array<std::vector<Communicator::Span>, kNumTypes> pending_;
+  std::array<int64_t, kNumTypes> pending_count_{};
+  int64_t buckets_summed_ = 0;
 };
 
 /// SGD with momentum (Caffe's rule): H = momentum * H + rate * g; W = W - H.

@@ -18,22 +18,34 @@ namespace {
 
 class Group {
  public:
-  explicit Group(int n) : n_(n), buffers_(static_cast<size_t>(n)), values_(static_cast<size_t>(n)) {}
+  explicit Group(int n)
+      : n_(n), buffers_(static_cast<size_t>(n)), values_(static_cast<size_t>(n)), inside_(static_cast<size_t>(n)) {}
   int size() const { return n_; }
 
   // Returns when every rank has arrived; throws once the group is aborted.
-  void Wait() {
+  // `last`: the collective's last barrier. Between its barriers a rank
+  // reads or writes the others' buffers, so an aborted rank leaves (and
+  // frees its buffers) only once no rank is between barriers.
+  void Wait(int rank, bool last) {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (aborted_) throw_aborted();
+    if (inside_[static_cast<size_t>(rank)]) {
+      inside_[static_cast<size_t>(rank)] = false;
+      if (--busy_ == 0) cv_.notify_all();
+    }
+    if (aborted_) throw_aborted(lock);
     const int64_t generation = generation_;
     if (++arrived_ == n_) {
       arrived_ = 0;
       ++generation_;
       cv_.notify_all();
-      return;
+    } else {
+      cv_.wait(lock, [&] { return generation_ != generation || aborted_; });
+      if (generation_ == generation) throw_aborted(lock);
     }
-    cv_.wait(lock, [&] { return generation_ != generation || aborted_; });
-    if (generation_ == generation) throw_aborted();
+    if (!last) {
+      inside_[static_cast<size_t>(rank)] = true;
+      ++busy_;
+    }
   }
   void Abort() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -46,7 +58,8 @@ class Group {
   std::vector<int64_t>& values() { return values_; }
 
  private:
-  [[noreturn]] void throw_aborted() const {
+  [[noreturn]] void throw_aborted(std::unique_lock<std::mutex>& lock) {
+    cv_.wait(lock, [&] { return busy_ == 0; });
     throw Error("another rank of this process failed, so this one stopped (see that rank's error)");
   }
 
@@ -58,6 +71,8 @@ class Group {
   bool aborted_ = false;
   std::vector<void*> buffers_;
   std::vector<int64_t> values_;
+  std::vector<bool> inside_;  // rank -> between the barriers of a collective
+  int busy_ = 0;              // how many are
 };
 
 // out[i] = b_0[i] + b_1[i] + ... in rank order, each sum rounded to T (float16
@@ -91,37 +106,37 @@ class LocalCommunicator : public Communicator {
     const int n = size();
     std::vector<void*>& b = group_->buffers();
     b[static_cast<size_t>(rank_)] = data;
-    group_->Wait();
+    group_->Wait(rank_, false);
     auto lo = [&](int r) { return count * r / n; };
     switch (type) {
       case DOUBLE: sum_slice(b, lo(rank_), lo(rank_ + 1), static_cast<double*>(data)); break;
       case FLOAT: sum_slice(b, lo(rank_), lo(rank_ + 1), static_cast<float*>(data)); break;
       case FLOAT16: sum_slice(b, lo(rank_), lo(rank_ + 1), static_cast<float16*>(data)); break;
     }
-    group_->Wait();
+    group_->Wait(rank_, false);
     const size_t bytes = type_size(type);
     for (int k = 0; k < n; ++k) {
       if (k == rank_) continue;
       std::memcpy(static_cast<char*>(data) + lo(k) * bytes, static_cast<const char*>(b[static_cast<size_t>(k)]) + lo(k) * bytes,
                   static_cast<size_t>(lo(k + 1) - lo(k)) * bytes);
     }
-    group_->Wait();  // no rank returns (and reuses its buffer) while another still reads it
+    group_->Wait(rank_, true);  // no rank returns (and reuses its buffer) while another still reads it
   }
 
   void Broadcast(void* data, int64_t bytes, int root) override {
     std::vector<void*>& b = group_->buffers();
     b[static_cast<size_t>(rank_)] = data;
-    group_->Wait();
+    group_->Wait(rank_, false);
     if (rank_ != root && bytes > 0) std::memcpy(data, b[static_cast<size_t>(root)], static_cast<size_t>(bytes));
-    group_->Wait();
+    group_->Wait(rank_, true);
   }
 
   int64_t Max(int64_t value) override {
     std::vector<int64_t>& v = group_->values();
     v[static_cast<size_t>(rank_)] = value;
-    group_->Wait();
+    group_->Wait(rank_, false);
     const int64_t m = *std::max_element(v.begin(), v.end());
-    group_->Wait();
+    group_->Wait(rank_, true);
     return m;
   }
 

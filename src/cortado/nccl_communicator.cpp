@@ -5,6 +5,7 @@
 // threads engine on the host.
 #include <nccl.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -37,15 +38,14 @@ ncclDataType_t nccl_type(Type t) {
 struct NcclComms {
   std::mutex mutex;
   std::vector<ncclComm_t> comms;
-  bool aborted = false;
+  std::atomic<bool> aborted{false};  // the ranks check it before each sum they queue
   ~NcclComms() {
     if (!aborted)
       for (ncclComm_t c : comms) ncclCommDestroy(c);
   }
   void Abort() {
     std::lock_guard<std::mutex> lock(mutex);
-    if (aborted) return;
-    aborted = true;
+    if (aborted.exchange(true)) return;
     for (ncclComm_t c : comms) ncclCommAbort(c);
   }
 };
@@ -62,14 +62,35 @@ class NcclCommunicator : public Communicator {
   bool reduces_device_memory() const override { return true; }
   // In place, on the calling thread's stream: the sums queue behind the
   // backward that wrote the gradients and ahead of the update.
-  void AllReduceSum(const std::vector<Span>& spans, Type type) override {
-    CORTADO_NCCL_CHECK(ncclGroupStart());
-    for (const Span& s : spans)
-      if (s.count > 0)
-        CORTADO_NCCL_CHECK(ncclAllReduce(s.data, s.data, static_cast<size_t>(s.count), nccl_type(type), ncclSum, comm_,
-                                         cuda::stream()));
-    CORTADO_NCCL_CHECK(ncclGroupEnd());
+  void AllReduceSum(const std::vector<Span>& spans, Type type) override { Sum(spans, type, cuda::stream()); }
+
+  // The buckets of a backward: on this rank's own stream, after an event
+  // recorded on the compute stream, so that they overlap the backward of
+  // the layers before them; WaitSums puts the compute stream behind them.
+  bool asynchronous() const override { return true; }
+  void StartAllReduceSum(const std::vector<Span>& spans, Type type) override {
+    if (!sum_stream_) {  // on the rank's thread, its device current
+      CORTADO_CUDA_CHECK(cudaStreamCreateWithFlags(&sum_stream_, cudaStreamNonBlocking));
+      CORTADO_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
+      CORTADO_CUDA_CHECK(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming));
+    }
+    CORTADO_CUDA_CHECK(cudaEventRecord(queued_, cuda::stream()));
+    CORTADO_CUDA_CHECK(cudaStreamWaitEvent(sum_stream_, queued_, 0));
+    Sum(spans, type, sum_stream_);
   }
+  void WaitSums() override {
+    if (!sum_stream_) return;
+    CORTADO_CUDA_CHECK(cudaEventRecord(summed_, sum_stream_));
+    CORTADO_CUDA_CHECK(cudaStreamWaitEvent(cuda::stream(), summed_, 0));
+  }
+  ~NcclCommunicator() override {
+    if (!sum_stream_) return;
+    cudaStreamSynchronize(sum_stream_);
+    cudaEventDestroy(queued_);
+    cudaEventDestroy(summed_);
+    cudaStreamDestroy(sum_stream_);
+  }
+
   void Broadcast(void* data, int64_t bytes, int root) override { host_->Broadcast(data, bytes, root); }
   int64_t Max(int64_t value) override { return host_->Max(value); }
   [[noreturn]] void Abort(int status) override {
@@ -79,9 +100,23 @@ class NcclCommunicator : public Communicator {
   }
 
  private:
+  void Sum(const std::vector<Span>& spans, Type type, cudaStream_t stream) {
+    // After an abort the communicators are gone (a rank racing the abort
+    // between this check and its enqueue gets NCCL's error instead).
+    if (comms_->aborted) fail("another rank of this process failed, so this one stopped (see that rank's error)");
+    CORTADO_NCCL_CHECK(ncclGroupStart());
+    for (const Span& s : spans)
+      if (s.count > 0)
+        CORTADO_NCCL_CHECK(ncclAllReduce(s.data, s.data, static_cast<size_t>(s.count), nccl_type(type), ncclSum, comm_,
+                                         stream));
+    CORTADO_NCCL_CHECK(ncclGroupEnd());
+  }
+
   std::shared_ptr<NcclComms> comms_;
   std::shared_ptr<Communicator> host_;
   ncclComm_t comm_;
+  cudaStream_t sum_stream_ = nullptr;  // the buckets' stream, made on first use
+  cudaEvent_t queued_ = nullptr, summed_ = nullptr;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "cortado/net.hpp"
 
 #include <new>
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -301,6 +302,16 @@ void Net::Init(const NetParameter& in_param) {
     params_[i]->ShareData(*params_[param_owners_[i]]);
     params_[i]->ShareDiff(*params_[param_owners_[i]]);
   }
+  // A learnable parameter's gradient is complete after the backward of the
+  // first layer (in net order) that uses it: backward runs last to first.
+  std::vector<int> first_user(learnable_params_.size(), static_cast<int>(layers_.size()));
+  for (size_t p = 0; p < params_.size(); ++p) {
+    int& f = first_user[static_cast<size_t>(learnable_param_ids_[p])];
+    f = std::min(f, param_layer_indices_[p].first);
+  }
+  ready_after_layer_.assign(layers_.size(), {});
+  for (size_t k = 0; k < first_user.size(); ++k)
+    ready_after_layer_[static_cast<size_t>(first_user[k])].push_back(static_cast<int>(k));
   INFO_LOG << "Network '" << name_ << "' (" << (phase_ == TRAIN ? "TRAIN" : "TEST") << "): " << n << " layers, "
            << learnable_params_.size() << " learnable parameter blobs";
 }
@@ -409,6 +420,7 @@ void Net::Backward() {
   try {
     for (; i >= 0; --i) {
       if (layer_need_backward_[i]) layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
+      if (ready_listener_ && !ready_after_layer_[i].empty()) ready_listener_(ready_after_layer_[i]);
     }
   } catch (const FieldError& e) {
     LayerFail(i, e.field(), e.message());

@@ -18,6 +18,7 @@
 
 #ifdef CORTADO_USE_CUDA
 #include "cortado/solver_gpu.hpp"
+#include "cortado/util/cuda.hpp"
 #endif
 
 namespace cortado {
@@ -90,6 +91,7 @@ Solver::Solver(const SolverParameter& param, const SourceInfo& info, SolverSetup
   // Several ranks: after the nets (built alike on every rank), each rank's
   // generator gets a seed of its own, so its dropout masks are its own.
   if (ranks() > 1) set_random_seed(param_.random_seed() + 1 + rank());
+  PlanBuckets();
   const bool double_net = !net_->layers().empty() && net_->layers().front()->forward_type() == DOUBLE;
   data_type_ = double_net ? DOUBLE : param_.solver_data_type();
   loss_scale_ = param_.dynamic_loss_scale() ? param_.loss_scale_init() : net_->global_grad_scale();
@@ -291,7 +293,12 @@ void Solver::Step(int iters) {
     }
     const bool display = param_.display() && iter_ % param_.display() == 0;
     double loss = 0;
-    for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
+    for (int i = 0; i < param_.iter_size(); ++i) {
+      // The last backward of the step starts the ranks' sums bucket by bucket.
+      bucket_pass_ = i + 1 == param_.iter_size();
+      loss += net_->ForwardBackward();
+      bucket_pass_ = false;
+    }
     loss /= param_.iter_size();
     if (after_backward_) after_backward_(*this);
     UpdateSmoothedLoss(loss, start_iter);
@@ -373,6 +380,16 @@ void Solver::UpdateSmoothedLoss(double loss, int start_iter) {
 }
 
 std::vector<double> Solver::TestAll() {
+  // The ranks test one model: rank 0's untrained parameters (BatchNorm's
+  // running statistics, which each rank gathers on its own shard) for all.
+  if (ranks() > 1) {
+    const std::vector<Blob*>& params = net_->learnable_params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      Tensor& d = params[i]->data();
+      if (Trained(static_cast<int>(i)) || d.count() == 0) continue;
+      comm_->Broadcast(d.mutable_data_raw(d.type()), static_cast<int64_t>(d.count() * type_size(d.type())), 0);
+    }
+  }
   std::vector<double> first;
   for (size_t i = 0; i < test_nets_.size(); ++i) {
     std::vector<double> s = Test(static_cast<int>(i));
@@ -528,23 +545,73 @@ void Solver::SkipOverflowedStep() {
 
 // ---- across ranks ------------------------------------------------------------------------
 
+Communicator::Span Solver::GradientSpan(int i) {
+  Tensor& d = net_->learnable_params()[static_cast<size_t>(i)]->diff();
+  const Type t = d.type();
+  // Host engines: the Tensor brings a GPU context's gradients to the host
+  // here, and back when the update reads them.
+  const bool on_device = net_->context().on_gpu() && comm_->reduces_device_memory();
+  return {on_device ? d.mutable_gpu_data_raw(t) : d.mutable_data_raw(t), static_cast<int64_t>(d.count())};
+}
+
+bool Solver::Trained(int i) const {
+  return net_->params_lr()[static_cast<size_t>(i)] != 0 && net_->learnable_params()[static_cast<size_t>(i)]->count() > 0;
+}
+
+void Solver::PlanBuckets() {
+  // Asynchronous engines only: a host engine's sums block, so splitting them
+  // would only add collectives.
+  if (ranks() <= 1 || !comm_->asynchronous() || param_.reduce_buckets() <= 1) return;
+  const std::vector<Blob*>& params = net_->learnable_params();
+  std::array<int64_t, kNumTypes> total{};
+  for (size_t i = 0; i < params.size(); ++i)
+    if (Trained(static_cast<int>(i))) total[params[i]->diff().type()] += static_cast<int64_t>(params[i]->count());
+  for (int g = 0; g < kNumTypes; ++g)
+    bucket_size_[g] = (total[g] + param_.reduce_buckets() - 1) / param_.reduce_buckets();
+  net_->set_param_ready_listener([this](const std::vector<int>& ready) {
+    if (!bucket_pass_) return;
+    net_->context().Activate();
+    for (int i : ready) {
+      if (!Trained(i)) continue;
+      const Communicator::Span s = GradientSpan(i);
+      const int g = net_->learnable_params()[static_cast<size_t>(i)]->diff().type();
+      pending_[g].push_back(s);
+      pending_count_[g] += s.count;
+      if (pending_count_[g] >= bucket_size_[g]) StartBucket(g);
+    }
+    buckets_started_ = true;
+  });
+}
+
+void Solver::StartBucket(int g) {
+  if (pending_[g].empty()) return;
+  comm_->StartAllReduceSum(pending_[g], Type(g));
+  ++buckets_summed_;
+  pending_[g].clear();
+  pending_count_[g] = 0;
+}
+
 void Solver::ReduceGradients() {
   // On a GPU context the gradients' host copies (or an engine's device sums)
   // go on this context's stream, after the backward that wrote them.
   net_->context().Activate();
-  const bool on_device = net_->context().on_gpu() && comm_->reduces_device_memory();
+  if (buckets_started_) {
+    // The last backward started the sums of the full buckets: the rest now,
+    // then the update waits for them all.
+    for (int g = 0; g < kNumTypes; ++g) StartBucket(g);
+    comm_->WaitSums();
+    buckets_started_ = false;
+    return;
+  }
   const std::vector<Blob*>& params = net_->learnable_params();
   for (int g = 0; g < kNumTypes; ++g) {
-    const Type t = Type(g);
-    std::vector<Communicator::Span> grads;  // the trained parameters' gradients of type t
-    for (size_t i = 0; i < params.size(); ++i) {
-      Tensor& d = params[i]->diff();
-      if (net_->params_lr()[i] == 0 || d.count() == 0 || d.type() != t) continue;
-      // Host engines: the Tensor brings a GPU context's gradients to the
-      // host here, and back when the update reads them.
-      grads.push_back({on_device ? d.mutable_gpu_data_raw(t) : d.mutable_data_raw(t), static_cast<int64_t>(d.count())});
-    }
-    if (!grads.empty()) comm_->AllReduceSum(grads, t);
+    std::vector<Communicator::Span> grads;  // the trained parameters' gradients of type g
+    for (size_t i = 0; i < params.size(); ++i)
+      if (Trained(static_cast<int>(i)) && params[i]->diff().type() == Type(g))
+        grads.push_back(GradientSpan(static_cast<int>(i)));
+    if (grads.empty()) continue;
+    ++buckets_summed_;
+    comm_->AllReduceSum(grads, Type(g));
   }
 }
 
@@ -710,6 +777,10 @@ bool Solver::ApplyUpdateGpu() {
       return false;
     }
     ss = ws.check_host().sumsq;
+    // The device adds its blocks' sums in no fixed order, so ranks holding
+    // the same gradients may read slightly different norms: they take one
+    // value, so that every rank clips (and updates) alike.
+    if (clip && ranks() > 1) ss = RanksMean({ss})[0];
   }
   gpu::UpdateHyper h;
   h.rule = update_rule();
@@ -760,6 +831,14 @@ bool Solver::ApplyUpdateGpu() {
     double* sums = ws.clear_larc_norms(stream);
     for (int g = 0; g < kNumTypes; ++g) gpu::larc_norms(Type(g), data_type_, ws.update_list(Type(g)), h, sums, stream);
     norms = sums;
+    if (ranks() > 1) {
+      // As for the clipping norm: one set of norms for every rank.
+      std::vector<double> host(2 * params.size());
+      CORTADO_CUDA_CHECK(cudaMemcpyAsync(host.data(), sums, host.size() * sizeof(double), cudaMemcpyDeviceToHost, stream));
+      ctx.Synchronize();
+      host = RanksMean(std::move(host));
+      CORTADO_CUDA_CHECK(cudaMemcpyAsync(sums, host.data(), host.size() * sizeof(double), cudaMemcpyHostToDevice, stream));
+    }
   }
   for (int g = 0; g < kNumTypes; ++g) gpu::apply_update(Type(g), data_type_, ws.update_list(Type(g)), h, norms, stream);
   gradients_zero_ = true;

@@ -54,8 +54,15 @@ void* shared_workspace(size_t bytes) {
   static auto* spaces = new std::map<std::pair<int, cudaStream_t>, Space>();
   int device = 0;
   CORTADO_CUDA_CHECK(cudaGetDevice(&device));
-  std::lock_guard<std::mutex> lock(mu);
-  Space& s = (*spaces)[{device, cuda::stream()}];
+  Space* space = nullptr;
+  {
+    // Only the lookup under the lock (map nodes stay put): a stream's
+    // workspace is used by its own thread alone, and growing it may wait
+    // for the device (see cuda::device_alloc).
+    std::lock_guard<std::mutex> lock(mu);
+    space = &(*spaces)[{device, cuda::stream()}];
+  }
+  Space& s = *space;
   if (s.bytes < bytes) {
     cuda::device_free(s.ptr);
     s.ptr = nullptr;

@@ -75,29 +75,43 @@ void* device_alloc(size_t bytes) {
   const size_t size = round_up(bytes);
   const Key key{device, pool_stream(), size};
   Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  auto& list = c.free[key];
   void* p = nullptr;
-  if (!list.empty()) {
-    p = list.back();
-    list.pop_back();
-  } else {
-    cudaError_t e = cudaMalloc(&p, size);
-    if (e == cudaErrorMemoryAllocation) {
-      // Give the cached blocks of this device (any stream: cudaFree waits
-      // for the device) back and try once more.
-      cudaGetLastError();
-      for (auto& [k, blocks] : c.free) {
-        if (k.device != device) continue;
-        for (void* b : blocks) cudaFree(b);
-        blocks.clear();
-      }
-      e = cudaMalloc(&p, size);
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto& list = c.free[key];
+    if (!list.empty()) {
+      p = list.back();
+      list.pop_back();
+      c.live[p] = key;
+      c.in_use += size;
+      if (c.in_use > c.peak) c.peak = c.in_use;
+      return p;
     }
-    if (e != cudaSuccess)
-      fail("out of GPU memory allocating ", size, " bytes on device ", device, " (", c.in_use,
-           " bytes in use): ", cudaGetErrorString(e));
   }
+  // cudaMalloc and cudaFree run without the lock: cudaFree waits for the
+  // device, whose queued work (another rank's sums, say) may wait for a
+  // thread that needs the allocator meanwhile.
+  cudaError_t e = cudaMalloc(&p, size);
+  if (e == cudaErrorMemoryAllocation) {
+    // Give the cached blocks of this device (any stream: cudaFree waits for
+    // the device) back and try once more.
+    cudaGetLastError();
+    std::vector<void*> blocks;
+    {
+      std::lock_guard<std::mutex> lock(c.mu);
+      for (auto& [k, list] : c.free) {
+        if (k.device != device) continue;
+        blocks.insert(blocks.end(), list.begin(), list.end());
+        list.clear();
+      }
+    }
+    for (void* b : blocks) cudaFree(b);
+    e = cudaMalloc(&p, size);
+  }
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (e != cudaSuccess)
+    fail("out of GPU memory allocating ", size, " bytes on device ", device, " (", c.in_use,
+         " bytes in use): ", cudaGetErrorString(e));
   c.live[p] = key;
   c.in_use += size;
   if (c.in_use > c.peak) c.peak = c.in_use;
