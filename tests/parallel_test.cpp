@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -231,7 +232,10 @@ class StartedSums : public Communicator {
   void WaitSums() override { ++waits; }
   void Broadcast(void* data, int64_t bytes, int root) override { inner_->Broadcast(data, bytes, root); }
   int64_t Max(int64_t value) override { return inner_->Max(value); }
-  [[noreturn]] void Abort(int status) override { inner_->Abort(status); }
+  [[noreturn]] void Abort(int status) override {
+    inner_->Abort(status);  // throws
+    std::abort();           // not reached
+  }
 
   std::vector<int64_t> started;  // the values of each bucket, in order
   int waits = 0;

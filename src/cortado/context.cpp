@@ -33,6 +33,7 @@ Context::~Context() {
   if (cublas_) cublasDestroy(cublas_);
   if (stream_) {
     cudaStreamSynchronize(stream_);
+    cuda::release_stream(stream_);  // its workspace and cached blocks: a new stream may get this handle
     cudaStreamDestroy(stream_);
   }
 }

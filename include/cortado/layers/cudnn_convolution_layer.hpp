@@ -23,10 +23,11 @@
 // (cudnn_workspace_limit(): 256 MiB by default, or the environment variable
 // CORTADO_CUDNN_WORKSPACE_MB), and by half the free device memory at the time.
 //
-// Workspace: one buffer per device, shared by all cuDNN layers of that device,
-// grown to the largest workspace a chosen algorithm needs (never above the
-// limit). Layers sharing it must run on one stream at a time, which is how a
-// net runs (the Net and Solver synchronize between nets on one device).
+// Workspace: one buffer per stream (cuda::stream_workspace), shared by the
+// cuDNN layers of the nets on that stream, whose work it orders, and grown
+// to the largest workspace a chosen algorithm needs (never above the limit).
+// Two ranks on one device have two streams, hence two buffers; a context
+// frees its buffer when it goes.
 
 #include <cstddef>
 #include <memory>

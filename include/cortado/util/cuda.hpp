@@ -54,6 +54,14 @@ bool available();
 /// belong to the device that was current when they were allocated.
 void* device_alloc(size_t bytes);
 void device_free(void* p);
+/// A scratch buffer of at least `bytes` for the calling thread's current
+/// stream (the cuDNN workspace), grown to the largest request: the work of
+/// one stream is ordered, so its layers can share it, and two streams (two
+/// ranks on one device) never do.
+void* stream_workspace(size_t bytes);
+/// Frees the workspace and the cached free blocks of `stream`, whose work
+/// must be finished (~Context, before destroying its stream).
+void release_stream(cudaStream_t stream);
 /// Bytes currently handed out and held in the cache, for benchmarks.
 size_t device_bytes_in_use();
 size_t device_bytes_peak();

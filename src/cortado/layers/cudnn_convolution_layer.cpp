@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <map>
-#include <utility>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -36,41 +35,6 @@ size_t limit_from_env() {
 std::atomic<size_t>& limit_value() {
   static std::atomic<size_t> limit{limit_from_env()};
   return limit;
-}
-
-// The workspace shared by all cuDNN layers of one stream (one per net
-// context: ranks that share a device each have their own), grown to the
-// largest request. The old block goes back to the caching allocator's pool
-// of this stream; work already queued on the stream finishes before a later
-// allocation on it reuses it.
-void* shared_workspace(size_t bytes) {
-  if (bytes == 0) return nullptr;
-  struct Space {
-    void* ptr = nullptr;
-    size_t bytes = 0;
-  };
-  static std::mutex mu;
-  // (device, stream) -> workspace; never destroyed: outlives static destructors
-  static auto* spaces = new std::map<std::pair<int, cudaStream_t>, Space>();
-  int device = 0;
-  CORTADO_CUDA_CHECK(cudaGetDevice(&device));
-  Space* space = nullptr;
-  {
-    // Only the lookup under the lock (map nodes stay put): a stream's
-    // workspace is used by its own thread alone, and growing it may wait
-    // for the device (see cuda::device_alloc).
-    std::lock_guard<std::mutex> lock(mu);
-    space = &(*spaces)[{device, cuda::stream()}];
-  }
-  Space& s = *space;
-  if (s.bytes < bytes) {
-    cuda::device_free(s.ptr);
-    s.ptr = nullptr;
-    s.bytes = 0;
-    s.ptr = cuda::device_alloc(bytes);
-    s.bytes = bytes;
-  }
-  return s.ptr;
 }
 
 using DeviceScratch = std::unique_ptr<void, void (*)(void*)>;
@@ -294,7 +258,7 @@ struct CudnnConvPass {
     ready = true;
   }
 
-  void* workspace() const { return shared_workspace(choice.bytes); }
+  void* workspace() const { return cuda::stream_workspace(choice.bytes); }  // one per stream
 };
 
 }  // namespace detail

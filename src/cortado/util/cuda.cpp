@@ -29,9 +29,15 @@ struct Key {
   }
 };
 
+struct Workspace {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
 struct Cache {
   std::mutex mu;
   std::map<Key, std::vector<void*>> free;
+  std::map<const void*, Workspace> workspaces;  // pool stream -> its workspace
   std::unordered_map<void*, Key> live;  // the blocks handed out
   size_t in_use = 0, peak = 0;
 };
@@ -127,6 +133,53 @@ void device_free(void* p) {
   c.in_use -= it->second.bytes;
   c.free[it->second].push_back(p);
   c.live.erase(it);
+}
+
+void* stream_workspace(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  Workspace* w = nullptr;
+  {
+    // Only the lookup under the lock (map nodes stay put): a stream's
+    // workspace is used by its own thread alone, and growing it may wait for
+    // the device (see device_alloc).
+    std::lock_guard<std::mutex> lock(cache().mu);
+    w = &cache().workspaces[pool_stream()];
+  }
+  if (w->bytes < bytes) {
+    device_free(w->ptr);  // back to this stream's pool: work queued before it finishes first
+    w->ptr = nullptr;
+    w->bytes = 0;
+    w->ptr = device_alloc(bytes);
+    w->bytes = bytes;
+  }
+  return w->ptr;
+}
+
+void release_stream(cudaStream_t stream) {
+  Cache& c = cache();
+  std::vector<void*> blocks;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto w = c.workspaces.find(stream);
+    if (w != c.workspaces.end()) {
+      auto live = c.live.find(w->second.ptr);
+      if (live != c.live.end()) {
+        c.in_use -= live->second.bytes;
+        c.live.erase(live);
+        blocks.push_back(w->second.ptr);
+      }
+      c.workspaces.erase(w);
+    }
+    for (auto it = c.free.begin(); it != c.free.end();) {
+      if (it->first.stream == stream) {
+        blocks.insert(blocks.end(), it->second.begin(), it->second.end());
+        it = c.free.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (void* b : blocks) cudaFree(b);
 }
 
 size_t device_bytes_in_use() {
