@@ -11,13 +11,6 @@
 
 namespace cortado {
 
-namespace {
-thread_local bool t_logs_info = true;
-}  // namespace
-
-bool thread_logs_info() { return t_logs_info; }
-void set_thread_logs_info(bool on) { t_logs_info = on; }
-
 RankEngine ResolveEngine(const std::vector<int>& devices, RankEngine engine) {
   if (devices.empty()) fail("no ranks to run: the device list is empty");
   const bool cpu = std::any_of(devices.begin(), devices.end(), [](int d) { return d < 0; });

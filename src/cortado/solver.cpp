@@ -568,9 +568,9 @@ void Solver::PlanBuckets() {
     if (Trained(static_cast<int>(i))) total[params[i]->diff().type()] += static_cast<int64_t>(params[i]->count());
   for (int g = 0; g < kNumTypes; ++g)
     bucket_size_[g] = (total[g] + param_.reduce_buckets() - 1) / param_.reduce_buckets();
+  // Called inside Net::Backward, which has activated the net's context.
   net_->set_param_ready_listener([this](const std::vector<int>& ready) {
     if (!bucket_pass_) return;
-    net_->context().Activate();
     for (int i : ready) {
       if (!Trained(i)) continue;
       const Communicator::Span s = GradientSpan(i);

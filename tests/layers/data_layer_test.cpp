@@ -20,7 +20,7 @@
 
 #include "cortado/util/db.hpp"
 #include "cortado/util/rng.hpp"
-#include "layers/setup_error.hpp"
+#include "layers/source_layer.hpp"
 #include "temp_dir.hpp"
 #include "test_util.hpp"
 
@@ -79,43 +79,7 @@ void WriteDb(const std::string& path, int n, Shape3 s,
 }
 
 template <typename P>
-class DataLayerTest : public ::testing::Test {
- protected:
-  using F = typename P::Ftype;
-  using B = typename P::Btype;
-
-  /// Sets up the layer from `text` (a Data layer with tops data and label).
-  void SetUp(const std::string& text) {
-    layer_ = std::make_unique<DataLayer<F, B>>(test::MakeParam<P>(text));
-    top_ = test::Blobs();
-    top_.add(type_of<F>());
-    top_.add(type_of<F>());
-    layer_->SetUp({}, top_.vec);
-  }
-  void Forward() { layer_->Forward({}, top_.vec); }
-  std::vector<double> Data() const { return test::GetData(*top_[0]); }
-  std::vector<float> Labels() const {
-    const float* p = top_[1]->cpu_data<float>();
-    return std::vector<float>(p, p + top_[1]->count());
-  }
-  /// The (data, labels) of `batches` batches of a layer set up from `text`
-  /// with the process seed at `seed`, after Seek(seek) when seek >= 0.
-  using Run = std::vector<std::pair<std::vector<double>, std::vector<float>>>;
-  Run Batches(int64_t seed, const std::string& text, int64_t seek, int batches) {
-    set_random_seed(seed);
-    SetUp(text);
-    if (seek >= 0) layer_->Seek(seek);
-    Run out;
-    for (int b = 0; b < batches; ++b) {
-      Forward();
-      out.emplace_back(Data(), Labels());
-    }
-    return out;
-  }
-
-  std::unique_ptr<DataLayer<F, B>> layer_;
-  test::Blobs top_;
-};
+class DataLayerTest : public test::SourceLayerTest<DataLayer, P> {};
 
 TYPED_TEST_SUITE(DataLayerTest, test::AllPairs, test::PairNames);
 

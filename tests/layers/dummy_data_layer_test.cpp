@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cortado/util/rng.hpp"
-#include "layers/setup_error.hpp"
+#include "layers/source_layer.hpp"
 #include "test_util.hpp"
 
 namespace cortado {

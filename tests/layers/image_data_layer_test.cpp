@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cortado/util/rng.hpp"
-#include "layers/setup_error.hpp"
+#include "layers/source_layer.hpp"
 #include "temp_dir.hpp"
 #include "test_util.hpp"
 
@@ -86,40 +86,14 @@ std::vector<double> Expected(const test::TempDir& dir, int i, bool color) {
 #endif
 
 template <typename P>
-class ImageDataLayerTest : public ::testing::Test {
+class ImageDataLayerTest : public test::SourceLayerTest<ImageDataLayer, P> {
  protected:
-  using F = typename P::Ftype;
-  using B = typename P::Btype;
-
-  void SetUp(const std::string& text) {
-    layer_ = std::make_unique<ImageDataLayer<F, B>>(test::MakeParam<P>(text));
-    top_ = test::Blobs();
-    top_.add(type_of<F>());
-    top_.add(type_of<F>());
-    layer_->SetUp({}, top_.vec);
-  }
-  void Forward() { layer_->Forward({}, top_.vec); }
-  std::vector<double> Data() const { return test::GetData(*top_[0]); }
-  std::vector<float> Labels() const {
-    const float* p = top_[1]->cpu_data<float>();
-    return std::vector<float>(p, p + top_[1]->count());
-  }
-  /// The labels of `batches` batches, the process seed at `seed`, after
-  /// Seek(seek) when seek >= 0.
+  /// The labels of the batches of SourceLayerTest::Batches.
   std::vector<std::vector<float>> LabelBatches(int64_t seed, const std::string& text, int64_t seek, int batches) {
-    set_random_seed(seed);
-    SetUp(text);
-    if (seek >= 0) layer_->Seek(seek);
     std::vector<std::vector<float>> out;
-    for (int b = 0; b < batches; ++b) {
-      Forward();
-      out.push_back(Labels());
-    }
+    for (auto& [data, labels] : this->Batches(seed, text, seek, batches)) out.push_back(std::move(labels));
     return out;
   }
-
-  std::unique_ptr<ImageDataLayer<F, B>> layer_;
-  test::Blobs top_;
 };
 
 TYPED_TEST_SUITE(ImageDataLayerTest, test::AllPairs, test::PairNames);

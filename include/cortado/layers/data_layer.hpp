@@ -209,6 +209,8 @@ class DataLayer : public Layer<Ftype, Btype> {
   void FillBatch(Batch* batch);  // reader thread; throws on a bad record
 
   std::string source_;
+  std::string source_field_;  // "data_param.source" or "image_data_param.source", for errors
+  bool threads_given_ = false;  // the param set threads (taken as given)
   int batch_size_ = 0;
   int prefetch_ = 4;
   uint64_t seed_ = 0;

@@ -17,6 +17,11 @@ void CropLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   if (bottom[1]->num_axes() != n) {
     this->field_error("bottom[1]", "has ", bottom[1]->num_axes(), " axes, bottom[0] has ", n);
   }
+#ifdef CORTADO_USE_CUDA
+  if (this->on_gpu() && n > gpu::kCropMaxAxes)
+    this->field_error("bottom[0]", "has ", n, " axes; Crop on a GPU takes at most ", gpu::kCropMaxAxes,
+                      " (the CPU has no limit)");
+#endif
   if (p.axis() < -n || p.axis() >= n) {
     this->field_error("crop_param.axis", "must be in [", -n, ", ", n, ") for a bottom of shape ",
                       bottom[0]->shape_string(), ", got ", p.axis());
@@ -90,8 +95,7 @@ void CropLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector
 namespace {
 gpu::CropGeometry MakeGeometry(const std::vector<int64_t>& shape, const std::vector<int>& offsets,
                                const std::vector<int64_t>& strides) {
-  if (shape.size() > static_cast<size_t>(gpu::kCropMaxAxes))
-    fail("Crop on a GPU: at most ", gpu::kCropMaxAxes, " axes, the blob has ", shape.size(), " (the CPU path has no limit)");
+  CORTADO_CHECK(shape.size() <= static_cast<size_t>(gpu::kCropMaxAxes)) << "Reshape checks the axes";
   gpu::CropGeometry g{};
   g.num_axes = static_cast<int>(shape.size());
   for (size_t a = 0; a < shape.size(); ++a) {

@@ -101,6 +101,8 @@ void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   const DataSourceParams p = SourceParams();
   ValidateParams(p);
   source_ = p.source;
+  source_field_ = p.prefix + "source";
+  threads_given_ = p.threads > 0;
   batch_size_ = static_cast<int>(p.batch_size);
   prefetch_ = static_cast<int>(p.prefetch);
   if (p.threads > 0) transform_threads_ = static_cast<int>(p.threads);
@@ -126,17 +128,17 @@ void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   } catch (const FieldError&) {
     throw;
   } catch (const Error& e) {
-    this->field_error(p.prefix + "source", "'", source_, "': ", e.what());
+    this->field_error(source_field_, "'", source_, "': ", e.what());
   }
   if (!first.ParseFromString(value)) {
-    this->field_error(p.prefix + "source", "'", source_, "': record '", key, "' is not a Datum");
+    this->field_error(source_field_, "'", source_, "': record '", key, "' is not a Datum");
   }
   try {
     datum_shape_ = transformer_->InferShape(first);
   } catch (const FieldError&) {
     throw;
   } catch (const Error& e) {
-    this->field_error(p.prefix + "source", "'", source_, "': record '", key, "': ", e.what());
+    this->field_error(source_field_, "'", source_, "': record '", key, "': ", e.what());
   }
   INFO_LOG << this->type() << " layer '" << this->name() << "': " << source_ << ", " << input_->entries()
            << " records, output (" << batch_size_ << ", " << datum_shape_[0] << ", " << datum_shape_[1]
@@ -238,7 +240,7 @@ void DataLayer<Ftype, Btype>::FillBatch(Batch* batch) {
     } catch (const FieldError&) {
       throw;
     } catch (const Error& e) {
-      this->field_error(SourceParams().prefix + "source", "'", source_, "': ", e.what());
+      this->field_error(source_field_, "'", source_, "': ", e.what());
     }
     ++next_position_;
   }
@@ -255,14 +257,14 @@ void DataLayer<Ftype, Btype>::FillBatch(Batch* batch) {
         throw FieldError(this->name(), this->type(), e.field(),
                          str_cat(e.message(), " (source '", source_, "', record '", r.key, "')"));
       } catch (const Error& e) {
-        this->field_error(SourceParams().prefix + "source", "'", source_, "': record '", r.key, "': ", e.what());
+        this->field_error(source_field_, "'", source_, "': record '", r.key, "': ", e.what());
       }
       label[i] = static_cast<float>(datum.label());
     }
   };
   // By default at least 16 records per thread (small batches are not worth
   // the threads); data_param.threads is taken as given.
-  const int per_thread = SourceParams().threads > 0 ? 1 : 16;
+  const int per_thread = threads_given_ ? 1 : 16;
   const int workers = std::max(1, std::min(transform_threads_, batch_size_ / per_thread));
   std::vector<std::exception_ptr> errors(workers);
   std::vector<std::thread> pool;
