@@ -8,7 +8,7 @@
 #      capability) against that prefix only, and builds with all cores
 #   3. runs the whole test suite with ctest (GPU cases included)
 #   4. converts Fashion-MNIST (from the prefix) to LMDB
-#   5. `trainer time --gpu` for LeNet FP32 and FP16 (scripts/bench/lenet_gpu.sh),
+#   5. `trainer time --gpu` for LeNet FP32, FP16 and BF16 (scripts/bench/lenet_gpu.sh),
 #      for the largest net under models/*/ (by parameters), for AlexNet and
 #      GoogLeNet (DummyData, FP32 and FP16), and ResNet-50 against PyTorch
 #      (scripts/bench/resnet50_gpu.sh, FP16/AMP and FP32)
@@ -254,7 +254,7 @@ TRAINER=$BUILD_DIR/tools/trainer
 # key=value from trainer time's last line.
 
 # ---- 5. benchmarks ------------------------------------------------------------------
-say "timing LeNet FP32 and FP16 on GPU $GPU (log: $LOG_DIR/lenet_gpu.log)"
+say "timing LeNet FP32, FP16 and BF16 on GPU $GPU (log: $LOG_DIR/lenet_gpu.log)"
 set +e
 BUILD_DIR=$BUILD_DIR GPU=$GPU bash scripts/bench/lenet_gpu.sh >"$LOG_DIR/lenet_gpu.log" 2>&1
 bench_rc=$?
@@ -266,7 +266,7 @@ else
   sed -n '/^Layers, last run/,$p' "$LOG_DIR/lenet_gpu.log" | grep -v '^lenet_gpu:' || true
 fi
 # The same at batch 1024, where the FP16 saving in memory traffic shows.
-say "timing LeNet FP32 and FP16 at batch 1024 (log: $LOG_DIR/lenet_gpu_b1024.log)"
+say "timing LeNet FP32, FP16 and BF16 at batch 1024 (log: $LOG_DIR/lenet_gpu_b1024.log)"
 set +e
 BATCH=1024 ITERS=${BIG_ITERS:-50} BUILD_DIR=$BUILD_DIR GPU=$GPU bash scripts/bench/lenet_gpu.sh >"$LOG_DIR/lenet_gpu_b1024.log" 2>&1
 set -e
@@ -357,12 +357,13 @@ echo "GPU:     $GPU_NAME (device $GPU, sm_$CUDA_ARCH), $(nvcc --version 2>/dev/n
 echo "Tests:   $(tests_line)"
 echo "Build:   $(build_line)"
 if [ -n "$bench" ]; then
-  echo "LeNet:   FP32 $(kv fp32_ms "$bench") ms/iter, FP16 $(kv fp16_ms "$bench") ms/iter (median of $(kv repeats "$bench") runs of $(kv iterations "$bench") iterations, batch $(kv batch "$bench"), forward+backward+update); FP32/FP16 = $(kv speedup "$bench"); type conversions per iteration: FP32 $(kv fp32_conversions "$bench"), FP16 $(kv fp16_conversions "$bench")"
+  echo "LeNet:   FP32 $(kv fp32_ms "$bench") ms/iter, FP16 $(kv fp16_ms "$bench") ms/iter (median of $(kv repeats "$bench") runs of $(kv iterations "$bench") iterations, batch $(kv batch "$bench"), forward+backward+update); FP32/FP16 = $(kv speedup "$bench"); type conversions per iteration: FP32 $(kv fp32_conversions "$bench"), FP16 $(kv fp16_conversions "$bench"), BF16 $(kv bf16_conversions "$bench")"
+  echo "LeNet:   BF16 $(kv bf16_ms "$bench") ms/iter; FP32/BF16 = $(kv bf16_speedup "$bench")"
 else
   echo "LeNet:   benchmark FAILED"
 fi
 if [ -n "$bench_big" ]; then
-  echo "LeNet:   batch 1024: FP32 $(kv fp32_ms "$bench_big") ms/iter, FP16 $(kv fp16_ms "$bench_big") ms/iter; FP32/FP16 = $(kv speedup "$bench_big")"
+  echo "LeNet:   batch 1024: FP32 $(kv fp32_ms "$bench_big") ms/iter, FP16 $(kv fp16_ms "$bench_big") ms/iter, BF16 $(kv bf16_ms "$bench_big") ms/iter; FP32/FP16 = $(kv speedup "$bench_big"), FP32/BF16 = $(kv bf16_speedup "$bench_big")"
 fi
 echo "Largest: $largest_line"
 for m in alexnet googlenet; do

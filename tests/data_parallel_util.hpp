@@ -19,8 +19,9 @@ namespace test {
 
 // Data (random crops and flips, so that the shards' augmentation is checked
 // too) -> Convolution -> ReLU [-> Dropout] -> InnerProduct -> SoftmaxWithLoss.
-inline std::string DataParallelNet(const std::string& db, int batch, bool fp16, bool dropout = false) {
-  return str_cat(fp16 ? "default_forward_type: FLOAT16 default_backward_type: FLOAT16 " : "",
+/// `storage`: the layers' type (FLOAT16 and BFLOAT16 with FP32 master weights).
+inline std::string DataParallelNet(const std::string& db, int batch, Type storage, bool dropout = false) {
+  return str_cat("default_forward_type: ", type_name(storage), " default_backward_type: ", type_name(storage), " ",
                  R"(layer { name: "data" type: "Data" top: "data" top: "label" include { phase: TRAIN }
                       transform_param { crop_size: 5 mirror: true scale: 0.00390625 }
                       data_param { source: ")", db, R"(" batch_size: )", batch, R"( } }
@@ -60,7 +61,7 @@ inline std::vector<float> Weights(Solver* s) {
 /// with batch R * B.
 struct Recipe {
   const char* name;
-  bool fp16;           // FP16 storage (with FP32 master weights)
+  Type storage;        // the layers' type (16-bit ones with FP32 master weights)
   int iter_size;       // each rank accumulates this many batches per step
   const char* solver;  // more solver fields
 };
@@ -71,14 +72,15 @@ inline std::string DataParallelSolver(int iter_size, const std::string& more) {
                  "display: 0 snapshot_after_train: false iter_size: ", iter_size, " ", more);
 }
 
-/// The four recipes both suites run.
+/// The five recipes both suites run.
 inline std::vector<Recipe> DataParallelRecipes() {
-  return {Recipe{"FP32", false, 1, ""}, Recipe{"FP16", true, 1, ""}, Recipe{"FP32IterSize2", false, 2, ""},
+  return {Recipe{"FP32", FLOAT, 1, ""}, Recipe{"FP16", FLOAT16, 1, ""}, Recipe{"FP32IterSize2", FLOAT, 2, ""},
           // The clipping acts on the global norm, after the ranks' sum and
           // the unscale (the tests check that 0.2 is below it: unclipped
           // steps differ).
-          Recipe{"FP16DynamicScaleAndClipping", true, 1,
-                 "dynamic_loss_scale: true loss_scale_init: 1024 clip_gradients: 0.2"}};
+          Recipe{"FP16DynamicScaleAndClipping", FLOAT16, 1,
+                 "dynamic_loss_scale: true loss_scale_init: 1024 clip_gradients: 0.2"},
+          Recipe{"BF16", BFLOAT16, 1, ""}};
 }
 
 /// Checks a rank's weights after `steps` steps against those of one solver
@@ -86,10 +88,11 @@ inline std::vector<Recipe> DataParallelRecipes() {
 /// `before`: FP32 differs only in the order of the sums (seen: 1.5e-8 at
 /// most); FP16 rounds each rank's gradient to float16 before the ranks' sum,
 /// which is rounded again (seen: 3.5e-5 at most, with weights up to 0.56
-/// that moved by up to 0.038; a wrong 1/ranks moves them by about that much).
+/// that moved by up to 0.038; a wrong 1/ranks moves them by about that
+/// much). BF16 does the same with 8 times coarser roundings.
 inline void ExpectStepOfTheirBatchTogether(const Recipe& recipe, const std::string& db, int n, int B, int steps,
                                            const std::vector<float>& before, const std::vector<float>& mine) {
-  const std::string big_net = DataParallelNet(db, n * B * recipe.iter_size, recipe.fp16);
+  const std::string big_net = DataParallelNet(db, n * B * recipe.iter_size, recipe.storage);
   auto alone = MakeSolver(DataParallelSolver(1, recipe.solver), big_net, nullptr);
   alone->Step(steps);
   const std::vector<float> want = Weights(alone.get());
@@ -100,7 +103,9 @@ inline void ExpectStepOfTheirBatchTogether(const Recipe& recipe, const std::stri
   }
   ASSERT_EQ(want.size(), mine.size());
   ASSERT_EQ(before.size(), mine.size());
-  const double rtol = recipe.fp16 ? 5e-4 : 1e-5, atol = recipe.fp16 ? 1e-4 : 1e-6;
+  const bool half = recipe.storage != FLOAT;
+  const double coarse = recipe.storage == BFLOAT16 ? 8 : 1;  // bfloat16's epsilon over float16's
+  const double rtol = half ? 5e-4 * coarse : 1e-5, atol = half ? 1e-4 * coarse : 1e-6;
   double moved = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     ASSERT_NEAR(mine[i], want[i], atol + rtol * std::fabs(want[i])) << "weight " << i;

@@ -5,7 +5,8 @@
 // the ordinary one). The loss gradient then starts near 1e-6/64, below half
 // of FP16's smallest subnormal (2^-25): with FP16 storage and no scaling the
 // activation gradients underflow to zero and the net does not learn; with
-// dynamic loss scaling (S starts at 65536) it learns like FP32.
+// dynamic loss scaling (S starts at 65536) it learns like FP32. bfloat16
+// storage, with float's exponent range, learns like FP32 with no scaling.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -83,6 +84,17 @@ TEST_F(LossScalingExperiment, Fp16LearnsOnlyWithLossScaling) {
   EXPECT_GT(fp32.accuracy, 0.65);
   EXPECT_LT(unscaled.accuracy, 0.3);  // near chance: the gradients underflowed
   EXPECT_NEAR(dynamic.accuracy, fp32.accuracy, 0.04);
+}
+
+TEST_F(LossScalingExperiment, Bf16LearnsWithoutLossScaling) {
+  if (!ready_) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const Result fp32 = Train("lenet_train_test.prototxt", "");
+  const Result bf16 = Train("lenet_train_test_bf16.prototxt", "");
+  std::cout << "loss weight 1e-6, 200 iterations: FP32 " << fp32.accuracy << ", BF16 unscaled " << bf16.accuracy
+            << std::endl;
+  EXPECT_GT(fp32.accuracy, 0.65);
+  EXPECT_NEAR(bf16.accuracy, fp32.accuracy, 0.04);
+  EXPECT_EQ(bf16.skipped, 0);
 }
 
 }  // namespace

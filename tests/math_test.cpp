@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -20,7 +22,7 @@ std::vector<double> ref_gemm(bool ta, bool tb, int M, int N, int K, const std::v
 }
 
 template <typename T> class MathTest : public ::testing::Test {};
-using Types = ::testing::Types<double, float, float16>;
+using Types = ::testing::Types<double, float, float16, bfloat16>;
 TYPED_TEST_SUITE(MathTest, Types);
 
 TYPED_TEST(MathTest, GemmAllTransposes) {
@@ -37,7 +39,11 @@ TYPED_TEST(MathTest, GemmAllTransposes) {
       std::vector<T> c(M * N, T(1.0f));
       cpu_gemm<T>(ta ? Trans::Yes : Trans::No, tb ? Trans::Yes : Trans::No, M, N, K, 2, a.data(), b.data(), 0.5,
                   c.data());
-      for (int i = 0; i < M * N; ++i) EXPECT_NEAR(double(c[i]), 2 * want[i] + 0.5, 1e-2) << ta << tb << i;
+      // One rounding of the result to T (bfloat16: 2^-8 relative).
+      for (int i = 0; i < M * N; ++i) {
+        const double v = 2 * want[i] + 0.5;
+        EXPECT_NEAR(double(c[i]), v, std::max(1e-2, type_epsilon<T>() * std::fabs(v))) << ta << tb << i;
+      }
     }
   }
 }
@@ -70,6 +76,11 @@ TEST(Math, HalfAccumulatesInFloat) {
   float16 c;
   cpu_gemm<float16>(Trans::No, Trans::No, 1, 1, K, 1, a.data(), b.data(), 0, &c);
   EXPECT_EQ(float(c), 4096.f);
+  // bfloat16 likewise (half arithmetic would stall at 256).
+  std::vector<bfloat16> ab(K, bfloat16(1.f)), bb(K, bfloat16(1.f));
+  bfloat16 cb;
+  cpu_gemm<bfloat16>(Trans::No, Trans::No, 1, 1, K, 1, ab.data(), bb.data(), 0, &cb);
+  EXPECT_EQ(float(cb), 4096.f);
 }
 
 }  // namespace

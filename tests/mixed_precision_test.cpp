@@ -1,6 +1,7 @@
 // The mixed-precision method: overflow skipping, dynamic and static loss
 // scaling, global clipping after unscaling, FP32 master weights, FP16 solver
-// data that keeps small updates alive, mixed type pairs in one net.
+// data that keeps small updates alive, mixed type pairs in one net, and
+// bfloat16 storage (FP32 master weights, boundaries to the other types).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@ std::string classifier(const std::string& types, const std::string& extra_net = 
   layer { name: "loss" type: "SoftmaxWithLoss" bottom: "y" bottom: "label" top: "loss" })";
 }
 const char* kHalf = "default_forward_type: FLOAT16 default_backward_type: FLOAT16";
+const char* kBf16 = "default_forward_type: BFLOAT16 default_backward_type: BFLOAT16";
 
 std::vector<float> values(const Blob& b, bool diff = false) {
   const float* p = diff ? b.cpu_diff<float>() : b.cpu_data<float>();
@@ -206,6 +208,56 @@ TEST(MixedPrecision, MixedPairsInOneNetTrain) {
   s->Step(60);
   // Labels are all 1: the net learns to predict class 1.
   EXPECT_LT(s->net()->Forward(), 0.2 * first);
+}
+
+TEST(MixedPrecision, Bf16NetKeepsFp32MasterWeightsAndLearns) {
+  auto s = make_solver("base_lr: 0.1 lr_policy: 'fixed' momentum: 0.9 random_seed: 2 max_iter: 60", classifier(kBf16));
+  EXPECT_EQ(s->net()->layer_by_name("ip1")->forward_type(), BFLOAT16);
+  EXPECT_EQ(s->data_type(), FLOAT);
+  const double first = s->net()->Forward();
+  s->Step(60);
+  EXPECT_LT(s->net()->Forward(), 0.2 * first);
+  const Blob& w = *s->net()->learnable_params()[0];
+  EXPECT_EQ(w.data_type(), FLOAT);
+  int not_bf16 = 0;
+  for (size_t k = 0; k < w.count(); ++k) not_bf16 += float(bfloat16(w.cpu_data<float>()[k])) != w.cpu_data<float>()[k];
+  EXPECT_GT(not_bf16, static_cast<int>(w.count()) / 2);  // FP32 values, not rounded to bfloat16
+  // The layers read the rounded bfloat16 copy; the gradients are bfloat16.
+  EXPECT_EQ(float(w.cpu_data<bfloat16>()[0]), float(bfloat16(w.cpu_data<float>()[0])));
+  EXPECT_EQ(w.diff().type(), BFLOAT16);
+}
+
+TEST(MixedPrecision, Bf16NextToFp16AndFp32Layers) {
+  // A bfloat16 net with an FP16 layer and an FP32 loss: every boundary converts.
+  std::string net = classifier(kBf16);
+  net.replace(net.find("type: \"SoftmaxWithLoss\""), 23, "type: \"SoftmaxWithLoss\" forward_type: FLOAT backward_type: FLOAT");
+  net.replace(net.find("type: \"ReLU\""), 12, "type: \"ReLU\" forward_type: FLOAT16 backward_type: FLOAT16");
+  auto s = make_solver("base_lr: 0.1 lr_policy: 'fixed' momentum: 0.9 random_seed: 2 max_iter: 60", net);
+  EXPECT_EQ(s->net()->layer_by_name("relu")->forward_type(), FLOAT16);
+  const double first = s->net()->Forward();
+  s->Step(60);
+  EXPECT_LT(s->net()->Forward(), 0.2 * first);
+}
+
+TEST(MixedPrecision, Bf16PairsAndSolverDataAreChecked) {
+  // bfloat16 pairs only with itself, and is not a solver data type.
+  std::string net = classifier(kBf16);
+  net.replace(net.find("type: \"ReLU\""), 12, "type: \"ReLU\" forward_type: FLOAT backward_type: BFLOAT16");
+  try {
+    make_solver("base_lr: 0.1 lr_policy: 'fixed'", net);
+    FAIL() << "(FLOAT, BFLOAT16) accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("relu"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("BFLOAT16"), std::string::npos) << e.what();
+  }
+  try {
+    make_solver("base_lr: 0.1 lr_policy: 'fixed'\nsolver_data_type: BFLOAT16", classifier(kBf16));
+    FAIL() << "BFLOAT16 solver data accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("solver.prototxt:2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("solver_data_type"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("FLOAT"), std::string::npos) << e.what();
+  }
 }
 
 TEST(MixedPrecision, ResumeRestoresTheLossScale) {

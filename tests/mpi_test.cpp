@@ -60,6 +60,15 @@ TEST(MpiCommunicator, SumsEveryTypeInPlace) {
   if (n == 2) EXPECT_EQ(static_cast<float>(h[1]), 2048.0f);  // 2048 + 1 rounds to 2048 in float16
   EXPECT_TRUE(isinf(h[2]));
   EXPECT_TRUE(isnan(h[3]));
+  // bfloat16 likewise (256 + 1 rounds to 256).
+  std::vector<bfloat16> bf = {bfloat16(0.25f * (r + 1)), bfloat16(r == 0 ? 256.0f : 1.0f / (n - 1)),
+                              bfloat16(r == 0 ? std::numeric_limits<float>::infinity() : 1.0f),
+                              bfloat16(r == n - 1 ? std::numeric_limits<float>::quiet_NaN() : 1.0f)};
+  comm->AllReduceSum(bf.data(), static_cast<int64_t>(bf.size()), BFLOAT16);
+  EXPECT_EQ(static_cast<float>(bf[0]), 0.25f * n * (n + 1) / 2);
+  if (n == 2) EXPECT_EQ(static_cast<float>(bf[1]), 256.0f);
+  EXPECT_TRUE(isinf(bf[2]));
+  EXPECT_TRUE(isnan(bf[3]));
 }
 
 TEST(MpiCommunicator, BroadcastAndMax) {
@@ -106,8 +115,8 @@ using test::MakeSolver;
 using test::Recipe;
 using test::Weights;
 
-std::string NetText(const std::string& db, int batch, bool fp16, bool dropout = false) {
-  return test::DataParallelNet(db, batch, fp16, dropout);
+std::string NetText(const std::string& db, int batch, Type storage = FLOAT, bool dropout = false) {
+  return test::DataParallelNet(db, batch, storage, dropout);
 }
 
 class DataParallel : public ::testing::TestWithParam<Recipe> {};
@@ -118,7 +127,7 @@ TEST_P(DataParallel, StepOfTheRanksIsTheStepOfTheirBatchTogether) {
   const Recipe& recipe = GetParam();
   SharedDb db;
   const int B = 3, steps = 4;
-  auto ranked = MakeSolver(test::DataParallelSolver(recipe.iter_size, recipe.solver), NetText(db.db(), B, recipe.fp16),
+  auto ranked = MakeSolver(test::DataParallelSolver(recipe.iter_size, recipe.solver), NetText(db.db(), B, recipe.storage),
                            comm);
   ranked->SyncParameters();
   const std::vector<float> before = Weights(ranked.get());
@@ -142,7 +151,7 @@ INSTANTIATE_TEST_SUITE_P(Recipes, DataParallel, ::testing::ValuesIn(test::DataPa
 TEST(DataParallelSolver, EveryRankTestsAndRankZeroAloneSnapshots) {
   auto comm = world();
   SharedDb db;
-  const std::string net = NetText(db.db(), 2, false);
+  const std::string net = NetText(db.db(), 2);
   const std::string solver = str_cat("base_lr: 0.01 lr_policy: 'fixed' max_iter: 2 display: 0 snapshot: 2 "
                                      "snapshot_prefix: '", db.prefix(), "' test_iter: 1 test_interval: 2 "
                                      "random_seed: 3 test_net_param { ",
@@ -165,7 +174,7 @@ TEST(DataParallelSolver, ASignalOnOneRankStopsEveryRankAtTheSameIteration) {
   auto comm = world();
   SharedDb db;
   auto s = MakeSolver("base_lr: 0.01 lr_policy: 'fixed' max_iter: 10 display: 0 random_seed: 5",
-                      NetText(db.db(), 2, false), comm);
+                      NetText(db.db(), 2), comm);
   int calls = 0;
   const bool signalled = comm->rank() == comm->size() - 1;
   s->set_action_function([&] { return signalled && ++calls == 3 ? SolverAction::STOP : SolverAction::NONE; });
@@ -182,7 +191,7 @@ TEST(DataParallelSolver, ResumeIsBitIdenticalOnEveryRankWithDropout) {
   SharedDb db;
   const std::string solver = str_cat("base_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 max_iter: 4 display: 0 "
                                      "random_seed: 9 snapshot: 2 snapshot_prefix: '", db.prefix(), "'");
-  const std::string net = NetText(db.db(), 3, false, /*dropout=*/true);
+  const std::string net = NetText(db.db(), 3, FLOAT, /*dropout=*/true);
   auto through = MakeSolver(solver, net, comm);
   through->Solve();
   const std::vector<float> want = Weights(through.get());
@@ -195,7 +204,7 @@ TEST(DataParallelSolver, ResumeIsBitIdenticalOnEveryRankWithDropout) {
 TEST(DataParallelSolver, AnUnsetSeedIsRankZerosAndTheWeightsStartEqual) {
   auto comm = world();
   SharedDb db;
-  auto s = MakeSolver("base_lr: 0.01 lr_policy: 'fixed' max_iter: 1 display: 0", NetText(db.db(), 2, false), comm);
+  auto s = MakeSolver("base_lr: 0.01 lr_policy: 'fixed' max_iter: 1 display: 0", NetText(db.db(), 2), comm);
   const int64_t seed = s->param().random_seed();
   EXPECT_GE(seed, 0);
   EXPECT_EQ(comm->Max(seed), -comm->Max(-seed)) << "the ranks disagree on the seed";

@@ -76,6 +76,16 @@ TEST(LocalCommunicator, SumsEveryTypeInPlaceInRankOrder) {
     EXPECT_EQ(static_cast<float>(h[1]), 2048.0f);
     EXPECT_TRUE(isinf(h[2]));
     EXPECT_TRUE(isnan(h[3]));
+    // bfloat16 likewise: (256 + 1) + 1 rounds to 256 twice (258 if the two
+    // ones were added first).
+    std::vector<bfloat16> bf = {bfloat16(0.25f * (r + 1)), bfloat16(r == 0 ? 256.0f : 1.0f),
+                                bfloat16(r == 1 ? std::numeric_limits<float>::infinity() : 1.0f),
+                                bfloat16(r == 2 ? std::numeric_limits<float>::quiet_NaN() : 1.0f)};
+    comm.AllReduceSum(bf.data(), static_cast<int64_t>(bf.size()), BFLOAT16);
+    EXPECT_EQ(static_cast<float>(bf[0]), 1.5f);
+    EXPECT_EQ(static_cast<float>(bf[1]), 256.0f);
+    EXPECT_TRUE(isinf(bf[2]));
+    EXPECT_TRUE(isnan(bf[3]));
     // Spans: several buffers in one collective (the solver's gradients).
     std::vector<float> a(5, 1.0f + r), b(7, 10.0f * r);
     comm.AllReduceSum({{a.data(), 5}, {b.data(), 7}}, FLOAT);
@@ -172,7 +182,7 @@ class ParallelSolverTest : public ::testing::Test {
     std::vector<std::vector<float>> before(devices.size()), after(devices.size());
     RunRanks(devices, [&](const Rank& rank) {
       auto s = test::MakeSolver(test::DataParallelSolver(recipe.iter_size, recipe.solver),
-                                test::DataParallelNet(db(), B, recipe.fp16), rank.comm, rank.ctx);
+                                test::DataParallelNet(db(), B, recipe.storage), rank.comm, rank.ctx);
       s->SyncParameters();
       before[static_cast<size_t>(rank.rank)] = test::Weights(s.get());
       s->Step(steps);
@@ -262,7 +272,7 @@ TEST_F(ParallelSolverTest, BucketsStartDuringBackwardInReverseLayerOrder) {
     for (int r = 0; r < 2; ++r) {
       threads.emplace_back([&, r] {
         auto s = test::MakeSolver(test::DataParallelSolver(recipe.iter_size, str_cat(recipe.solver, " reduce_buckets: 3")),
-                                  test::DataParallelNet(db(), B, recipe.fp16), comms[static_cast<size_t>(r)]);
+                                  test::DataParallelNet(db(), B, recipe.storage), comms[static_cast<size_t>(r)]);
         s->set_after_backward([&, r](Solver&) {
           in_backward[static_cast<size_t>(r)].push_back(static_cast<int64_t>(comms[static_cast<size_t>(r)]->started.size()));
         });
@@ -296,7 +306,7 @@ TEST_F(ParallelSolverTest, RankZeroAloneSnapshotsAndAResumeIsBitIdentical) {
                                      "inner_product_param { num_output: 5 } } "
                                      "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' "
                                      "top: 'loss' } }");
-  const std::string net = test::DataParallelNet(db(), 3, false, /*dropout=*/true);
+  const std::string net = test::DataParallelNet(db(), 3, FLOAT, /*dropout=*/true);
   std::vector<std::vector<float>> through(2), resumed(2);
   std::vector<size_t> test_nets(2);
   RunRanks({-1, -1}, [&](const Rank& rank) {
@@ -332,7 +342,7 @@ TEST_F(ParallelSolverTest, TheRanksTestTogetherAsOneSolverTestsAlone) {
                                      "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' "
                                      "top: 'loss' } "
                                      "layer { name: 'acc' type: 'Accuracy' bottom: 'ip' bottom: 'label' top: 'acc' } }");
-  const std::string net = test::DataParallelNet(db(), 3, false);
+  const std::string net = test::DataParallelNet(db(), 3, FLOAT);
   auto alone = test::MakeSolver(solver, net, nullptr);
   const std::vector<double> want1 = alone->TestAll(), want2 = alone->TestAll();
   ASSERT_EQ(want1.size(), 2u);  // loss, accuracy
@@ -396,7 +406,7 @@ TEST_F(ParallelSolverTest, ASignalSeenByRankZeroStopsEveryRankAtTheSameIteration
   std::vector<int> iters(2);
   RunRanks({-1, -1}, [&](const Rank& rank) {
     auto s = test::MakeSolver("base_lr: 0.01 lr_policy: 'fixed' max_iter: 10 display: 0 random_seed: 5",
-                              test::DataParallelNet(db(), 2, false), rank.comm, rank.ctx);
+                              test::DataParallelNet(db(), 2, FLOAT), rank.comm, rank.ctx);
     int calls = 0;
     if (rank.rank == 0) s->set_action_function([&] { return ++calls == 3 ? SolverAction::STOP : SolverAction::NONE; });
     s->Step(10);
@@ -477,7 +487,7 @@ TEST_F(ParallelSolverTest, TheDisplayedLossIsTheRanksMean) {
     RunRanks({-1, -1}, [&](const Rank& rank) {
       auto s = test::MakeSolver("base_lr: 0.05 lr_policy: 'fixed' max_iter: 3 display: 3 random_seed: 5 "
                                 "average_loss: 1 snapshot_after_train: false",
-                                test::DataParallelNet(db(), 3, false), rank.comm, rank.ctx);
+                                test::DataParallelNet(db(), 3, FLOAT), rank.comm, rank.ctx);
       s->Step(4);  // displays at iteration 3, with the loss of that iteration alone (average_loss 1)
       own[static_cast<size_t>(rank.rank)] = s->smoothed_loss();
     });
@@ -506,7 +516,7 @@ TEST_F(ParallelSolverTest, TheDisplayedLossIsTheRanksMean) {
 TEST_F(ParallelSolverTest, TrainerTrainsTwoRanksOnGpu0InOneProcess) {
   if (DeviceCount() < 1) GTEST_SKIP() << "no CUDA device";
   const std::string net = prefix() + "_net.prototxt", solver = prefix() + "_solver.prototxt";
-  std::ofstream(net) << test::DataParallelNet(db(), 4, true);
+  std::ofstream(net) << test::DataParallelNet(db(), 4, FLOAT16);
   std::ofstream(solver) << "net: '" << net << "'\nbase_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 max_iter: 20\n"
                         << "display: 10 snapshot: 20 snapshot_prefix: '" << prefix() << "'\n";
   const test::CommandRun r = test::RunCommand(str_cat("timeout 300 " CORTADO_TRAINER " train --solver=", solver, " --gpu=0,0"));

@@ -95,8 +95,10 @@ int64_t Ulps(float a, float b) {
   };
   return std::llabs(key(a) - key(b));
 }
-int64_t Ulps(float16 a, float16 b) {
-  auto key = [](float16 x) {
+// float16 and bfloat16: sign-magnitude 16-bit patterns.
+template <typename H, typename = std::enable_if_t<is_half_v<H>>>
+int64_t Ulps(H a, H b) {
+  auto key = [](H x) {
     uint16_t u;
     std::memcpy(&u, &x, 2);
     return (u & 0x8000) ? -int64_t(u & 0x7fff) : int64_t(u);
@@ -226,7 +228,7 @@ struct TypeCase {
   Type net;
   Type data;
 };
-const TypeCase kTypes[] = {{FLOAT, FLOAT}, {FLOAT16, FLOAT}, {FLOAT16, FLOAT16}};
+const TypeCase kTypes[] = {{FLOAT, FLOAT}, {FLOAT16, FLOAT}, {FLOAT16, FLOAT16}, {BFLOAT16, FLOAT}};
 
 const char* kSchedule = " lr_policy: 'step' stepsize: 2 gamma: 0.5 random_seed: 11 max_iter: 100";
 
@@ -242,7 +244,7 @@ TEST_P(SolverGpuRules, MatchesCpu) {
   CompareGpuWithCpu(solver, GpuNet(t.net, "global_grad_scale: 64"), Options());
 }
 
-INSTANTIATE_TEST_SUITE_P(All, SolverGpuRules, ::testing::Combine(::testing::Range(0, 7), ::testing::Range(0, 3)),
+INSTANTIATE_TEST_SUITE_P(All, SolverGpuRules, ::testing::Combine(::testing::Range(0, 7), ::testing::Range(0, 4)),
                          [](const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
                            const TypeCase& t = kTypes[std::get<1>(info.param)];
                            return str_cat(kRules[std::get<0>(info.param)].name, "_net_", type_short(t.net), "_data_",

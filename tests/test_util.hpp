@@ -1,7 +1,7 @@
 #pragma once
 // Shared helpers for the layer tests: the typed-test list of (Ftype, Btype)
 // pairs, parameter parsing, deterministic fills, the finite-difference
-// gradient checker, the float16-against-double reference check, and the
+// gradient checker, the 16-bit-against-double reference check, and the
 // value and in-place checks of elementwise layers.
 //
 // How a layer test uses them:
@@ -13,8 +13,9 @@
 //                                 test::GradientSettings().eltwise().kink(0, 2e-2), {1, 1});
 //   }
 // CheckLayer runs finite differences for (double, double) and (float, float)
-// and, for every pair with float16, the same inputs against a (double,
-// double) reference (CheckAgainstDouble) with the stated tolerance.
+// and, for every pair with float16 or bfloat16, the same inputs against a
+// (double, double) reference (CheckAgainstDouble) with the stated tolerance,
+// counted in the epsilon of the pair's coarser type.
 
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
@@ -53,7 +54,7 @@ struct TypePair {
 
 using AllPairs = ::testing::Types<TypePair<double, double>, TypePair<float, float>,
                                   TypePair<float, float16>, TypePair<float16, float>,
-                                  TypePair<float16, float16>>;
+                                  TypePair<float16, float16>, TypePair<bfloat16, bfloat16>>;
 
 /// Names typed-test instances "CPU_f64_f64", "CPU_f32_f16", ...
 struct PairNames {
@@ -67,7 +68,7 @@ struct PairNames {
 /// Whether the pair is one the finite-difference checker runs on.
 template <typename P>
 constexpr bool is_fd_pair() {
-  return !std::is_same_v<typename P::Ftype, float16> && !std::is_same_v<typename P::Btype, float16>;
+  return !is_half_v<typename P::Ftype> && !is_half_v<typename P::Btype>;
 }
 
 /// Whichever of the pair's two types is less precise: the unit for values
@@ -76,8 +77,11 @@ template <typename P>
 using Coarser = std::conditional_t<(type_epsilon<typename P::Ftype>() >= type_epsilon<typename P::Btype>()),
                                    typename P::Ftype, typename P::Btype>;
 
-/// 2^-10, the float16 machine epsilon: unit of the reference tolerances.
-constexpr double kHalfEps = 1.0 / 1024.0;
+/// Whether either type of the pair is a 16-bit storage type.
+template <typename P>
+constexpr bool is_half_pair() {
+  return !is_fd_pair<P>();
+}
 
 // ---- parameters ---------------------------------------------------------------
 
@@ -363,10 +367,11 @@ class GradientChecker {
   uint32_t seed_ = 1701;
 };
 
-// ---- float16 pairs against (double, double) --------------------------------------
+// ---- 16-bit pairs against (double, double) ---------------------------------------
 
-/// Relative tolerance in units of the float16 epsilon (2^-10):
-/// |x - ref| <= eps * 2^-10 * max(1, |ref|).
+/// Relative tolerance in units of the epsilon of the pair's coarser type
+/// (Coarser<P>: 2^-10 for float16 pairs, 2^-7 for bfloat16):
+/// |x - ref| <= eps * epsilon * max(1, |ref|).
 struct ReferenceTolerance {
   double forward_eps = 4;
   double backward_eps = 8;
@@ -374,13 +379,13 @@ struct ReferenceTolerance {
 
 namespace detail {
 inline void CompareToReference(const std::string& what, const std::vector<double>& got,
-                               const std::vector<double>& ref, double eps, int* failures) {
+                               const std::vector<double>& ref, double eps, double unit, int* failures) {
   if (got.size() != ref.size()) {
     ADD_FAILURE() << what << ": count " << got.size() << " vs reference " << ref.size();
     return;
   }
   for (size_t j = 0; j < got.size(); ++j) {
-    const double tol = eps * kHalfEps * std::max(1.0, std::fabs(ref[j]));
+    const double tol = eps * unit * std::max(1.0, std::fabs(ref[j]));
     if (!(std::fabs(got[j] - ref[j]) <= tol)) {
       if (++*failures <= 10) {
         ADD_FAILURE() << what << " index " << j << ": got " << got[j] << " reference " << ref[j]
@@ -396,7 +401,7 @@ inline void CompareToReference(const std::string& what, const std::vector<double
 /// bottom diffs (where propagate_down) and parameter diffs.
 /// fill(i, blob) fills bottom i of the double run; those values are rounded
 /// to P's Ftype and the rounded values feed both runs. The double layer's
-/// parameters are rounded to float16 and copied into P's layer.
+/// parameters are rounded to the pair's coarser type and copied into P's layer.
 /// num_top: how many tops to give the layer; -1 means ExactNumTopBlobs(), else
 /// max(1, MinTopBlobs()) (pass it for Split or an optional second top).
 template <typename P>
@@ -429,6 +434,7 @@ void CheckAgainstDouble(const std::string& param_text, const std::vector<std::ve
     top.add(type_of<F>());
   }
 
+  const double unit = type_epsilon<Coarser<P>>();
   ref_layer->SetUp(ref_bottom.vec, ref_top.vec);
   layer->SetUp(bottom.vec, top.vec);
   auto& ref_params = ref_layer->blobs();
@@ -437,7 +443,7 @@ void CheckAgainstDouble(const std::string& param_text, const std::vector<std::ve
   for (size_t i = 0; i < params.size(); ++i) {
     ASSERT_EQ(ref_params[i]->shape(), params[i]->shape()) << "param " << i;
     std::vector<double> v = GetData(*ref_params[i]);
-    for (double& x : v) x = RoundTo<float16>(x);
+    for (double& x : v) x = RoundTo<Coarser<P>>(x);
     SetData(ref_params[i].get(), v);
     SetData(params[i].get(), v);
   }
@@ -451,7 +457,7 @@ void CheckAgainstDouble(const std::string& param_text, const std::vector<std::ve
   for (int k = 0; k < num_top; ++k) {
     ASSERT_EQ(top[k]->shape(), ref_top[k]->shape()) << "top " << k;
     detail::CompareToReference("top " + std::to_string(k), GetData(*top[k]), GetData(*ref_top[k]),
-                               tol.forward_eps, &failures);
+                               tol.forward_eps, unit, &failures);
   }
 
   for (int k = 0; k < num_top; ++k) {
@@ -467,11 +473,11 @@ void CheckAgainstDouble(const std::string& param_text, const std::vector<std::ve
   for (size_t i = 0; i < shapes.size(); ++i) {
     if (!propagate_down[i]) continue;
     detail::CompareToReference("bottom diff " + std::to_string(i), GetDiff(*bottom[i]), GetDiff(*ref_bottom[i]),
-                               tol.backward_eps, &failures);
+                               tol.backward_eps, unit, &failures);
   }
   for (size_t i = 0; i < params.size(); ++i) {
     detail::CompareToReference("param diff " + std::to_string(i), GetDiff(*params[i]), GetDiff(*ref_params[i]),
-                               tol.backward_eps, &failures);
+                               tol.backward_eps, unit, &failures);
   }
 }
 
@@ -670,7 +676,7 @@ struct GradientSettings {
 
 /// For (double, double) and (float, float): the GradientChecker (eltwise or
 /// full) on bottoms filled by fill(i, blob) in Ftype, for every bottom whose
-/// propagate_down is true (default all). For float16 pairs: CheckAgainstDouble.
+/// propagate_down is true (default all). For 16-bit pairs: CheckAgainstDouble.
 template <typename P>
 void CheckLayer(const std::string& param_text, const std::vector<std::vector<int>>& shapes,
                 const std::function<void(int, Blob*)>& fill, GradientSettings g, ReferenceTolerance tol,

@@ -23,11 +23,10 @@ bool IsKnownLayerType(const std::string& type);
 template <template <typename, typename> class L>
 std::unique_ptr<LayerBase> MakeLayer(const LayerParameter& p, const Context* = nullptr) {
   const Type f = p.forward_type(), b = p.backward_type();
-  if (f == DOUBLE && b == DOUBLE) return std::make_unique<L<double, double>>(p);
-  if (f == FLOAT && b == FLOAT) return std::make_unique<L<float, float>>(p);
-  if (f == FLOAT && b == FLOAT16) return std::make_unique<L<float, float16>>(p);
-  if (f == FLOAT16 && b == FLOAT) return std::make_unique<L<float16, float>>(p);
-  if (f == FLOAT16 && b == FLOAT16) return std::make_unique<L<float16, float16>>(p);
+#define CORTADO_MAKE_PAIR_(L, F, B) \
+  if (f == type_of<F>() && b == type_of<B>()) return std::make_unique<L<F, B>>(p);
+  CORTADO_FOR_EACH_PAIR(CORTADO_MAKE_PAIR_, L)
+#undef CORTADO_MAKE_PAIR_
   return nullptr;
 }
 

@@ -120,8 +120,8 @@ class UpdateWorkspace {
   UpdateWorkspace(const UpdateWorkspace&) = delete;
   UpdateWorkspace& operator=(const UpdateWorkspace&) = delete;
 
-  TensorList& check_list(Type grad_type) { return *check_[grad_type]; }
-  TensorList& update_list(Type grad_type) { return *update_[grad_type]; }
+  TensorList& check_list(Type grad_type) { return *check_[type_index(grad_type)]; }
+  TensorList& update_list(Type grad_type) { return *update_[type_index(grad_type)]; }
   /// Zeroes the device check result.
   void begin_check(gpu_stream stream);
   GradientCheck* check_device() { return check_device_; }

@@ -78,11 +78,14 @@ class Tensor {
  private:
   void ensure(Type t, bool gpu) const;  // allocates and fills the copy of type t on that side
   void* keep_also(Type t, Type also, bool gpu);  // the `also` buffer of a two-type write
+  /// The buffer of type t (null until first needed); whether it is current.
+  std::unique_ptr<SyncedMemory>& mem(Type t) const { return mem_[type_index(t)]; }
+  bool& valid(Type t) const { return valid_[type_index(t)]; }
 
   size_t count_ = 0;
   size_t capacity_ = 0;
   mutable Type type_;
-  mutable std::array<std::unique_ptr<SyncedMemory>, kNumTypes> mem_;
+  mutable std::array<std::unique_ptr<SyncedMemory>, kNumTypes> mem_;  // by type_index
   mutable std::array<bool, kNumTypes> valid_{};
   mutable int64_t conversions_ = 0;
 };

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# LeNet on the GPU, FP32 against FP16 storage: `trainer time --gpu` on
-# models/lenet/lenet_train_test.prototxt and lenet_train_test_fp16.prototxt
+# LeNet on the GPU, FP32 against FP16 (and BF16) storage: `trainer time --gpu`
+# on models/lenet/lenet_train_test.prototxt, lenet_train_test_fp16.prototxt
+# and lenet_train_test_bf16.prototxt
 # (batch 64, forward + backward + the SGD update, the Data layer included;
 # trainer time's default update, as in training), REPEATS runs of
-# ITERS timed iterations after WARMUP untimed ones, FP32 and FP16 alternating
-# so that clock or thermal drift hits both. Prints each run, the median over
-# runs of the per-run median ms/iteration, and FP32/FP16 (the FP16 speed-up),
+# ITERS timed iterations after WARMUP untimed ones, FP32, FP16 and BF16
+# alternating so that clock or thermal drift hits all. Prints each run, the
+# median over runs of the per-run median ms/iteration, FP32/FP16 (the FP16
+# speed-up) and FP32/BF16,
 # then one key=value line (lenet_gpu: ...) for scripts/gpu_check.sh.
 #
 # Needs a CUDA build (BUILD_DIR, default build-gpu, else build) and the
@@ -41,15 +43,16 @@ else
   want_device=gpu$GPU
 fi
 
-declare -A runs=([fp32]="" [fp16]="") conversions=([fp32]="" [fp16]="")
-declare -A model=([fp32]=models/lenet/lenet_train_test.prototxt [fp16]=models/lenet/lenet_train_test_fp16.prototxt)
+declare -A runs=([fp32]="" [fp16]="" [bf16]="") conversions=([fp32]="" [fp16]="" [bf16]="")
+declare -A model=([fp32]=models/lenet/lenet_train_test.prototxt [fp16]=models/lenet/lenet_train_test_fp16.prototxt
+                  [bf16]=models/lenet/lenet_train_test_bf16.prototxt)
 log=$(mktemp)
-declare -A last=([fp32]=$(mktemp) [fp16]=$(mktemp))
-trap 'rm -f "$log" "${last[fp32]}" "${last[fp16]}"' EXIT
+declare -A last=([fp32]=$(mktemp) [fp16]=$(mktemp) [bf16]=$(mktemp))
+trap 'rm -f "$log" "${last[fp32]}" "${last[fp16]}" "${last[bf16]}"' EXIT
 batch_flag=()
 [ -n "${BATCH:-}" ] && batch_flag=(--batch_size="$BATCH")
 for r in $(seq 1 "$REPEATS"); do
-  for p in fp32 fp16; do
+  for p in fp32 fp16 bf16; do
     if ! "$TRAINER" time --model="${model[$p]}" "${gpu_flag[@]}" --iterations="$ITERS" --warmup="$WARMUP" \
         "${batch_flag[@]}" >"${last[$p]}" 2>"$log" || ! out=$(grep '^time:' "${last[$p]}"); then
       tail -20 "$log" >&2
@@ -68,7 +71,9 @@ for r in $(seq 1 "$REPEATS"); do
 done
 m32=$(echo "${runs[fp32]}" | tr ' ' '\n' | grep . | median)
 m16=$(echo "${runs[fp16]}" | tr ' ' '\n' | grep . | median)
+mbf=$(echo "${runs[bf16]}" | tr ' ' '\n' | grep . | median)
 speedup=$(awk -v a="$m32" -v b="$m16" 'BEGIN { printf "%.2f", a / b }')
+speedup_bf=$(awk -v a="$m32" -v b="$mbf" 'BEGIN { printf "%.2f", a / b }')
 # The layers-by-cost tables of the last runs, joined by layer name.
 layer_table() {
   awk '/^Layers by cost/ { on = 1; getline; next } /^By layer type/ { on = 0 } on && NF >= 7 { print $2, $3, $6 }' "$1"
@@ -80,5 +85,7 @@ join <(layer_table "${last[fp32]}" | sort) <(layer_table "${last[fp16]}" | sort)
 echo "LeNet on $want_device, batch $batch, median of $REPEATS runs x $ITERS iterations:"
 echo "  FP32: $m32 ms/iter ($(awk -v m="$m32" -v b="$batch" 'BEGIN { printf "%.0f", b * 1000 / m }') images/s)"
 echo "  FP16: $m16 ms/iter ($(awk -v m="$m16" -v b="$batch" 'BEGIN { printf "%.0f", b * 1000 / m }') images/s)"
+echo "  BF16: $mbf ms/iter ($(awk -v m="$mbf" -v b="$batch" 'BEGIN { printf "%.0f", b * 1000 / m }') images/s)"
 echo "  FP32/FP16 = $speedup (above 1: FP16 is faster)"
-echo "lenet_gpu: fp32_ms=$m32 fp16_ms=$m16 speedup=$speedup repeats=$REPEATS iterations=$ITERS warmup=$WARMUP batch=$batch gpu=$GPU fp32_conversions=${conversions[fp32]} fp16_conversions=${conversions[fp16]}"
+echo "  FP32/BF16 = $speedup_bf"
+echo "lenet_gpu: fp32_ms=$m32 fp16_ms=$m16 speedup=$speedup bf16_ms=$mbf bf16_speedup=$speedup_bf repeats=$REPEATS iterations=$ITERS warmup=$WARMUP batch=$batch gpu=$GPU fp32_conversions=${conversions[fp32]} fp16_conversions=${conversions[fp16]} bf16_conversions=${conversions[bf16]}"

@@ -19,6 +19,7 @@ rows=(
   "Mixed precision + static loss scale 1024|solver_fp16_static_scale.prototxt"
   "Mixed precision + dynamic loss scale|solver_fp16_dynamic_scale.prototxt"
   "FP16 storage, FP16 solver data (H = mH + dW)|solver_fp16_solver_data.prototxt"
+  "BF16 storage, FP32 master weights, no loss scaling|solver_bf16.prototxt"
 )
 
 echo "| Recipe | Test accuracy | Skipped steps | Train time (s) | Command |"

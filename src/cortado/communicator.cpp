@@ -67,13 +67,14 @@ int MpiLocalRank() {
 #ifdef CORTADO_USE_MPI
 namespace {
 
-// float16 has no MPI type: its values travel as 16-bit words and are summed
-// by this operation, each sum rounded once to float16 (commutative: IEEE
-// addition is, so every rank gets the same bits).
-void sum_float16(void* in, void* inout, int* len, MPI_Datatype*) {
-  const float16* a = static_cast<const float16*>(in);
-  float16* b = static_cast<float16*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = float16(static_cast<float>(a[i]) + static_cast<float>(b[i]));
+// float16 and bfloat16 have no MPI type: their values travel as 16-bit words
+// and are summed by these operations, each sum rounded once to the type
+// (commutative: IEEE addition is, so every rank gets the same bits).
+template <typename T>
+void sum_16bit(void* in, void* inout, int* len, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = T(static_cast<float>(a[i]) + static_cast<float>(b[i]));
 }
 
 class MpiCommunicator : public Communicator {
@@ -89,13 +90,15 @@ class MpiCommunicator : public Communicator {
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    MPI_Op_create(&sum_float16, /*commute=*/1, &sum_half_);
+    MPI_Op_create(&sum_16bit<float16>, /*commute=*/1, &sum_half_);
+    MPI_Op_create(&sum_16bit<bfloat16>, /*commute=*/1, &sum_bfloat_);
   }
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
     MPI_Op_free(&sum_half_);
+    MPI_Op_free(&sum_bfloat_);
     if (owns_init_) MPI_Finalize();
   }
   int rank() const override { return rank_; }
@@ -111,6 +114,7 @@ class MpiCommunicator : public Communicator {
       case DOUBLE: dt = MPI_DOUBLE; break;
       case FLOAT: dt = MPI_FLOAT; break;
       case FLOAT16: dt = MPI_UINT16_T; op = sum_half_; break;
+      case BFLOAT16: dt = MPI_UINT16_T; op = sum_bfloat_; break;
     }
     char* p = static_cast<char*>(data);
     const size_t bytes = type_size(type);
@@ -146,6 +150,7 @@ class MpiCommunicator : public Communicator {
   int rank_ = 0, size_ = 1;
   bool owns_init_ = false;
   MPI_Op sum_half_ = MPI_OP_NULL;
+  MPI_Op sum_bfloat_ = MPI_OP_NULL;
 };
 
 }  // namespace

@@ -134,7 +134,7 @@ std::unique_ptr<LayerBase> CreateLayer(const LayerParameter& param, const Contex
   if (!is_supported_pair(param.forward_type(), param.backward_type()))
     throw FieldError(param.name(), param.type(), "forward_type",
                      str_cat("the pair (", type_name(param.forward_type()), ", ", type_name(param.backward_type()),
-                             ") is not supported; DOUBLE pairs only with DOUBLE"));
+                             ") is not supported; DOUBLE pairs only with DOUBLE and BFLOAT16 only with BFLOAT16"));
   return e->make(param, ctx);
 }
 

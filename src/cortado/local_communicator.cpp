@@ -9,9 +9,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "cortado/bfloat16.hpp"
 #include "cortado/common.hpp"
 #include "cortado/communicator.hpp"
-#include "cortado/float16.hpp"
+#include "cortado/types.hpp"
 
 namespace cortado {
 namespace {
@@ -75,15 +76,16 @@ class Group {
   int busy_ = 0;              // how many are
 };
 
-// out[i] = b_0[i] + b_1[i] + ... in rank order, each sum rounded to T (float16
-// as float16, as the other engines sum it), for i in [lo, hi).
+// out[i] = b_0[i] + b_1[i] + ... in rank order, each sum rounded to T (the
+// 16-bit types in themselves, as the other engines sum them), for i in
+// [lo, hi).
 template <typename T>
 void sum_slice(const std::vector<void*>& b, int64_t lo, int64_t hi, T* out) {
   for (int64_t i = lo; i < hi; ++i) {
     T acc = static_cast<const T*>(b[0])[i];
     for (size_t k = 1; k < b.size(); ++k) {
-      if constexpr (std::is_same_v<T, float16>)
-        acc = float16(static_cast<float>(acc) + static_cast<float>(static_cast<const T*>(b[k])[i]));
+      if constexpr (is_half_v<T>)
+        acc = T(static_cast<float>(acc) + static_cast<float>(static_cast<const T*>(b[k])[i]));
       else
         acc += static_cast<const T*>(b[k])[i];
     }
@@ -108,11 +110,10 @@ class LocalCommunicator : public Communicator {
     b[static_cast<size_t>(rank_)] = data;
     group_->Wait(rank_, false);
     auto lo = [&](int r) { return count * r / n; };
-    switch (type) {
-      case DOUBLE: sum_slice(b, lo(rank_), lo(rank_ + 1), static_cast<double*>(data)); break;
-      case FLOAT: sum_slice(b, lo(rank_), lo(rank_ + 1), static_cast<float*>(data)); break;
-      case FLOAT16: sum_slice(b, lo(rank_), lo(rank_ + 1), static_cast<float16*>(data)); break;
-    }
+    dispatch_type(type, [&](auto t) {
+      using T = decltype(t);
+      sum_slice(b, lo(rank_), lo(rank_ + 1), static_cast<T*>(data));
+    });
     group_->Wait(rank_, false);
     const size_t bytes = type_size(type);
     for (int k = 0; k < n; ++k) {

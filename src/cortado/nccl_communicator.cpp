@@ -28,6 +28,7 @@ ncclDataType_t nccl_type(Type t) {
     case DOUBLE: return ncclDouble;
     case FLOAT: return ncclFloat;
     case FLOAT16: return ncclHalf;
+    case BFLOAT16: return ncclBfloat16;
   }
   fail("no NCCL type for ", type_name(t));
 }

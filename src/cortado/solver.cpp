@@ -147,6 +147,10 @@ void Solver::Validate() const {
     if (param_.loss_scale_window() < 1) ParamFail("loss_scale_window", "must be at least 1");
   }
   if (param_.solver_data_type() == DOUBLE) ParamFail("solver_data_type", "DOUBLE is only for DOUBLE nets; use FLOAT");
+  // bfloat16 master weights would lose every update below 2^-8 of a weight:
+  // bfloat16 nets keep FP32 master weights.
+  if (param_.solver_data_type() == BFLOAT16)
+    ParamFail("solver_data_type", "BFLOAT16 is not a solver data type; use FLOAT (FP32 master weights)");
   const int nets = param_.has_net() + param_.has_net_param() + param_.has_train_net() + param_.has_train_net_param();
   if (nets != 1) ParamFail("net", "exactly one of net, net_param, train_net and train_net_param must be set");
 }
@@ -565,7 +569,7 @@ void Solver::PlanBuckets() {
   const std::vector<Blob*>& params = net_->learnable_params();
   std::array<int64_t, kNumTypes> total{};
   for (size_t i = 0; i < params.size(); ++i)
-    if (Trained(static_cast<int>(i))) total[params[i]->diff().type()] += static_cast<int64_t>(params[i]->count());
+    if (Trained(static_cast<int>(i))) total[type_index(params[i]->diff().type())] += static_cast<int64_t>(params[i]->count());
   for (int g = 0; g < kNumTypes; ++g)
     bucket_size_[g] = (total[g] + param_.reduce_buckets() - 1) / param_.reduce_buckets();
   // Called inside Net::Backward, which has activated the net's context.
@@ -574,7 +578,7 @@ void Solver::PlanBuckets() {
     for (int i : ready) {
       if (!Trained(i)) continue;
       const Communicator::Span s = GradientSpan(i);
-      const int g = net_->learnable_params()[static_cast<size_t>(i)]->diff().type();
+      const int g = type_index(net_->learnable_params()[static_cast<size_t>(i)]->diff().type());
       pending_[g].push_back(s);
       pending_count_[g] += s.count;
       if (pending_count_[g] >= bucket_size_[g]) StartBucket(g);
@@ -585,7 +589,7 @@ void Solver::PlanBuckets() {
 
 void Solver::StartBucket(int g) {
   if (pending_[g].empty()) return;
-  comm_->StartAllReduceSum(pending_[g], Type(g));
+  comm_->StartAllReduceSum(pending_[g], kAllTypes[g]);
   ++buckets_summed_;
   pending_[g].clear();
   pending_count_[g] = 0;
@@ -607,11 +611,11 @@ void Solver::ReduceGradients() {
   for (int g = 0; g < kNumTypes; ++g) {
     std::vector<Communicator::Span> grads;  // the trained parameters' gradients of type g
     for (size_t i = 0; i < params.size(); ++i)
-      if (Trained(static_cast<int>(i)) && params[i]->diff().type() == Type(g))
+      if (Trained(static_cast<int>(i)) && params[i]->diff().type() == kAllTypes[g])
         grads.push_back(GradientSpan(static_cast<int>(i)));
     if (grads.empty()) continue;
     ++buckets_summed_;
-    comm_->AllReduceSum(grads, Type(g));
+    comm_->AllReduceSum(grads, kAllTypes[g]);
   }
 }
 
@@ -763,12 +767,12 @@ bool Solver::ApplyUpdateGpu() {
       gpu::TensorSlot t;
       t.grad = const_cast<void*>(p->diff().gpu_data_raw(p->diff().type()));  // only read by the check
       t.count = static_cast<int64_t>(p->count());
-      lists[p->diff().type()].push_back(t);
+      lists[type_index(p->diff().type())].push_back(t);
     }
     ws.begin_check(stream);
     for (int g = 0; g < kNumTypes; ++g) {
-      ws.check_list(Type(g)).assign(std::move(lists[g]), stream);
-      gpu::check_gradients(Type(g), ws.check_list(Type(g)), clip, ws.check_device(), stream);
+      ws.check_list(kAllTypes[g]).assign(std::move(lists[g]), stream);
+      gpu::check_gradients(kAllTypes[g], ws.check_list(kAllTypes[g]), clip, ws.check_device(), stream);
     }
     ws.fetch_check(stream);
     ctx.Synchronize();  // the iteration's one wait
@@ -813,7 +817,7 @@ bool Solver::ApplyUpdateGpu() {
     t.grad = p->diff().mutable_gpu_data_raw(gt);
     t.count = static_cast<int64_t>(p->count());
     if (net_->params_lr()[i] == 0) {
-      lists[gt].push_back(t);
+      lists[type_index(gt)].push_back(t);
       continue;
     }
     t.weight = p->data().mutable_gpu_data_raw(data_type_, gt, &t.copy);
@@ -823,13 +827,13 @@ bool Solver::ApplyUpdateGpu() {
     t.lr_mult = net_->params_lr()[i];
     t.decay = param_.weight_decay() * net_->params_weight_decay()[i];
     t.id = static_cast<int64_t>(i);
-    lists[p->diff().type()].push_back(t);
+    lists[type_index(p->diff().type())].push_back(t);
   }
-  for (int g = 0; g < kNumTypes; ++g) ws.update_list(Type(g)).assign(std::move(lists[g]), stream);
+  for (int g = 0; g < kNumTypes; ++g) ws.update_list(kAllTypes[g]).assign(std::move(lists[g]), stream);
   const double* norms = nullptr;
   if (h.larc) {
     double* sums = ws.clear_larc_norms(stream);
-    for (int g = 0; g < kNumTypes; ++g) gpu::larc_norms(Type(g), data_type_, ws.update_list(Type(g)), h, sums, stream);
+    for (int g = 0; g < kNumTypes; ++g) gpu::larc_norms(kAllTypes[g], data_type_, ws.update_list(kAllTypes[g]), h, sums, stream);
     norms = sums;
     if (ranks() > 1) {
       // As for the clipping norm: one set of norms for every rank.
@@ -840,7 +844,7 @@ bool Solver::ApplyUpdateGpu() {
       CORTADO_CUDA_CHECK(cudaMemcpyAsync(sums, host.data(), host.size() * sizeof(double), cudaMemcpyHostToDevice, stream));
     }
   }
-  for (int g = 0; g < kNumTypes; ++g) gpu::apply_update(Type(g), data_type_, ws.update_list(Type(g)), h, norms, stream);
+  for (int g = 0; g < kNumTypes; ++g) gpu::apply_update(kAllTypes[g], data_type_, ws.update_list(kAllTypes[g]), h, norms, stream);
   gradients_zero_ = true;
   AfterCleanStep();
   return true;

@@ -23,6 +23,7 @@
 // and a shared array), then one atomicAdd per block: into the check result
 // (sum of squares; the Inf/NaN flag is a plain store of 1) and, for LARC,
 // into the slot's pair of sums for each chunk.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -37,22 +38,27 @@ namespace gpu {
 
 namespace {
 
-// Device storage types: float16 is bit-compatible with __half.
+// Device storage types: float16 and bfloat16 are bit-compatible with __half
+// and __nv_bfloat16.
 template <typename T> struct dev { using type = T; };
 template <> struct dev<float16> { using type = __half; };
+template <> struct dev<bfloat16> { using type = __nv_bfloat16; };
 template <typename T> using dev_t = typename dev<T>::type;
 // The arithmetic type of a storage type.
 template <typename D> using acc_t = std::conditional_t<std::is_same_v<D, double>, double, float>;
 
 __device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ float load(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
 __device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
 __device__ __forceinline__ double load(const double* p, int64_t i) { return p[i]; }
 __device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ __forceinline__ void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void store(double* p, int64_t i, double v) { p[i] = v; }
 // v as the storage type D would give it back (what a stored value reads as).
 template <typename D> __device__ __forceinline__ acc_t<D> rounded(acc_t<D> v) {
   if constexpr (std::is_same_v<D, __half>) return __half2float(__float2half_rn(v));
+  if constexpr (std::is_same_v<D, __nv_bfloat16>) return __bfloat162float(__float2bfloat16_rn(v));
   return v;
 }
 // Uncontracted products (never fused into an FMA with a following add).
@@ -293,6 +299,7 @@ void dispatch_pair(Type grad_type, Type data_type, F&& f) {
   if (grad_type == FLOAT && data_type == FLOAT16) return f(float{}, float16{});
   if (grad_type == FLOAT16 && data_type == FLOAT) return f(float16{}, float{});
   if (grad_type == FLOAT16 && data_type == FLOAT16) return f(float16{}, float16{});
+  if (grad_type == BFLOAT16 && data_type == FLOAT) return f(bfloat16{}, float{});
   fail("internal: no GPU update for ", type_name(grad_type), " gradients with ", type_name(data_type),
        " solver data");
 }
@@ -336,7 +343,7 @@ void TensorList::assign(std::vector<TensorSlot> slots, gpu_stream stream) {
 }
 
 UpdateWorkspace::UpdateWorkspace(int num_params, gpu_stream stream) : num_params_(num_params), stream_(stream) {
-  for (int t = 0; t < kNumTypes; ++t) {
+  for (int t = 0; t < kNumTypes; ++t) {  // by type_index
     check_[t] = std::make_unique<TensorList>(num_params);
     update_[t] = std::make_unique<TensorList>(num_params);
   }

@@ -23,23 +23,23 @@ void Tensor::resize(size_t count) {
   capacity_ = count;
   for (auto& m : mem_) m.reset();
   valid_.fill(false);
-  valid_[type_] = true;  // a fresh buffer is zero in every type
+  valid(type_) = true;  // a fresh buffer is zero in every type
 }
 
 void Tensor::ensure(Type t, bool gpu) const {
-  if (!mem_[t]) mem_[t] = std::make_unique<SyncedMemory>(capacity_ * type_size(t));
-  if (valid_[t]) return;
-  if (!mem_[type_]) mem_[type_] = std::make_unique<SyncedMemory>(capacity_ * type_size(type_));
+  if (!mem(t)) mem(t) = std::make_unique<SyncedMemory>(capacity_ * type_size(t));
+  if (valid(t)) return;
+  if (!mem(type_)) mem(type_) = std::make_unique<SyncedMemory>(capacity_ * type_size(type_));
   const int64_t n = static_cast<int64_t>(count_);
   ++conversions_;
   g_conversions[gpu].fetch_add(1, std::memory_order_relaxed);
   if (gpu) {
 #ifdef CORTADO_USE_CUDA
-    gpu_convert(type_, mem_[type_]->gpu_data(), t, mem_[t]->mutable_gpu_data(), n, cuda::stream());
+    gpu_convert(type_, mem(type_)->gpu_data(), t, mem(t)->mutable_gpu_data(), n, cuda::stream());
 #endif
   } else {
-    const void* src = mem_[type_]->cpu_data();
-    void* dst = mem_[t]->mutable_cpu_data();
+    const void* src = mem(type_)->cpu_data();
+    void* dst = mem(t)->mutable_cpu_data();
     dispatch_type(type_, [&](auto s) {
       using S = decltype(s);
       dispatch_type(t, [&](auto d) {
@@ -48,27 +48,27 @@ void Tensor::ensure(Type t, bool gpu) const {
       });
     });
   }
-  valid_[t] = true;
+  valid(t) = true;
 }
 
 const void* Tensor::data_raw(Type t) const {
   ensure(t, false);
-  return mem_[t]->cpu_data();
+  return mem(t)->cpu_data();
 }
 
 void* Tensor::mutable_data_raw(Type t) {
   ensure(t, false);
   type_ = t;
   valid_.fill(false);
-  valid_[t] = true;
-  return mem_[t]->mutable_cpu_data();
+  valid(t) = true;
+  return mem(t)->mutable_cpu_data();
 }
 
 void* Tensor::keep_also(Type t, Type also, bool gpu) {
   if (also == t) return nullptr;
-  if (!mem_[also]) mem_[also] = std::make_unique<SyncedMemory>(capacity_ * type_size(also));
-  valid_[also] = true;  // the caller writes it now
-  return gpu ? mem_[also]->mutable_gpu_data() : mem_[also]->mutable_cpu_data();
+  if (!mem(also)) mem(also) = std::make_unique<SyncedMemory>(capacity_ * type_size(also));
+  valid(also) = true;  // the caller writes it now
+  return gpu ? mem(also)->mutable_gpu_data() : mem(also)->mutable_cpu_data();
 }
 
 void* Tensor::mutable_data_raw(Type t, Type also, void** also_data) {
@@ -79,15 +79,15 @@ void* Tensor::mutable_data_raw(Type t, Type also, void** also_data) {
 
 const void* Tensor::gpu_data_raw(Type t) const {
   ensure(t, true);
-  return mem_[t]->gpu_data();
+  return mem(t)->gpu_data();
 }
 
 void* Tensor::mutable_gpu_data_raw(Type t) {
   ensure(t, true);
   type_ = t;
   valid_.fill(false);
-  valid_[t] = true;
-  return mem_[t]->mutable_gpu_data();
+  valid(t) = true;
+  return mem(t)->mutable_gpu_data();
 }
 
 void* Tensor::mutable_gpu_data_raw(Type t, Type also, void** also_data) {
@@ -96,13 +96,13 @@ void* Tensor::mutable_gpu_data_raw(Type t, Type also, void** also_data) {
   return p;
 }
 
-bool Tensor::head_on_gpu() const { return mem_[type_] && mem_[type_]->head() == SyncedMemory::Head::GPU; }
+bool Tensor::head_on_gpu() const { return mem(type_) && mem(type_)->head() == SyncedMemory::Head::GPU; }
 
 void Tensor::set_zero() {
-  if (!mem_[type_]) mem_[type_] = std::make_unique<SyncedMemory>(capacity_ * type_size(type_));
-  mem_[type_]->set_zero();  // on the side that holds the newest values
+  if (!mem(type_)) mem(type_) = std::make_unique<SyncedMemory>(capacity_ * type_size(type_));
+  mem(type_)->set_zero();  // on the side that holds the newest values
   valid_.fill(false);
-  valid_[type_] = true;
+  valid(type_) = true;
 }
 
 }  // namespace cortado

@@ -222,7 +222,7 @@ TEST(BatchNormLayerGlobal, GradientFloat) { CheckGlobalStatsGradient<float>(); }
 // pairs 4 eps forward, 8 backward; float and double 64 and 256 ulps.
 template <typename P>
 test::GpuTolerance BnGpuTolerance() {
-  constexpr bool half = std::is_same_v<typename P::Ftype, float16> || std::is_same_v<typename P::Btype, float16>;
+  constexpr bool half = test::is_half_pair<P>();
   return half ? test::GpuTolerance{4, 8} : test::GpuTolerance{64, 256};
 }
 

@@ -81,7 +81,7 @@ TYPED_TEST(BiasLayerTest, GradientSecondBottom) {
 
 template <typename P>
 test::GpuTolerance BiasGpuTolerance() {
-  constexpr bool half = std::is_same_v<typename P::Ftype, float16> || std::is_same_v<typename P::Btype, float16>;
+  constexpr bool half = test::is_half_pair<P>();
   return half ? test::GpuTolerance{1, 8} : test::GpuTolerance{1, 64};
 }
 

@@ -232,7 +232,7 @@ TYPED_TEST(ConvolutionLayerTest, GradientDepthwiseDilatedTwoBottoms) {
 // bits against a direct sum; a bug is off by O(1)).
 template <typename P>
 test::GpuTolerance ConvGpuTolerance() {
-  constexpr bool half = std::is_same_v<typename P::Ftype, float16> || std::is_same_v<typename P::Btype, float16>;
+  constexpr bool half = test::is_half_pair<P>();
   return half ? test::GpuTolerance{8, 16} : test::GpuTolerance{256, 256};
 }
 

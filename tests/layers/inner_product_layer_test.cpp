@@ -111,7 +111,7 @@ TYPED_TEST(InnerProductLayerTest, GradientTransposedAxis2) {
 // float and double 64 eps (relative to max(1, |cpu|)).
 template <typename P>
 test::GpuTolerance IpGpuTolerance() {
-  constexpr bool half = std::is_same_v<typename P::Ftype, float16> || std::is_same_v<typename P::Btype, float16>;
+  constexpr bool half = test::is_half_pair<P>();
   return half ? test::GpuTolerance{8, 16} : test::GpuTolerance{64, 64};
 }
 

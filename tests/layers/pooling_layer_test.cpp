@@ -56,7 +56,7 @@ class PoolingLayerTest : public ::testing::Test {
   // Relative tolerance of one value rounded to the storage type.
   template <typename T>
   static double Tol(double v) {
-    return (std::is_same_v<T, float16> ? 1e-3 : 1e-6) * std::max(1.0, std::fabs(v));
+    return (std::is_same_v<T, float16> ? 1e-3 : std::is_same_v<T, bfloat16> ? 8e-3 : 1e-6) * std::max(1.0, std::fabs(v));
   }
 
   void ExpectTop(const std::vector<double>& want) {

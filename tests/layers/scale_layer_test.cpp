@@ -108,7 +108,7 @@ TYPED_TEST(ScaleLayerTest, GradientSecondBottom) {
 // 8 backward; float and double 4 and 64 ulps.
 template <typename P>
 test::GpuTolerance ScaleGpuTolerance() {
-  constexpr bool half = std::is_same_v<typename P::Ftype, float16> || std::is_same_v<typename P::Btype, float16>;
+  constexpr bool half = test::is_half_pair<P>();
   return half ? test::GpuTolerance{2, 8} : test::GpuTolerance{4, 64};
 }
 

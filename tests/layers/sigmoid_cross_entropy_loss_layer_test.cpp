@@ -72,7 +72,7 @@ TYPED_TEST(SigmoidCrossEntropyLossLayerTest, StableForLargeScores) {
   top.add(type_of<F>());
   layer->SetUp(bottom.vec, top.vec);
   layer->Forward(bottom.vec, top.vec);
-  const double want = std::is_same_v<F, float16> ? 2 * static_cast<double>(static_cast<float>(static_cast<F>(200.0))) : 400;
+  const double want = is_half_v<F> ? 2 * static_cast<double>(static_cast<float>(static_cast<F>(200.0))) : 400;
   EXPECT_NEAR(test::GetData(*top[0])[0], want, 1e-3);
 }
 

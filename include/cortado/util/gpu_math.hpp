@@ -1,15 +1,16 @@
 #pragma once
 // GPU math launchers (CUDA builds only), the device twins of util/math.hpp.
 // Pointers are device pointers; every launcher enqueues on `stream` and
-// returns without waiting. Storage type T (double, float, float16 as
-// __half-compatible bits); arithmetic in math_t<T>; 64-bit counts.
+// returns without waiting. Storage type T (double, float, float16 and
+// bfloat16 as __half / __nv_bfloat16-compatible bits); arithmetic in
+// math_t<T>; 64-bit counts.
 
 #include "cortado/config.hpp"
 
 #ifdef CORTADO_USE_CUDA
 #include <cstdint>
 
-#include "cortado/float16.hpp"
+#include "cortado/bfloat16.hpp"
 #include "cortado/types.hpp"
 #include "cortado/util/math.hpp"
 
@@ -24,8 +25,9 @@ using gpu_stream = CUstream_st*;
 void gpu_convert(Type src_type, const void* src, Type dst_type, void* dst, int64_t n, gpu_stream stream);
 
 /// Row-major C = alpha * op(A) op(B) + beta * C through cuBLAS. `math` is the
-/// compute type: FLOAT accumulates in FP32 (Tensor Cores for FP16 inputs),
-/// FLOAT16 in FP16; DOUBLE for double.
+/// compute type: FLOAT accumulates in FP32 (Tensor Cores for FP16 and BF16
+/// inputs), FLOAT16 in FP16 (float16 storage only: bfloat16 always
+/// accumulates in FP32); DOUBLE for double.
 template <typename T>
 void gpu_gemm(cublasContext* handle, Trans ta, Trans tb, int M, int N, int K, float alpha, const T* A, const T* B,
               float beta, T* C, Type math = FLOAT);

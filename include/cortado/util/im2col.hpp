@@ -9,7 +9,7 @@
 // (no atomics, deterministic) and sums in float (double for double).
 
 #include "cortado/config.hpp"
-#include "cortado/float16.hpp"
+#include "cortado/bfloat16.hpp"
 
 struct CUstream_st;
 

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "cortado/float16.hpp"
+#include "cortado/bfloat16.hpp"
 
 namespace cortado {
 

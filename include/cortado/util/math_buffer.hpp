@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cortado/float16.hpp"
+#include "cortado/bfloat16.hpp"
 #include "cortado/util/math.hpp"
 
 namespace cortado {

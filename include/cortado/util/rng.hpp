@@ -9,7 +9,7 @@
 #include <random>
 #include <string>
 
-#include "cortado/float16.hpp"
+#include "cortado/bfloat16.hpp"
 
 namespace cortado {
 

@@ -52,6 +52,7 @@ void absval_backward(int64_t n, const T* dy, const T* x, T* dx, CUstream_st* str
 CORTADO_INSTANTIATE_ABSVAL(double)
 CORTADO_INSTANTIATE_ABSVAL(float)
 CORTADO_INSTANTIATE_ABSVAL(float16)
+CORTADO_INSTANTIATE_ABSVAL(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -87,6 +87,7 @@ void accuracy_finish(int channels, const unsigned* counts, float* top, float* pe
 CORTADO_INSTANTIATE_ACCURACY(double)
 CORTADO_INSTANTIATE_ACCURACY(float)
 CORTADO_INSTANTIATE_ACCURACY(float16)
+CORTADO_INSTANTIATE_ACCURACY(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -63,6 +63,7 @@ void argmax_forward(int64_t num, int64_t dim, int64_t stride, int top_k, int mod
 CORTADO_INSTANTIATE_ARGMAX(double)
 CORTADO_INSTANTIATE_ARGMAX(float)
 CORTADO_INSTANTIATE_ARGMAX(float16)
+CORTADO_INSTANTIATE_ARGMAX(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

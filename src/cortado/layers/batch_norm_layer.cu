@@ -202,6 +202,7 @@ void bn_backward_dx(int n, int c, int64_t s, const T* dy, const X* x_saved, cons
 CORTADO_INSTANTIATE_BN_FORWARD(double, double);
 CORTADO_INSTANTIATE_BN_FORWARD(float, float);
 CORTADO_INSTANTIATE_BN_FORWARD(float16, float);
+CORTADO_INSTANTIATE_BN_FORWARD(bfloat16, float);
 #undef CORTADO_INSTANTIATE_BN_FORWARD
 // T: the backward type (dy, dx), X: the forward type (the saved x).
 #define CORTADO_INSTANTIATE_BN_BACKWARD(T, X, M)                                                               \
@@ -212,8 +213,11 @@ CORTADO_INSTANTIATE_BN_FORWARD(float16, float);
 CORTADO_INSTANTIATE_BN_BACKWARD(double, double, double);
 CORTADO_INSTANTIATE_BN_BACKWARD(float, float, float);
 CORTADO_INSTANTIATE_BN_BACKWARD(float, float16, float);
+CORTADO_INSTANTIATE_BN_BACKWARD(float, bfloat16, float);
 CORTADO_INSTANTIATE_BN_BACKWARD(float16, float, float);
+CORTADO_INSTANTIATE_BN_BACKWARD(bfloat16, float, float);
 CORTADO_INSTANTIATE_BN_BACKWARD(float16, float16, float);
+CORTADO_INSTANTIATE_BN_BACKWARD(bfloat16, bfloat16, float);
 #undef CORTADO_INSTANTIATE_BN_BACKWARD
 template void bn_global_stats<double>(int, const double*, const double*, const double*, double*, double*,
                                       CUstream_st*);

@@ -65,6 +65,7 @@ void bias_backward(int64_t outer, int64_t dim, int64_t inner, const T* dy, bool 
 CORTADO_INSTANTIATE_BIAS_GPU(double);
 CORTADO_INSTANTIATE_BIAS_GPU(float);
 CORTADO_INSTANTIATE_BIAS_GPU(float16);
+CORTADO_INSTANTIATE_BIAS_GPU(bfloat16);
 #undef CORTADO_INSTANTIATE_BIAS_GPU
 
 }  // namespace gpu

@@ -58,6 +58,7 @@ void bnll_backward(int64_t n, const T* dy, const T* x, T* dx, CUstream_st* strea
 CORTADO_INSTANTIATE_BNLL(double)
 CORTADO_INSTANTIATE_BNLL(float)
 CORTADO_INSTANTIATE_BNLL(float16)
+CORTADO_INSTANTIATE_BNLL(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

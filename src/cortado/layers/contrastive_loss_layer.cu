@@ -119,12 +119,14 @@ void contrastive_loss_backward(int num, int dim, const M* diff, const M* dist_sq
 CORTADO_INSTANTIATE_CONTRASTIVE_FORWARD(double)
 CORTADO_INSTANTIATE_CONTRASTIVE_FORWARD(float)
 CORTADO_INSTANTIATE_CONTRASTIVE_FORWARD(float16)
+CORTADO_INSTANTIATE_CONTRASTIVE_FORWARD(bfloat16)
 #define CORTADO_INSTANTIATE_CONTRASTIVE_BACKWARD(M, B)                                                       \
   template void contrastive_loss_backward<M, B>(int, int, const M*, const M*, const float*, double, bool, \
                                                 const double*, B*, B*, CUstream_st*);
 CORTADO_INSTANTIATE_CONTRASTIVE_BACKWARD(double, double)
 CORTADO_INSTANTIATE_CONTRASTIVE_BACKWARD(float, float)
 CORTADO_INSTANTIATE_CONTRASTIVE_BACKWARD(float, float16)
+CORTADO_INSTANTIATE_CONTRASTIVE_BACKWARD(float, bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

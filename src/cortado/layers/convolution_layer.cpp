@@ -144,17 +144,6 @@ void depthwise_backward_cpu(const DepthwiseGeometry& g, const M* x, const M* w, 
   }
 }
 
-// The compute type of GPU GEMMs / cuDNN for storage T: float16 computes in
-// FLOAT unless FLOAT16 is asked for; float and double in themselves.
-template <typename T>
-Type math_for(bool has, Type requested) {
-  if constexpr (std::is_same_v<T, float16>) {
-    return has && requested == FLOAT16 ? FLOAT16 : FLOAT;
-  } else {
-    return type_of<T>();
-  }
-}
-
 }  // namespace
 
 template <typename Ftype, typename Btype>
@@ -187,8 +176,8 @@ void ConvolutionLayer<Ftype, Btype>::ReadGeometry() {
   }
   bias_term_ = p.bias_term();
   const LayerParameter& lp = this->layer_param();
-  forward_math_ = math_for<Ftype>(lp.has_forward_math(), lp.forward_math());
-  backward_math_ = math_for<Btype>(lp.has_backward_math(), lp.backward_math());
+  forward_math_ = gpu_math_type(type_of<Ftype>(), lp.has_forward_math(), lp.forward_math());
+  backward_math_ = gpu_math_type(type_of<Btype>(), lp.has_backward_math(), lp.backward_math());
   is_1x1_ = kh_ == 1 && kw_ == 1 && sh_ == 1 && sw_ == 1 && ph_ == 0 && pw_ == 0;
   validate_filler(*this, p.weight_filler(), "convolution_param.weight_filler");
   if (bias_term_) validate_filler(*this, p.bias_filler(), "convolution_param.bias_filler");
@@ -431,8 +420,8 @@ void ConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std:
   cublasContext* handle = this->context().cublas();
   const bool do_w = this->param_propagate_down(0);
   const bool do_b = bias_term_ && this->param_propagate_down(1);
-  // float16 diffs with FLOAT math: the weight gradient of a bottom sums in FP32.
-  constexpr bool kHalf = std::is_same_v<Btype, float16>;
+  // 16-bit diffs with FLOAT math: the weight gradient of a bottom sums in FP32.
+  constexpr bool kHalf = is_half_v<Btype>;
   const bool f32_acc = kHalf && backward_math_ == FLOAT;
   const size_t wcount = this->blobs_[0]->count();
   Btype* wd = do_w ? this->blobs_[0]->template mutable_gpu_diff<Btype>() : nullptr;

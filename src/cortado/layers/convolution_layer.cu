@@ -147,6 +147,7 @@ cublasOperation_t op(Trans t) { return t == Trans::No ? CUBLAS_OP_N : CUBLAS_OP_
 template <typename T> cudaDataType_t cuda_type();
 template <> cudaDataType_t cuda_type<float>() { return CUDA_R_32F; }
 template <> cudaDataType_t cuda_type<float16>() { return CUDA_R_16F; }
+template <> cudaDataType_t cuda_type<bfloat16>() { return CUDA_R_16BF; }
 
 }  // namespace
 
@@ -219,11 +220,14 @@ void depthwise_backward_weight(const DepthwiseGeometry& g, const T* x, const T* 
 CORTADO_INSTANTIATE_CONV_GPU(double);
 CORTADO_INSTANTIATE_CONV_GPU(float);
 CORTADO_INSTANTIATE_CONV_GPU(float16);
+CORTADO_INSTANTIATE_CONV_GPU(bfloat16);
 #undef CORTADO_INSTANTIATE_CONV_GPU
 template void gemm_accumulate_f32<float>(cublasContext*, Trans, Trans, int, int, int, const float*, const float*,
                                          float*);
 template void gemm_accumulate_f32<float16>(cublasContext*, Trans, Trans, int, int, int, const float16*,
                                            const float16*, float*);
+template void gemm_accumulate_f32<bfloat16>(cublasContext*, Trans, Trans, int, int, int, const bfloat16*,
+                                           const bfloat16*, float*);
 
 }  // namespace gpu
 

@@ -53,6 +53,7 @@ void crop_backward(int64_t n, const CropGeometry& g, const T* dy, T* dx, CUstrea
 CORTADO_INSTANTIATE_CROP(double)
 CORTADO_INSTANTIATE_CROP(float)
 CORTADO_INSTANTIATE_CROP(float16)
+CORTADO_INSTANTIATE_CROP(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

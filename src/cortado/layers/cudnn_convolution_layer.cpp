@@ -44,9 +44,10 @@ cudnnDataType_t data_type(Type t) {
   switch (t) {
     case DOUBLE: return CUDNN_DATA_DOUBLE;
     case FLOAT: return CUDNN_DATA_FLOAT;
-    case FLOAT16: break;
+    case FLOAT16: return CUDNN_DATA_HALF;
+    case BFLOAT16: break;
   }
-  return CUDNN_DATA_HALF;
+  return CUDNN_DATA_BFLOAT16;
 }
 
 // alpha/beta: double for double tensors, float otherwise (cuDNN's rule).
@@ -139,9 +140,10 @@ struct CudnnConvPass {
     CORTADO_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
     CORTADO_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
     const cudnnDataType_t data = data_type(storage);
-    // float16 computes in FP32 unless FLOAT16 math was asked for.
-    const cudnnDataType_t compute = storage == FLOAT16 && math == FLOAT ? CUDNN_DATA_FLOAT : data;
-    const cudnnMathType_t math_type = storage == FLOAT16 ? CUDNN_TENSOR_OP_MATH
+    // 16-bit storage computes in FP32 unless FLOAT16 math was asked for
+    // (gpu_math_type gives bfloat16 FLOAT always).
+    const cudnnDataType_t compute = is_half_type(storage) && math == FLOAT ? CUDNN_DATA_FLOAT : data;
+    const cudnnMathType_t math_type = is_half_type(storage) ? CUDNN_TENSOR_OP_MATH
                                       : storage == FLOAT ? CUDNN_FMA_MATH
                                                          : CUDNN_DEFAULT_MATH;
     CORTADO_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, ph, pw, sh, sw, dh, dw, CUDNN_CROSS_CORRELATION,
@@ -196,7 +198,7 @@ struct CudnnConvPass {
     const size_t ws = find_workspace_bytes();
     DeviceScratch space = scratch(ws);
     std::vector<cudnnMathType_t> maths{asked_math};
-    if (storage == FLOAT16) maths.push_back(CUDNN_FMA_MATH);
+    if (is_half_type(storage)) maths.push_back(CUDNN_FMA_MATH);
     std::vector<Candidate> found;
     for (size_t m = 0; m < maths.size(); ++m) {
       CORTADO_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, maths[m]));

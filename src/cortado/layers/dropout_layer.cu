@@ -40,6 +40,7 @@ void dropout_backward(int64_t n, const T* dy, const unsigned* mask, double scale
 CORTADO_INSTANTIATE_DROPOUT(double)
 CORTADO_INSTANTIATE_DROPOUT(float)
 CORTADO_INSTANTIATE_DROPOUT(float16)
+CORTADO_INSTANTIATE_DROPOUT(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -106,6 +106,7 @@ void eltwise_backward(int64_t n, int op, int which, const T* const* x, int count
 CORTADO_INSTANTIATE_ELTWISE(double)
 CORTADO_INSTANTIATE_ELTWISE(float)
 CORTADO_INSTANTIATE_ELTWISE(float16)
+CORTADO_INSTANTIATE_ELTWISE(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -58,6 +58,7 @@ void elu_backward(int64_t n, const T* dy, const T* x, const T* y, T* dx, double 
 CORTADO_INSTANTIATE_ELU(double)
 CORTADO_INSTANTIATE_ELU(float)
 CORTADO_INSTANTIATE_ELU(float16)
+CORTADO_INSTANTIATE_ELU(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -116,6 +116,7 @@ void embed_backward_bias(int64_t M, int64_t N, const T* dy, T* db, CUstream_st* 
 CORTADO_INSTANTIATE_EMBED(double)
 CORTADO_INSTANTIATE_EMBED(float)
 CORTADO_INSTANTIATE_EMBED(float16)
+CORTADO_INSTANTIATE_EMBED(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

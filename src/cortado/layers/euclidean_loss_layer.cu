@@ -75,12 +75,16 @@ template void euclidean_loss_forward<float>(int64_t, const float*, const float*,
                                             CUstream_st*);
 template void euclidean_loss_forward<float16>(int64_t, const float16*, const float16*, float*, float*, double, float*,
                                               CUstream_st*);
+template void euclidean_loss_forward<bfloat16>(int64_t, const bfloat16*, const bfloat16*, float*, float*, double,
+                                               float*, CUstream_st*);
 template void euclidean_loss_backward<double, double>(int64_t, const double*, const double*, int, double*, double*,
                                                       CUstream_st*);
 template void euclidean_loss_backward<float, float>(int64_t, const float*, const double*, int, float*, float*,
                                                     CUstream_st*);
 template void euclidean_loss_backward<float, float16>(int64_t, const float*, const double*, int, float16*, float16*,
                                                       CUstream_st*);
+template void euclidean_loss_backward<float, bfloat16>(int64_t, const float*, const double*, int, bfloat16*,
+                                                       bfloat16*, CUstream_st*);
 
 }  // namespace gpu
 }  // namespace cortado

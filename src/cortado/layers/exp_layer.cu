@@ -49,6 +49,7 @@ void exp_backward(int64_t n, const T* dy, const T* y, T* dx, double inner, CUstr
 CORTADO_INSTANTIATE_EXP(double)
 CORTADO_INSTANTIATE_EXP(float)
 CORTADO_INSTANTIATE_EXP(float16)
+CORTADO_INSTANTIATE_EXP(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -101,12 +101,14 @@ void hinge_loss_backward(int num, int dim, const M* margin, const float* label, 
 CORTADO_INSTANTIATE_HINGE_FORWARD(double)
 CORTADO_INSTANTIATE_HINGE_FORWARD(float)
 CORTADO_INSTANTIATE_HINGE_FORWARD(float16)
+CORTADO_INSTANTIATE_HINGE_FORWARD(bfloat16)
 #define CORTADO_INSTANTIATE_HINGE_BACKWARD(M, B)                                                               \
   template void hinge_loss_backward<M, B>(int, int, const M*, const float*, bool, const double*, B*, \
                                           CUstream_st*);
 CORTADO_INSTANTIATE_HINGE_BACKWARD(double, double)
 CORTADO_INSTANTIATE_HINGE_BACKWARD(float, float)
 CORTADO_INSTANTIATE_HINGE_BACKWARD(float, float16)
+CORTADO_INSTANTIATE_HINGE_BACKWARD(float, bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

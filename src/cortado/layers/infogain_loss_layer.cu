@@ -151,6 +151,7 @@ template void infogain_loss_forward<float>(int, int, int, const float*, const fl
 CORTADO_INSTANTIATE_INFOGAIN_BACKWARD(double, double)
 CORTADO_INSTANTIATE_INFOGAIN_BACKWARD(float, float)
 CORTADO_INSTANTIATE_INFOGAIN_BACKWARD(float, float16)
+CORTADO_INSTANTIATE_INFOGAIN_BACKWARD(float, bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

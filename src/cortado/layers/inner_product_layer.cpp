@@ -42,14 +42,9 @@ void InnerProductLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const Bl
   num_output_ = static_cast<int>(p.num_output());
   bias_term_ = p.bias_term();
   transpose_ = p.transpose();
-  // GPU compute types: float16 computes in FLOAT unless FLOAT16 is asked for.
   const LayerParameter& lp = this->layer_param();
-  auto math_for = [](Type storage, bool has, Type requested) {
-    if (storage != FLOAT16) return storage;
-    return has && requested == FLOAT16 ? FLOAT16 : FLOAT;
-  };
-  forward_math_ = math_for(type_of<Ftype>(), lp.has_forward_math(), lp.forward_math());
-  backward_math_ = math_for(type_of<Btype>(), lp.has_backward_math(), lp.backward_math());
+  forward_math_ = gpu_math_type(type_of<Ftype>(), lp.has_forward_math(), lp.forward_math());
+  backward_math_ = gpu_math_type(type_of<Btype>(), lp.has_backward_math(), lp.backward_math());
   axis_ = CheckedAxis(*bottom[0]);
   k_ = static_cast<int>(bottom[0]->count(axis_));
   const std::vector<int> wshape = transpose_ ? std::vector<int>{k_, num_output_}

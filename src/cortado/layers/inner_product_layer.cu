@@ -62,6 +62,7 @@ void ip_bias_grad(int64_t rows, int cols, const T* dy, T* db, CUstream_st* strea
 CORTADO_INSTANTIATE_IP_GPU(double);
 CORTADO_INSTANTIATE_IP_GPU(float);
 CORTADO_INSTANTIATE_IP_GPU(float16);
+CORTADO_INSTANTIATE_IP_GPU(bfloat16);
 #undef CORTADO_INSTANTIATE_IP_GPU
 
 }  // namespace gpu

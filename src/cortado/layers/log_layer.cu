@@ -55,6 +55,7 @@ void log_backward(int64_t n, const T* dy, const T* x, T* dx, double base_scale, 
 CORTADO_INSTANTIATE_LOG(double)
 CORTADO_INSTANTIATE_LOG(float)
 CORTADO_INSTANTIATE_LOG(float16)
+CORTADO_INSTANTIATE_LOG(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -109,6 +109,7 @@ void lrn_backward(const LRNShape& s, const T* x, const T* y, const math_t<T>* sc
 CORTADO_INSTANTIATE_LRN(double)
 CORTADO_INSTANTIATE_LRN(float)
 CORTADO_INSTANTIATE_LRN(float16)
+CORTADO_INSTANTIATE_LRN(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -100,14 +100,18 @@ void multinomial_logistic_loss_backward(int num, int dim, const T* p, const floa
 CORTADO_INSTANTIATE_MLL_FORWARD(double)
 CORTADO_INSTANTIATE_MLL_FORWARD(float)
 CORTADO_INSTANTIATE_MLL_FORWARD(float16)
+CORTADO_INSTANTIATE_MLL_FORWARD(bfloat16)
 #define CORTADO_INSTANTIATE_MLL_BACKWARD(T, B)                                                                  \
   template void multinomial_logistic_loss_backward<T, B>(int, int, const T*, const float*, const double*, B*, \
                                                          CUstream_st*);
 CORTADO_INSTANTIATE_MLL_BACKWARD(double, double)
 CORTADO_INSTANTIATE_MLL_BACKWARD(float, float)
 CORTADO_INSTANTIATE_MLL_BACKWARD(float, float16)
+CORTADO_INSTANTIATE_MLL_BACKWARD(float, bfloat16)
 CORTADO_INSTANTIATE_MLL_BACKWARD(float16, float)
+CORTADO_INSTANTIATE_MLL_BACKWARD(bfloat16, float)
 CORTADO_INSTANTIATE_MLL_BACKWARD(float16, float16)
+CORTADO_INSTANTIATE_MLL_BACKWARD(bfloat16, bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -81,6 +81,7 @@ void mvn_backward(int64_t num, int64_t dim, bool normalize, double eps, const T*
 CORTADO_INSTANTIATE_MVN(double, double)
 CORTADO_INSTANTIATE_MVN(float, float)
 CORTADO_INSTANTIATE_MVN(float16, float)
+CORTADO_INSTANTIATE_MVN(bfloat16, float)
 
 }  // namespace gpu
 }  // namespace cortado

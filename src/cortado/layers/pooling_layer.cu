@@ -278,6 +278,7 @@ void ave_pool_backward(int64_t planes, PoolWindow g, const T* dy, T* dx, CUstrea
 CORTADO_INSTANTIATE_POOL_GPU(double);
 CORTADO_INSTANTIATE_POOL_GPU(float);
 CORTADO_INSTANTIATE_POOL_GPU(float16);
+CORTADO_INSTANTIATE_POOL_GPU(bfloat16);
 #undef CORTADO_INSTANTIATE_POOL_GPU
 
 }  // namespace gpu

@@ -74,6 +74,7 @@ void power_backward(int64_t n, const T* dy, const T* x, T* dx, double power, dou
 CORTADO_INSTANTIATE_POWER(double)
 CORTADO_INSTANTIATE_POWER(float)
 CORTADO_INSTANTIATE_POWER(float16)
+CORTADO_INSTANTIATE_POWER(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -106,6 +106,7 @@ void prelu_param_backward(int64_t n, int channels, int64_t dim, int num_slopes, 
 CORTADO_INSTANTIATE_PRELU(double)
 CORTADO_INSTANTIATE_PRELU(float)
 CORTADO_INSTANTIATE_PRELU(float16)
+CORTADO_INSTANTIATE_PRELU(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

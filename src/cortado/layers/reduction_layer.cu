@@ -67,6 +67,7 @@ void reduction_backward(int64_t num, int64_t dim, int op, double coeff, const T*
 CORTADO_INSTANTIATE_REDUCTION(double)
 CORTADO_INSTANTIATE_REDUCTION(float)
 CORTADO_INSTANTIATE_REDUCTION(float16)
+CORTADO_INSTANTIATE_REDUCTION(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

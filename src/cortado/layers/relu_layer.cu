@@ -54,6 +54,7 @@ void relu_backward(int64_t n, const T* dy, const T* x, T* dx, double slope, CUst
 CORTADO_INSTANTIATE_RELU(double)
 CORTADO_INSTANTIATE_RELU(float)
 CORTADO_INSTANTIATE_RELU(float16)
+CORTADO_INSTANTIATE_RELU(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -98,6 +98,7 @@ void scale_backward_params(int64_t outer, int64_t dim, int64_t inner, const T* d
 CORTADO_INSTANTIATE_SCALE_GPU(double);
 CORTADO_INSTANTIATE_SCALE_GPU(float);
 CORTADO_INSTANTIATE_SCALE_GPU(float16);
+CORTADO_INSTANTIATE_SCALE_GPU(bfloat16);
 #undef CORTADO_INSTANTIATE_SCALE_GPU
 // The mixed pairs: gradients in one type, the saved input in the other.
 template void scale_backward_params<float, float16>(int64_t, int64_t, int64_t, const float*, const float16*, float*,

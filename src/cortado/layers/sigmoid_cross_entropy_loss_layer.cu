@@ -97,14 +97,18 @@ void sigmoid_cross_entropy_loss_backward(int64_t n, const T* x, const float* tar
 CORTADO_INSTANTIATE_SCE_FORWARD(double)
 CORTADO_INSTANTIATE_SCE_FORWARD(float)
 CORTADO_INSTANTIATE_SCE_FORWARD(float16)
+CORTADO_INSTANTIATE_SCE_FORWARD(bfloat16)
 #define CORTADO_INSTANTIATE_SCE_BACKWARD(T, B)                                                                  \
   template void sigmoid_cross_entropy_loss_backward<T, B>(int64_t, const T*, const float*, bool, int,           \
                                                           const double*, const double*, B*, CUstream_st*);
 CORTADO_INSTANTIATE_SCE_BACKWARD(double, double)
 CORTADO_INSTANTIATE_SCE_BACKWARD(float, float)
 CORTADO_INSTANTIATE_SCE_BACKWARD(float, float16)
+CORTADO_INSTANTIATE_SCE_BACKWARD(float, bfloat16)
 CORTADO_INSTANTIATE_SCE_BACKWARD(float16, float)
+CORTADO_INSTANTIATE_SCE_BACKWARD(bfloat16, float)
 CORTADO_INSTANTIATE_SCE_BACKWARD(float16, float16)
+CORTADO_INSTANTIATE_SCE_BACKWARD(bfloat16, bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

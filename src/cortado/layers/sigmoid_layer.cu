@@ -52,6 +52,7 @@ void sigmoid_backward(int64_t n, const T* dy, const T* y, T* dx, CUstream_st* st
 CORTADO_INSTANTIATE_SIGMOID(double)
 CORTADO_INSTANTIATE_SIGMOID(float)
 CORTADO_INSTANTIATE_SIGMOID(float16)
+CORTADO_INSTANTIATE_SIGMOID(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

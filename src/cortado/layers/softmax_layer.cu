@@ -145,9 +145,12 @@ template void softmax_forward<double, double>(int, int, int, const double*, doub
 template void softmax_forward<float, float>(int, int, int, const float*, float*, CUstream_st*);
 template void softmax_forward<float16, float16>(int, int, int, const float16*, float16*, CUstream_st*);
 template void softmax_forward<float16, float>(int, int, int, const float16*, float*, CUstream_st*);
+template void softmax_forward<bfloat16, bfloat16>(int, int, int, const bfloat16*, bfloat16*, CUstream_st*);
+template void softmax_forward<bfloat16, float>(int, int, int, const bfloat16*, float*, CUstream_st*);
 template void softmax_backward<double>(int, int, int, const double*, const double*, double*, CUstream_st*);
 template void softmax_backward<float>(int, int, int, const float*, const float*, float*, CUstream_st*);
 template void softmax_backward<float16>(int, int, int, const float16*, const float16*, float16*, CUstream_st*);
+template void softmax_backward<bfloat16>(int, int, int, const bfloat16*, const bfloat16*, bfloat16*, CUstream_st*);
 
 }  // namespace gpu
 }  // namespace cortado

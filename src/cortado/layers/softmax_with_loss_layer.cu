@@ -138,6 +138,7 @@ template void softmax_loss_positions<float>(int, int, int, const float*, const f
 CORTADO_INSTANTIATE_LOSS_BACKWARD(double, double)
 CORTADO_INSTANTIATE_LOSS_BACKWARD(float, float)
 CORTADO_INSTANTIATE_LOSS_BACKWARD(float, float16)
+CORTADO_INSTANTIATE_LOSS_BACKWARD(float, bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -41,6 +41,7 @@ void split_backward(int64_t n, const T* const* dy, int count, T* dx, CUstream_st
 template void split_backward<double>(int64_t, const double* const*, int, double*, CUstream_st*);
 template void split_backward<float>(int64_t, const float* const*, int, float*, CUstream_st*);
 template void split_backward<float16>(int64_t, const float16* const*, int, float16*, CUstream_st*);
+template void split_backward<bfloat16>(int64_t, const bfloat16* const*, int, bfloat16*, CUstream_st*);
 
 }  // namespace gpu
 }  // namespace cortado

@@ -52,6 +52,7 @@ void tanh_backward(int64_t n, const T* dy, const T* y, T* dx, CUstream_st* strea
 CORTADO_INSTANTIATE_TANH(double)
 CORTADO_INSTANTIATE_TANH(float)
 CORTADO_INSTANTIATE_TANH(float16)
+CORTADO_INSTANTIATE_TANH(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

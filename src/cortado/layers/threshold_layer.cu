@@ -30,6 +30,7 @@ void threshold_forward(int64_t n, const T* x, T* y, double threshold, CUstream_s
 template void threshold_forward<double>(int64_t, const double*, double*, double, CUstream_st*);
 template void threshold_forward<float>(int64_t, const float*, float*, double, CUstream_st*);
 template void threshold_forward<float16>(int64_t, const float16*, float16*, double, CUstream_st*);
+template void threshold_forward<bfloat16>(int64_t, const bfloat16*, bfloat16*, double, CUstream_st*);
 
 }  // namespace gpu
 }  // namespace cortado

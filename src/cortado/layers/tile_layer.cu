@@ -54,6 +54,7 @@ void tile_backward(int64_t n, int64_t tiles, int64_t inner, const T* dy, T* dx, 
 CORTADO_INSTANTIATE_TILE(double)
 CORTADO_INSTANTIATE_TILE(float)
 CORTADO_INSTANTIATE_TILE(float16)
+CORTADO_INSTANTIATE_TILE(bfloat16)
 
 }  // namespace gpu
 }  // namespace cortado

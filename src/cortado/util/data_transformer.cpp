@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <fstream>
 
-#include "cortado/float16.hpp"
+#include "cortado/bfloat16.hpp"
 #include "cortado/layer.hpp"
 
 #ifdef CORTADO_USE_OPENCV
@@ -191,7 +191,7 @@ void transform_pixels(const S* src, const std::vector<int>& raw, int out_h, int 
                       const std::vector<math_t<T>>& mean_values, T* out) {
   using M = math_t<T>;
   const int H = raw[1], W = raw[2];
-  // For float16 the image is computed in float, then converted in bulk (F16C
+  // For float16 and bfloat16 the image is computed in float, then converted in bulk (F16C
   // where the CPU has it): the per-value conversion was the reader's
   // bottleneck for FP16 nets.
   const size_t count = static_cast<size_t>(raw[0]) * out_h * out_w;
@@ -277,5 +277,7 @@ template void DataTransformer::Transform<float>(const Datum&, float*, std::mt199
                                                 const std::vector<int>&) const;
 template void DataTransformer::Transform<float16>(const Datum&, float16*, std::mt19937*,
                                                   const std::vector<int>&) const;
+template void DataTransformer::Transform<bfloat16>(const Datum&, bfloat16*, std::mt19937*,
+                                                   const std::vector<int>&) const;
 
 }  // namespace cortado

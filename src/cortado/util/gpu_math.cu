@@ -5,6 +5,7 @@
 // (double for double) and stored once. Reductions (sum of squares, the
 // Inf/NaN flag) accumulate per thread, then with one atomic per block after
 // a shared-memory tree.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "cortado/util/cuda.hpp"
@@ -14,15 +15,19 @@ namespace cortado {
 
 namespace {
 
-// Device-side storage types: float16 is bit-compatible with __half.
+// Device-side storage types: float16 and bfloat16 are bit-compatible with
+// __half and __nv_bfloat16.
 template <typename T> struct dev { using type = T; };
 template <> struct dev<float16> { using type = __half; };
+template <> struct dev<bfloat16> { using type = __nv_bfloat16; };
 template <typename T> using dev_t = typename dev<T>::type;
 
 __device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ float load(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
 __device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
 __device__ __forceinline__ double load(const double* p, int64_t i) { return p[i]; }
 __device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ __forceinline__ void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void store(double* p, int64_t i, double v) { p[i] = v; }
 
@@ -101,10 +106,12 @@ template <typename T> cudaDataType_t cuda_type();
 template <> cudaDataType_t cuda_type<double>() { return CUDA_R_64F; }
 template <> cudaDataType_t cuda_type<float>() { return CUDA_R_32F; }
 template <> cudaDataType_t cuda_type<float16>() { return CUDA_R_16F; }
+template <> cudaDataType_t cuda_type<bfloat16>() { return CUDA_R_16BF; }
 }  // namespace
 
 // Row-major C (M x N) = op(A) op(B) is column-major C^T = op(B)^T op(A)^T:
-// swap the operands and the dimensions, keep the transposes.
+// swap the operands and the dimensions, keep the transposes. bfloat16 always
+// accumulates in FP32 (cuBLAS has no bfloat16 compute type).
 template <typename T>
 void gpu_gemm(cublasContext* handle, Trans ta, Trans tb, int M, int N, int K, float alpha, const T* A, const T* B,
               float beta, T* C, Type math) {
@@ -190,5 +197,6 @@ template <typename T> void gpu_accumulate_sumsq(int64_t n, const T* x, double* a
 CORTADO_INSTANTIATE_GPU_MATH(double)
 CORTADO_INSTANTIATE_GPU_MATH(float)
 CORTADO_INSTANTIATE_GPU_MATH(float16)
+CORTADO_INSTANTIATE_GPU_MATH(bfloat16)
 
 }  // namespace cortado

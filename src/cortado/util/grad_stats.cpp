@@ -7,7 +7,7 @@
 #include <ostream>
 #include <sstream>
 
-#include "cortado/float16.hpp"
+#include "cortado/bfloat16.hpp"
 #include "cortado/types.hpp"
 
 namespace cortado {
@@ -129,6 +129,7 @@ void GradHistogram::Add(const T* x, size_t n) {
 template void GradHistogram::Add<float>(const float*, size_t);
 template void GradHistogram::Add<double>(const double*, size_t);
 template void GradHistogram::Add<float16>(const float16*, size_t);
+template void GradHistogram::Add<bfloat16>(const bfloat16*, size_t);
 
 void GradHistogram::Merge(const GradHistogram& o) {
   for (int i = 0; i < kNumBins; ++i) bins[i] += o.bins[i];

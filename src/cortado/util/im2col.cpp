@@ -83,6 +83,7 @@ void col2im_cpu(const T* col, int channels, int height, int width, int kh, int k
 CORTADO_INSTANTIATE_IM2COL(double);
 CORTADO_INSTANTIATE_IM2COL(float);
 CORTADO_INSTANTIATE_IM2COL(float16);
+CORTADO_INSTANTIATE_IM2COL(bfloat16);
 #undef CORTADO_INSTANTIATE_IM2COL
 
 }  // namespace cortado

@@ -9,6 +9,7 @@
 // that read that pixel (tap (ky, kx) read it from output (oy, ox) when
 // y = oy*SH - PH + ky*DH, likewise x) and sums them in float (double for
 // double), then stores once: no atomics, the same result run after run.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "cortado/util/cuda.hpp"
@@ -20,14 +21,17 @@ namespace {
 
 template <typename T> struct dev { using type = T; };
 template <> struct dev<float16> { using type = __half; };
+template <> struct dev<bfloat16> { using type = __nv_bfloat16; };
 template <typename T> using dev_t = typename dev<T>::type;
 template <typename T> struct acc { using type = float; };
 template <> struct acc<double> { using type = double; };
 
 __device__ __forceinline__ float to_acc(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_acc(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float to_acc(float v) { return v; }
 __device__ __forceinline__ double to_acc(double v) { return v; }
 __device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ __forceinline__ void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void store(double* p, int64_t i, double v) { p[i] = v; }
 
@@ -127,6 +131,7 @@ void col2im_gpu(const T* col, int channels, int height, int width, int kh, int k
 CORTADO_INSTANTIATE_IM2COL_GPU(double);
 CORTADO_INSTANTIATE_IM2COL_GPU(float);
 CORTADO_INSTANTIATE_IM2COL_GPU(float16);
+CORTADO_INSTANTIATE_IM2COL_GPU(bfloat16);
 #undef CORTADO_INSTANTIATE_IM2COL_GPU
 
 }  // namespace cortado

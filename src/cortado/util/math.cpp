@@ -1,5 +1,5 @@
 // CPU math. float and double go straight to OpenBLAS or to plain loops the
-// compiler vectorizes; float16 widens to float (GEMM/GEMV through a
+// compiler vectorizes; float16 and bfloat16 widen to float (GEMM/GEMV through a
 // thread-local float scratch) and rounds once on the store.
 #include "cortado/util/math.hpp"
 
@@ -78,9 +78,10 @@ void cpu_gemm<double>(Trans ta, Trans tb, int M, int N, int K, double alpha, con
   cblas_dgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, N);
 }
 
-template <>
-void cpu_gemm<float16>(Trans ta, Trans tb, int M, int N, int K, float alpha, const float16* A,
-                       const float16* B, float beta, float16* C) {
+// 16-bit storage: operands widened into float scratch, one float GEMM, one
+// rounding of C on the store.
+template <typename T>
+void half_gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const T* A, const T* B, float beta, T* C) {
   auto& a = scratch(0);
   auto& b = scratch(1);
   auto& c = scratch(2);
@@ -92,6 +93,34 @@ void cpu_gemm<float16>(Trans ta, Trans tb, int M, int N, int K, float alpha, con
   if (beta != 0.f) convert_array(static_cast<int64_t>(c.size()), C, c.data());
   cpu_gemm<float>(ta, tb, M, N, K, alpha, a.data(), b.data(), beta, c.data());
   convert_array(static_cast<int64_t>(c.size()), c.data(), C);
+}
+
+template <typename T>
+void half_gemv(Trans ta, int M, int N, float alpha, const T* A, const T* x, float beta, T* y) {
+  const int xn = ta == Trans::No ? N : M, yn = ta == Trans::No ? M : N;
+  auto& a = scratch(0);
+  auto& b = scratch(1);
+  auto& c = scratch(2);
+  a.resize(static_cast<size_t>(M) * N);
+  b.resize(xn);
+  c.resize(yn);
+  convert_array(static_cast<int64_t>(a.size()), A, a.data());
+  convert_array(xn, x, b.data());
+  if (beta != 0.f) convert_array(yn, y, c.data());
+  cpu_gemv<float>(ta, M, N, alpha, a.data(), b.data(), beta, c.data());
+  convert_array(yn, c.data(), y);
+}
+
+template <>
+void cpu_gemm<float16>(Trans ta, Trans tb, int M, int N, int K, float alpha, const float16* A,
+                       const float16* B, float beta, float16* C) {
+  half_gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
+}
+
+template <>
+void cpu_gemm<bfloat16>(Trans ta, Trans tb, int M, int N, int K, float alpha, const bfloat16* A,
+                        const bfloat16* B, float beta, bfloat16* C) {
+  half_gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
 }
 
 template <>
@@ -108,18 +137,13 @@ void cpu_gemv<double>(Trans ta, int M, int N, double alpha, const double* A, con
 template <>
 void cpu_gemv<float16>(Trans ta, int M, int N, float alpha, const float16* A, const float16* x, float beta,
                        float16* y) {
-  const int xn = ta == Trans::No ? N : M, yn = ta == Trans::No ? M : N;
-  auto& a = scratch(0);
-  auto& b = scratch(1);
-  auto& c = scratch(2);
-  a.resize(static_cast<size_t>(M) * N);
-  b.resize(xn);
-  c.resize(yn);
-  convert_array(static_cast<int64_t>(a.size()), A, a.data());
-  convert_array(xn, x, b.data());
-  if (beta != 0.f) convert_array(yn, y, c.data());
-  cpu_gemv<float>(ta, M, N, alpha, a.data(), b.data(), beta, c.data());
-  convert_array(yn, c.data(), y);
+  half_gemv(ta, M, N, alpha, A, x, beta, y);
+}
+
+template <>
+void cpu_gemv<bfloat16>(Trans ta, int M, int N, float alpha, const bfloat16* A, const bfloat16* x, float beta,
+                        bfloat16* y) {
+  half_gemv(ta, M, N, alpha, A, x, beta, y);
 }
 
 template <typename T> void cpu_set(int64_t n, math_t<T> v, T* y) {
@@ -225,9 +249,11 @@ template <typename Src, typename Dst> void convert_array(int64_t n, const Src* s
   template bool cpu_has_nonfinite<T>(int64_t, const T*);                           \
   template void convert_array<T, double>(int64_t, const T*, double*);              \
   template void convert_array<T, float>(int64_t, const T*, float*);                \
-  template void convert_array<T, float16>(int64_t, const T*, float16*);
+  template void convert_array<T, float16>(int64_t, const T*, float16*);          \
+  template void convert_array<T, bfloat16>(int64_t, const T*, bfloat16*);
 CORTADO_INSTANTIATE_MATH(double)
 CORTADO_INSTANTIATE_MATH(float)
 CORTADO_INSTANTIATE_MATH(float16)
+CORTADO_INSTANTIATE_MATH(bfloat16)
 
 }  // namespace cortado

@@ -50,8 +50,10 @@ void rng_bernoulli(int64_t n, double p, unsigned* r) {
 template void rng_uniform<double>(int64_t, double, double, double*);
 template void rng_uniform<float>(int64_t, double, double, float*);
 template void rng_uniform<float16>(int64_t, double, double, float16*);
+template void rng_uniform<bfloat16>(int64_t, double, double, bfloat16*);
 template void rng_gaussian<double>(int64_t, double, double, double*);
 template void rng_gaussian<float>(int64_t, double, double, float*);
 template void rng_gaussian<float16>(int64_t, double, double, float16*);
+template void rng_gaussian<bfloat16>(int64_t, double, double, bfloat16*);
 
 }  // namespace cortado
