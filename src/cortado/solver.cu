@@ -23,38 +23,24 @@
 // and a shared array), then one atomicAdd per block: into the check result
 // (sum of squares; the Inf/NaN flag is a plain store of 1) and, for LARC,
 // into the slot's pair of sums for each chunk.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
 
 #include "cortado/solver_gpu.hpp"
 #include "cortado/util/cuda.hpp"
+#include "util/device_types.cuh"
 
 namespace cortado {
 namespace gpu {
 
 namespace {
 
-// Device storage types: float16 and bfloat16 are bit-compatible with __half
-// and __nv_bfloat16.
-template <typename T> struct dev { using type = T; };
-template <> struct dev<float16> { using type = __half; };
-template <> struct dev<bfloat16> { using type = __nv_bfloat16; };
-template <typename T> using dev_t = typename dev<T>::type;
-// The arithmetic type of a storage type.
-template <typename D> using acc_t = std::conditional_t<std::is_same_v<D, double>, double, float>;
-
-__device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ float load(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ double load(const double* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ __forceinline__ void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
-__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(double* p, int64_t i, double v) { p[i] = v; }
+using kernels::dev_t;
+using kernels::load;
+using kernels::store;
+// The arithmetic type of a device storage type.
+template <typename D> using acc_t = kernels::dmath_t<D>;
 // v as the storage type D would give it back (what a stored value reads as).
 template <typename D> __device__ __forceinline__ acc_t<D> rounded(acc_t<D> v) {
   if constexpr (std::is_same_v<D, __half>) return __half2float(__float2half_rn(v));

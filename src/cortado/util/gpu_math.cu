@@ -5,31 +5,17 @@
 // (double for double) and stored once. Reductions (sum of squares, the
 // Inf/NaN flag) accumulate per thread, then with one atomic per block after
 // a shared-memory tree.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include "cortado/util/cuda.hpp"
 #include "cortado/util/gpu_math.hpp"
+#include "device_types.cuh"
 
 namespace cortado {
 
 namespace {
 
-// Device-side storage types: float16 and bfloat16 are bit-compatible with
-// __half and __nv_bfloat16.
-template <typename T> struct dev { using type = T; };
-template <> struct dev<float16> { using type = __half; };
-template <> struct dev<bfloat16> { using type = __nv_bfloat16; };
-template <typename T> using dev_t = typename dev<T>::type;
-
-__device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ float load(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ double load(const double* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ __forceinline__ void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
-__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(double* p, int64_t i, double v) { p[i] = v; }
+using kernels::dev_t;
+using kernels::load;
+using kernels::store;
 
 #define CORTADO_GRID_LOOP(i, n) \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(blockDim.x) * gridDim.x)
@@ -82,8 +68,8 @@ __global__ void sumsq_kernel(int64_t n, const T* x, double* acc) {
   if (threadIdx.x == 0) atomicAdd(acc, part[0]);
 }
 
-template <typename T> const dev_t<T>* d(const T* p) { return reinterpret_cast<const dev_t<T>*>(p); }
-template <typename T> dev_t<T>* d(T* p) { return reinterpret_cast<dev_t<T>*>(p); }
+template <typename T> const dev_t<T>* d(const T* p) { return kernels::dev(p); }
+template <typename T> dev_t<T>* d(T* p) { return kernels::dev(p); }
 
 }  // namespace
 

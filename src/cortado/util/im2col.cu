@@ -9,31 +9,17 @@
 // that read that pixel (tap (ky, kx) read it from output (oy, ox) when
 // y = oy*SH - PH + ky*DH, likewise x) and sums them in float (double for
 // double), then stores once: no atomics, the same result run after run.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include "cortado/util/cuda.hpp"
 #include "cortado/util/im2col.hpp"
+#include "device_types.cuh"
 
 namespace cortado {
 
 namespace {
 
-template <typename T> struct dev { using type = T; };
-template <> struct dev<float16> { using type = __half; };
-template <> struct dev<bfloat16> { using type = __nv_bfloat16; };
-template <typename T> using dev_t = typename dev<T>::type;
-template <typename T> struct acc { using type = float; };
-template <> struct acc<double> { using type = double; };
-
-__device__ __forceinline__ float to_acc(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_acc(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float to_acc(float v) { return v; }
-__device__ __forceinline__ double to_acc(double v) { return v; }
-__device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ __forceinline__ void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
-__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(double* p, int64_t i, double v) { p[i] = v; }
+using kernels::dev_t;
+using kernels::load;
+using kernels::store;
 
 #define CORTADO_GRID_LOOP(i, n) \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(blockDim.x) * gridDim.x)
@@ -57,8 +43,8 @@ __global__ void im2col_kernel(int64_t n, const T* im, Geometry g, T* col) {
     const int iy = oy * g.sh - g.ph + ky * g.dh;
     const int ix = ox * g.sw - g.pw + kx * g.dw;
     const bool inside = iy >= 0 && iy < g.height && ix >= 0 && ix < g.width;
-    using A = typename acc<T>::type;
-    store(col, i, inside ? to_acc(im[(c * g.height + iy) * g.width + ix]) : A(0));
+    using A = kernels::dmath_t<T>;
+    store(col, i, inside ? load(im, (c * g.height + iy) * g.width + ix) : A(0));
   }
 }
 
@@ -73,7 +59,7 @@ __device__ __forceinline__ bool tap_output(int y, int k, int pad, int stride, in
 
 template <typename T>
 __global__ void col2im_kernel(int64_t n, const T* col, Geometry g, T* im) {
-  using A = typename acc<T>::type;
+  using A = kernels::dmath_t<T>;
   const int64_t ohw = static_cast<int64_t>(g.oh) * g.ow;
   CORTADO_GRID_LOOP(i, n) {
     const int x = static_cast<int>(i % g.width);
@@ -87,7 +73,7 @@ __global__ void col2im_kernel(int64_t n, const T* col, Geometry g, T* im) {
         int ox;
         if (!tap_output(x, kx, g.pw, g.sw, g.dw, g.ow, &ox)) continue;
         const int64_t row = (c * g.kh + ky) * g.kw + kx;
-        sum += to_acc(col[row * ohw + static_cast<int64_t>(oy) * g.ow + ox]);
+        sum += load(col, row * ohw + static_cast<int64_t>(oy) * g.ow + ox);
       }
     }
     store(im, i, sum);
