@@ -10,6 +10,8 @@
 //   solver with batch R * B, for FP32, for FP16 storage with FP32 master
 //   weights, with iter_size, and with dynamic loss scaling and clipping,
 //   and leaves the ranks with the same bits;
+// - the same with NCCL over MPI on GPU ranks (one GPU per rank; skipped
+//   without them);
 // - every rank tests its share, rank 0 alone snapshots; a signal seen by
 //   one rank stops all at the same iteration; an unset random_seed is
 //   shared; a resumed run is bit-identical on every rank, dropout included.
@@ -25,7 +27,9 @@
 #include <vector>
 
 #include "cortado/communicator.hpp"
+#include "cortado/context.hpp"
 #include "cortado/solver.hpp"
+#include "cortado/util/device.hpp"
 #include "cortado/util/io.hpp"
 #include "data_parallel_util.hpp"
 #include "datum_db.hpp"
@@ -119,16 +123,36 @@ std::string NetText(const std::string& db, int batch, Type storage = FLOAT, bool
   return test::DataParallelNet(db, batch, storage, dropout);
 }
 
-class DataParallel : public ::testing::TestWithParam<Recipe> {};
+class DataParallel : public ::testing::TestWithParam<Recipe> {
+ protected:
+  // Trains the recipe on this rank (with `comm`, on `ctx`) and checks the
+  // ranks' step against one solver with their batches together.
+  void ExpectRanksStepTogether(std::shared_ptr<Communicator> comm, std::shared_ptr<const Context> ctx = nullptr);
+};
 
-TEST_P(DataParallel, StepOfTheRanksIsTheStepOfTheirBatchTogether) {
-  auto comm = world();
+TEST_P(DataParallel, StepOfTheRanksIsTheStepOfTheirBatchTogether) { ExpectRanksStepTogether(world()); }
+
+// mpirun's GPU ranks: NCCL sums the gradients (bootstrapped through MPI,
+// which carries the host collectives), rank r on GPU r of this machine.
+TEST_P(DataParallel, NcclOverMpiStepIsTheStepOfTheirBatchTogether) {
+  auto host = world();
+  if (!NcclBuilt()) GTEST_SKIP() << "no NCCL in this build";
+  if (DeviceCount() < host->size()) GTEST_SKIP() << "needs a CUDA device per rank (" << host->size() << ")";
+  auto ctx = Context::Create(host->rank());
+  auto comm = NcclOverHost(host, host->rank());
+  EXPECT_STREQ(comm->engine(), "NCCL");
+  EXPECT_EQ(comm->rank(), host->rank());
+  EXPECT_TRUE(comm->reduces_device_memory());
+  ExpectRanksStepTogether(comm, ctx);
+}
+
+void DataParallel::ExpectRanksStepTogether(std::shared_ptr<Communicator> comm, std::shared_ptr<const Context> ctx) {
   const int n = comm->size();
   const Recipe& recipe = GetParam();
   SharedDb db;
   const int B = 3, steps = 4;
   auto ranked = MakeSolver(test::DataParallelSolver(recipe.iter_size, recipe.solver), NetText(db.db(), B, recipe.storage),
-                           comm);
+                           comm, std::move(ctx));
   ranked->SyncParameters();
   const std::vector<float> before = Weights(ranked.get());
   ranked->Step(steps);

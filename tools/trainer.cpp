@@ -79,13 +79,17 @@ void require(const std::string& value, const char* flag, const char* command) {
 // The devices --gpu asks for (empty: the CPU).
 std::vector<int> gpu_ids() { return FLAGS_gpu.empty() ? std::vector<int>() : ParseGpuFlag(FLAGS_gpu); }
 
+// One GPU per rank of mpirun: the id at the rank's place among this
+// machine's ranks (wrapping around when the machine runs more ranks than
+// --gpu lists).
+int rank_gpu(const std::vector<int>& ids) { return ids[static_cast<size_t>(MpiLocalRank()) % ids.size()]; }
+
 // The context --gpu asks for: the CPU when empty, else one CUDA device.
 std::shared_ptr<const Context> device_context(const char* command) {
   const std::vector<int> ids = gpu_ids();
   if (ids.empty()) return Context::Cpu();
   if (several_ranks()) {
-    // One GPU per rank: the id at the rank's place among this machine's ranks.
-    const int id = ids[static_cast<size_t>(MpiLocalRank()) % ids.size()];
+    const int id = rank_gpu(ids);
     LOG(INFO) << "Rank " << g_comm->rank() << " uses GPU " << id;
     return Context::Create(id);
   }
@@ -144,8 +148,17 @@ int train() {
   }
   SolverSetup setup(device_context("train"));
   setup.comm = g_comm;
+  if (several_ranks() && !ids.empty()) {
+    // mpirun's GPU ranks sum their gradients with NCCL, which MPI bootstraps
+    // and beside which it carries the host collectives, unless the build has
+    // no NCCL or two ranks of a machine share a GPU (NCCL refuses that; the
+    // sums then go through MPI on the host). Every rank decides alike.
+    const bool shares = static_cast<size_t>(MpiLocalRank()) >= ids.size();
+    if (NcclBuilt() && g_comm->Max(shares ? 1 : 0) == 0) setup.comm = NcclOverHost(g_comm, rank_gpu(ids));
+  }
   if (several_ranks())
-    LOG(INFO) << "Training on " << g_comm->size() << " ranks (" << g_comm->engine() << "); the log is rank 0's";
+    LOG(INFO) << "Training on " << g_comm->size() << " ranks (" << setup.comm->engine()
+              << (setup.comm != g_comm ? " over MPI" : "") << "); the log is rank 0's";
   SignalHandler signals(on_int, on_hup);
   train_rank(param, info, setup, &signals);
   return 0;

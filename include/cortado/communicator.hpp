@@ -16,10 +16,14 @@
 // - Threads (LocalGroup(n)): n ranks in one process, one thread each
 //   (`trainer train --gpu=0,1,...`, RunRanks in parallel.hpp). The
 //   collectives work on host memory, through memory the ranks share.
-// - NCCL (NcclGroup(devices), builds where CUDA and NCCL are found): one
-//   rank per GPU of this process. Gradients are summed in device memory, on
-//   the calling thread's stream; the host collectives (Max, Broadcast) go
-//   through the group's threads engine.
+// - NCCL (builds where CUDA and NCCL are found). Gradients are summed in
+//   device memory, on the calling thread's stream; the host collectives
+//   (Max, Broadcast) go through a host engine beside it:
+//   - NcclGroup(devices): one rank per GPU of this process, beside the
+//     threads engine (`trainer train --gpu=0,1,...`);
+//   - NcclOverHost(host, device): one rank per process, beside MPI, which
+//     also hands rank 0's NCCL id to the others (`mpirun -np N trainer
+//     train --gpu=...`, on one machine or several).
 //
 // Sums are taken in the values' own type (float16 gradients are summed as
 // float16, each addition rounded once, as NCCL does), and every rank ends
@@ -92,6 +96,13 @@ bool NcclBuilt();
 /// process: element r is rank r's communicator, to be used by the thread
 /// that trains on devices[r]. Error in a build without NCCL.
 std::vector<std::shared_ptr<Communicator>> NcclGroup(const std::vector<int>& devices);
+/// This process's rank of an NCCL communicator over the ranks of `host` (an
+/// MPI world: one rank per process, each on its own GPU; NCCL refuses two
+/// ranks on one GPU), training on CUDA device `device`: rank 0 makes the
+/// NCCL id and `host` broadcasts it. A collective: every rank of `host`
+/// calls it. The result sums gradients with NCCL and does the rest through
+/// `host` (same rank and size). Error in a build without NCCL.
+std::shared_ptr<Communicator> NcclOverHost(std::shared_ptr<Communicator> host, int device);
 
 /// Whether this build has the MPI engine.
 bool MpiBuilt();

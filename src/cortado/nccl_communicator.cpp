@@ -1,8 +1,9 @@
 // The NCCL engine (communicator.hpp), built where CUDA and NCCL are found:
-// one rank per GPU of this process. The gradient sums run on the GPUs, in
-// one NCCL group per call; everything else the Solver agrees on (seeds,
-// actions, the weights at the start) is small or rare and goes through the
-// threads engine on the host.
+// one rank per GPU, of this process (NcclGroup) or of this job's processes
+// (NcclOverHost). The gradient sums run on the GPUs, in one NCCL group per
+// call; everything else the Solver agrees on (seeds, actions, the weights at
+// the start) is small or rare and goes through the host engine beside it:
+// the threads engine in one process, MPI across processes.
 #include <nccl.h>
 
 #include <atomic>
@@ -33,9 +34,10 @@ ncclDataType_t nccl_type(Type t) {
   fail("no NCCL type for ", type_name(t));
 }
 
-// The group's NCCL communicators, one per rank, destroyed with the last
-// rank's communicator. An abort aborts them all: a peer's kernels that wait
-// for the failed rank end, instead of its thread hanging in a synchronize.
+// The NCCL communicators of this process (one per rank of NcclGroup; the
+// process's one for NcclOverHost), destroyed with the last rank's
+// communicator. An abort aborts them all: a peer's kernels that wait for
+// the failed rank end, instead of its thread hanging in a synchronize.
 struct NcclComms {
   std::mutex mutex;
   std::vector<ncclComm_t> comms;
@@ -53,8 +55,9 @@ struct NcclComms {
 
 class NcclCommunicator : public Communicator {
  public:
-  NcclCommunicator(std::shared_ptr<NcclComms> comms, std::shared_ptr<Communicator> host)
-      : comms_(std::move(comms)), host_(std::move(host)), comm_(comms_->comms[static_cast<size_t>(host_->rank())]) {}
+  // comm: this rank's communicator among comms->comms.
+  NcclCommunicator(std::shared_ptr<NcclComms> comms, std::shared_ptr<Communicator> host, ncclComm_t comm)
+      : comms_(std::move(comms)), host_(std::move(host)), comm_(comm) {}
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
   const char* engine() const override { return "NCCL"; }
@@ -96,7 +99,7 @@ class NcclCommunicator : public Communicator {
   int64_t Max(int64_t value) override { return host_->Max(value); }
   [[noreturn]] void Abort(int status) override {
     comms_->Abort();
-    host_->Abort(status);  // the threads engine throws on this rank and wakes the others
+    host_->Abort(status);  // threads: throws on this rank and wakes the others; MPI: ends the job
     std::abort();          // not reached
   }
 
@@ -132,8 +135,24 @@ std::vector<std::shared_ptr<Communicator>> NcclGroup(const std::vector<int>& dev
   auto shared = std::make_shared<NcclComms>();
   shared->comms = std::move(comms);
   std::vector<std::shared_ptr<Communicator>> host = LocalGroup(n), ranks;
-  for (int r = 0; r < n; ++r) ranks.push_back(std::make_shared<NcclCommunicator>(shared, host[static_cast<size_t>(r)]));
+  for (int r = 0; r < n; ++r)
+    ranks.push_back(std::make_shared<NcclCommunicator>(shared, host[static_cast<size_t>(r)],
+                                                       shared->comms[static_cast<size_t>(r)]));
   return ranks;
+}
+
+std::shared_ptr<Communicator> NcclOverHost(std::shared_ptr<Communicator> host, int device) {
+  ncclUniqueId id{};
+  if (host->rank() == 0) CORTADO_NCCL_CHECK(ncclGetUniqueId(&id));
+  host->Broadcast(&id, static_cast<int64_t>(sizeof(id)), 0);
+  CORTADO_CUDA_CHECK(cudaSetDevice(device));
+  ncclComm_t comm = nullptr;
+  // Blocks until every rank has joined (a rank that never calls it hangs
+  // the others, as any collective would).
+  CORTADO_NCCL_CHECK(ncclCommInitRank(&comm, host->size(), id, host->rank()));
+  auto shared = std::make_shared<NcclComms>();
+  shared->comms = {comm};
+  return std::make_shared<NcclCommunicator>(shared, std::move(host), comm);
 }
 
 }  // namespace cortado

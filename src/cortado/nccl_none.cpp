@@ -7,8 +7,14 @@ namespace cortado {
 
 bool NcclBuilt() { return false; }
 
-std::vector<std::shared_ptr<Communicator>> NcclGroup(const std::vector<int>&) {
+namespace {
+[[noreturn]] void no_nccl() {
   fail("this build has no NCCL communicator: build with CUDA where NCCL (nccl.h, libnccl) is installed");
 }
+}  // namespace
+
+std::vector<std::shared_ptr<Communicator>> NcclGroup(const std::vector<int>&) { no_nccl(); }
+
+std::shared_ptr<Communicator> NcclOverHost(std::shared_ptr<Communicator>, int) { no_nccl(); }
 
 }  // namespace cortado
