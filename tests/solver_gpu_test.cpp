@@ -24,6 +24,7 @@
 #include "cortado/solver.hpp"
 #include "cortado/util/io.hpp"
 #ifdef CORTADO_USE_CUDA
+#include "cortado/solver_gpu.hpp"
 #include "cortado/util/cuda.hpp"
 #endif
 
@@ -250,6 +251,39 @@ INSTANTIATE_TEST_SUITE_P(All, SolverGpuRules, ::testing::Combine(::testing::Rang
                            return str_cat(kRules[std::get<0>(info.param)].name, "_net_", type_short(t.net), "_data_",
                                           type_short(t.data));
                          });
+
+// The pairs the fused update takes; the Solver updates any other on the host.
+TEST(SolverGpu, UpdatePairs) {
+  EXPECT_TRUE(gpu::update_supported(BFLOAT16, FLOAT));
+  EXPECT_FALSE(gpu::update_supported(BFLOAT16, FLOAT16));
+  EXPECT_FALSE(gpu::update_supported(FLOAT, BFLOAT16));
+  EXPECT_FALSE(gpu::update_supported(FLOAT, DOUBLE));
+  for (Type g : {FLOAT, FLOAT16})
+    for (Type d : {FLOAT, FLOAT16}) EXPECT_TRUE(gpu::update_supported(g, d));
+}
+
+// A BFLOAT16 net with FLOAT16 solver data: no fused update for the pair, so
+// the host update runs on the GPU context, as on the CPU.
+TEST(SolverGpu, Bf16WithFp16SolverDataUpdatesOnTheHost) {
+  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  RestoreStream restore;
+  const std::string solver = str_cat("type: 'SGD' base_lr: 0.05 momentum: 0.9 solver_data_type: FLOAT16", kSchedule);
+  auto gpu = MakeSolver(solver, GpuNet(BFLOAT16), Context::Create(0));
+  auto cpu = MakeSolver(solver, GpuNet(BFLOAT16), Context::Cpu());
+  const Blob& g = *gpu->net()->learnable_params()[0];
+  const Blob& c = *cpu->net()->learnable_params()[0];
+  const std::vector<float> before(g.cpu_data<float>(), g.cpu_data<float>() + g.count());
+  gpu->Step(3);
+  cpu->Step(3);
+  int moved = 0;
+  for (size_t k = 0; k < g.count(); ++k) {
+    ASSERT_TRUE(std::isfinite(g.cpu_data<float>()[k]));
+    // The layers ran on different devices: close, not equal.
+    EXPECT_NEAR(g.cpu_data<float>()[k], c.cpu_data<float>()[k], 0.02) << k;
+    moved += g.cpu_data<float>()[k] != before[k];
+  }
+  EXPECT_GT(moved, 0);
+}
 
 TEST(SolverGpu, HalfUpdateSchemes) {
   if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";

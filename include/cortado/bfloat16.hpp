@@ -13,7 +13,7 @@
 // Why a second 16-bit type: float16 needs loss scaling because its range
 // ends at 65504 and its normals at 2^-14; bfloat16 keeps float's range and
 // pays with 8 bits of precision instead of 11 (epsilon 2^-7).
-// Exhaustively tested over all 65,536 patterns (tests/float16_test.cpp).
+// Exhaustively tested over all 65,536 patterns (tests/bfloat16_test.cpp).
 
 #include <cstdint>
 #include <type_traits>

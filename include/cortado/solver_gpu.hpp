@@ -27,8 +27,9 @@
 // again only when a pointer or count changes. The arithmetic of each value is
 // the CPU update's, operation for operation (see solver.cu).
 //
-// Supported (gradient type, solver data type) pairs: {FLOAT, FLOAT16}^2 and
-// (DOUBLE, DOUBLE); Solver falls back to the host update for anything else.
+// Supported (gradient type, solver data type) pairs: {FLOAT, FLOAT16}^2,
+// (BFLOAT16, FLOAT) and (DOUBLE, DOUBLE) (update_supported); Solver falls
+// back to the host update for anything else.
 
 #include "cortado/config.hpp"
 
@@ -140,6 +141,10 @@ class UpdateWorkspace {
   GradientCheck* check_host_ = nullptr;  // pinned
   double* larc_norms_ = nullptr;
 };
+
+/// Whether apply_update and larc_norms take this (gradient type, solver data
+/// type) pair.
+bool update_supported(Type grad_type, Type data_type);
 
 /// Adds to *result the Inf/NaN flag and (if want_sumsq) the sum of squares
 /// of every gradient of `list`, stored as grad_type. One launch.

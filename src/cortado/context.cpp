@@ -20,6 +20,11 @@ std::shared_ptr<Context> Context::Create(int device) {
   CORTADO_CUDA_CHECK(cudaSetDevice(device));
   CORTADO_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking));
   CORTADO_CUBLAS_CHECK(cublasCreate(&c->cublas_));
+  // FP32 accumulation means FP32 to the end: no split-K partial sums rounded
+  // to a 16-bit output type (cuBLAS may otherwise do that for FP16 and BF16).
+  CORTADO_CUBLAS_CHECK(
+      cublasSetMathMode(c->cublas_, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                                              CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   CORTADO_CUBLAS_CHECK(cublasSetStream(c->cublas_, c->stream_));
   CORTADO_CUDNN_CHECK(cudnnCreate(&c->cudnn_));
   CORTADO_CUDNN_CHECK(cudnnSetStream(c->cudnn_, c->stream_));

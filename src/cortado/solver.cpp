@@ -738,7 +738,7 @@ bool Solver::GpuUpdateSupported() {
   std::string why;
   if (update_rule() == UpdateRule::kNone) why = str_cat("the ", type(), " rule has no GPU update");
   for (const Blob* p : net_->learnable_params())
-    if (why.empty() && (p->diff().type() == DOUBLE) != (data_type_ == DOUBLE))
+    if (why.empty() && !gpu::update_supported(p->diff().type(), data_type_))
       why = str_cat("no GPU update for ", type_name(p->diff().type()), " gradients with ", type_name(data_type_),
                     " solver data");
   if (why.empty()) return true;

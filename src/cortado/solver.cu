@@ -292,6 +292,12 @@ void dispatch_pair(Type grad_type, Type data_type, F&& f) {
 
 }  // namespace
 
+bool update_supported(Type grad_type, Type data_type) {
+  if (grad_type == DOUBLE || data_type == DOUBLE) return grad_type == data_type;
+  if (grad_type == BFLOAT16) return data_type == FLOAT;
+  return data_type != BFLOAT16;  // {FLOAT, FLOAT16}^2
+}
+
 // ---- tensor lists and the workspace -------------------------------------------------
 
 TensorList::TensorList(int capacity) : capacity_(std::max(capacity, 1)) {

@@ -141,8 +141,9 @@ struct CudnnConvPass {
     CORTADO_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
     const cudnnDataType_t data = data_type(storage);
     // 16-bit storage computes in FP32 unless FLOAT16 math was asked for
-    // (gpu_math_type gives bfloat16 FLOAT always).
-    const cudnnDataType_t compute = is_half_type(storage) && math == FLOAT ? CUDNN_DATA_FLOAT : data;
+    // for float16 (cuDNN has no bfloat16 compute type).
+    const cudnnDataType_t compute =
+        storage == BFLOAT16 || (storage == FLOAT16 && math == FLOAT) ? CUDNN_DATA_FLOAT : data;
     const cudnnMathType_t math_type = is_half_type(storage) ? CUDNN_TENSOR_OP_MATH
                                       : storage == FLOAT ? CUDNN_FMA_MATH
                                                          : CUDNN_DEFAULT_MATH;
