@@ -8,6 +8,7 @@
 #include "cortado/layers/argmax_layer.hpp"
 #include "cortado/layers/batch_norm_layer.hpp"
 #include "cortado/layers/bias_layer.hpp"
+#include "cortado/layers/clip_layer.hpp"
 #include "cortado/layers/bnll_layer.hpp"
 #include "cortado/layers/concat_layer.hpp"
 #include "cortado/layers/contrastive_loss_layer.hpp"
@@ -47,6 +48,7 @@
 #include "cortado/layers/softmax_layer.hpp"
 #include "cortado/layers/softmax_with_loss_layer.hpp"
 #include "cortado/layers/split_layer.hpp"
+#include "cortado/layers/swish_layer.hpp"
 #include "cortado/layers/tanh_layer.hpp"
 #include "cortado/layers/threshold_layer.hpp"
 #include "cortado/layers/tile_layer.hpp"
@@ -66,6 +68,7 @@ const Entry kRegistry[] = {
     {"BNLL", &MakeLayer<BNLLLayer>},
     {"BatchNorm", &MakeLayer<BatchNormLayer>},
     {"Bias", &MakeLayer<BiasLayer>},
+    {"Clip", &MakeLayer<ClipLayer>},
     {"Concat", &MakeLayer<ConcatLayer>},
     {"ContrastiveLoss", &MakeLayer<ContrastiveLossLayer>},
     {"Convolution", &MakeConvolution},
@@ -103,6 +106,7 @@ const Entry kRegistry[] = {
     {"Softmax", &MakeLayer<SoftmaxLayer>},
     {"SoftmaxWithLoss", &MakeLayer<SoftmaxWithLossLayer>},
     {"Split", &MakeLayer<SplitLayer>},
+    {"Swish", &MakeLayer<SwishLayer>},
     {"TanH", &MakeLayer<TanHLayer>},
     {"Threshold", &MakeLayer<ThresholdLayer>},
     {"Tile", &MakeLayer<TileLayer>},

@@ -1,0 +1,61 @@
+#pragma once
+// Swish (BVLC Caffe's; SiLU when beta = 1).
+//
+//   forward:  s = sigmoid(beta * x), y = x * s
+//   backward: dx = dy * (beta * y + s * (1 - beta * y))
+//
+// The backward reads y and the saved s, not x, so the layer works in place
+// (as Caffe's does); s is kept in Btype, one value per element.
+// Bottoms: 1, any shape. Tops: 1, the bottom's shape.
+// Fields: swish_param.beta (float, default 1, finite).
+// In place: yes.
+// Types: forward reads x as Ftype, writes y as Ftype and s as Btype;
+// backward reads dy, y and s as Btype, writes dx as Btype; arithmetic in
+// math_t (exp included).
+// GPU: one thread per element (swish_layer.cu), CUDA's expf/exp in math_t.
+
+#include "cortado/config.hpp"
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class SwishLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+  const char* type() const override { return "Swish"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
+
+ private:
+  double beta_ = 1;
+  Blob sigmoid_{type_of<Btype>()};  // s, the bottom's shape
+};
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+/// s[i] = sigmoid(beta * x[i]), y[i] = x[i] * s[i]; x and y may alias.
+template <typename F, typename B>
+void swish_forward(int64_t n, const F* x, F* y, B* s, double beta, CUstream_st* stream);
+/// dx[i] = dy[i] * (beta * y[i] + s[i] * (1 - beta * y[i])); dx may alias dy.
+template <typename T>
+void swish_backward(int64_t n, const T* dy, const T* y, const T* s, T* dx, double beta, CUstream_st* stream);
+}  // namespace gpu
+#endif
+
+}  // namespace cortado
