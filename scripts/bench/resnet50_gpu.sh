@@ -10,6 +10,9 @@
 #                 (torchvision resnet50, channels_last, cudnn.benchmark,
 #                 autocast FP16 + GradScaler, SGD with momentum)
 #   Cortado FP32 and PyTorch FP32: the same without FP16.
+#   Cortado BF16 and PyTorch BF16 (PRECISIONS="bf16 ..."): the FP16 net with
+#                 BFLOAT16 types (written to LOG_DIR) and the FP32 solver (no
+#                 loss scaling); autocast bfloat16 without a GradScaler.
 # Synthetic data resident on the GPU for both (DummyData; one random batch).
 # An iteration is forward, backward and the optimizer step. Each run reports
 # the median of ITERS timed iterations after WARMUP; REPEATS runs alternate
@@ -20,7 +23,8 @@
 # layers of Cortado's FP16 run: where the time goes.
 #
 # Environment: GPU (0; "cpu" runs Cortado on the CPU alone, a smoke test of
-# this script at a tiny BATCH), BATCH (256, halved until every run fits), ITERS (30),
+# this script at a tiny BATCH), PRECISIONS (the precisions to compare, from
+# fp16, bf16 and fp32; default "fp16 fp32"), BATCH (256, halved until every run fits), ITERS (30),
 # WARMUP (10), REPEATS (3), BUILD_DIR (build-gpu, else build), PYTHON
 # (python3), LOG_DIR (a temporary folder, kept and printed).
 # Needs a CUDA build of Cortado (scripts/gpu_check.sh --build-only makes
@@ -62,12 +66,20 @@ elif ! "$PYTHON" -c 'import torch, torchvision; assert torch.cuda.is_available()
   echo "resnet50_gpu: PyTorch with CUDA is not available to $PYTHON ($(tail -1 "$LOG_DIR/torch_import.log")); timing Cortado only"
 fi
 
+PRECISIONS=${PRECISIONS:-fp16 fp32}
 declare -A model=([cortado_fp16]=models/resnet50/train_val_dummy_fp16.prototxt
+                  [cortado_bf16]=$LOG_DIR/train_val_dummy_bf16.prototxt
                   [cortado_fp32]=models/resnet50/train_val_dummy.prototxt)
 declare -A solver=([cortado_fp16]=models/resnet50/solver_dummy_fp16.prototxt
+                   [cortado_bf16]=models/resnet50/solver_dummy.prototxt
                    [cortado_fp32]=models/resnet50/solver_dummy.prototxt)
-declare -A torch_prec=([pytorch_amp]=amp [pytorch_fp32]=fp32)
-configs=(cortado_fp16 pytorch_amp cortado_fp32 pytorch_fp32)
+declare -A torch_prec=([pytorch_fp16]=amp [pytorch_bf16]=bf16 [pytorch_fp32]=fp32)
+sed 's/FLOAT16/BFLOAT16/g' models/resnet50/train_val_dummy_fp16.prototxt >"$LOG_DIR/train_val_dummy_bf16.prototxt"
+configs=()
+for p in $PRECISIONS; do
+  [ -n "${solver[cortado_$p]:-}" ] || { echo "resnet50_gpu: PRECISIONS: unknown precision '$p' (fp16, bf16, fp32)" >&2; exit 1; }
+  configs+=("cortado_$p" "pytorch_$p")
+done
 
 # One run of one configuration at batch $2: prints "ips mib", or "oom", or fails.
 run_one() {
@@ -123,15 +135,20 @@ ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf 
 echo
 echo "ResNet-50 training, GPU $GPU ($(nvidia-smi --query-gpu=name --format=csv,noheader -i "$GPU" 2>/dev/null || echo unknown)), batch $BATCH, median images/s over $REPEATS runs:"
 printf '  %-8s %-22s %-22s %s\n' "" "Cortado" "PyTorch" "Cortado/PyTorch"
-for p in fp16 fp32; do
-  t=pytorch_amp; [ $p = fp32 ] && t=pytorch_fp32
-  label=FP32; [ $p = fp16 ] && label="FP16/AMP"
-  printf '  %-8s %-22s %-22s %s\n' "$label" \
-    "${med[cortado_$p]} img/s ${mib[cortado_$p]:-?} MiB" \
-    "${med[$t]:-n/a} img/s ${mib[$t]:-n/a} MiB" "$(ratio "${med[cortado_$p]}" "${med[$t]}")"
+declare -A label=([fp16]="FP16/AMP" [bf16]="BF16/AMP" [fp32]=FP32)
+summary=""
+for p in $PRECISIONS; do
+  c=cortado_$p t=pytorch_$p
+  printf '  %-8s %-22s %-22s %s\n' "${label[$p]}" \
+    "${med[$c]} img/s ${mib[$c]:-?} MiB" \
+    "${med[$t]:-n/a} img/s ${mib[$t]:-n/a} MiB" "$(ratio "${med[$c]}" "${med[$t]:-}")"
+  # PyTorch's FP16 keys keep their name from before BF16 (pytorch_amp_*).
+  tk=$t; [ $p = fp16 ] && tk=pytorch_amp
+  summary+=" ${c}_ips=${med[$c]} ${tk}_ips=${med[$t]:-} ratio_$p=$(ratio "${med[$c]}" "${med[$t]:-}") ${c}_mib=${mib[$c]} ${tk}_mib=${mib[$t]:-}"
 done
+first=${configs[0]}
 echo
-echo "Where Cortado's FP16 time goes (run 1, synchronized per layer):"
-sed -n '/^Layers by cost/,/^By layer type/p' "$LOG_DIR/cortado_fp16_b${BATCH}_run1.log" | head -17
-sed -n '/^By layer type/,/^Median iteration/p' "$LOG_DIR/cortado_fp16_b${BATCH}_run1.log"
-echo "resnet50_gpu: batch=$BATCH cortado_fp16_ips=${med[cortado_fp16]} pytorch_amp_ips=${med[pytorch_amp]:-} ratio_fp16=$(ratio "${med[cortado_fp16]}" "${med[pytorch_amp]:-}") cortado_fp32_ips=${med[cortado_fp32]} pytorch_fp32_ips=${med[pytorch_fp32]:-} ratio_fp32=$(ratio "${med[cortado_fp32]}" "${med[pytorch_fp32]:-}") cortado_fp16_mib=${mib[cortado_fp16]} pytorch_amp_mib=${mib[pytorch_amp]:-} cortado_fp32_mib=${mib[cortado_fp32]} pytorch_fp32_mib=${mib[pytorch_fp32]:-} repeats=$REPEATS iterations=$ITERS gpu=$GPU"
+echo "Where Cortado's ${first#cortado_} time goes (run 1, synchronized per layer):"
+sed -n '/^Layers by cost/,/^By layer type/p' "$LOG_DIR/${first}_b${BATCH}_run1.log" | head -17
+sed -n '/^By layer type/,/^Median iteration/p' "$LOG_DIR/${first}_b${BATCH}_run1.log"
+echo "resnet50_gpu: batch=$BATCH$summary repeats=$REPEATS iterations=$ITERS gpu=$GPU"

@@ -5,8 +5,9 @@ The configuration PyTorch users run for mixed precision: torchvision's
 resnet50, channels_last memory format, torch.backends.cudnn.benchmark = True,
 torch.autocast(float16) with a GradScaler (dynamic loss scaling), SGD with
 momentum 0.9 and weight decay 1e-4, one fixed synthetic batch resident on the
-GPU (no data loading, like Cortado's DummyData net). --precision fp32 runs
-the same without autocast and GradScaler (TF32 left at PyTorch's default for
+GPU (no data loading, like Cortado's DummyData net). --precision bf16 runs
+torch.autocast(bfloat16) without a GradScaler (bfloat16 needs no loss
+scaling); --precision fp32 runs the same without autocast and GradScaler (TF32 left at PyTorch's default for
 convolutions, which is on; matmul TF32 off, also the default).
 
 One iteration is forward, loss, backward, optimizer step and zero_grad. Each
@@ -25,7 +26,7 @@ import sys
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--precision", choices=["amp", "fp32"], default="amp")
+    ap.add_argument("--precision", choices=["amp", "bf16", "fp32"], default="amp")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
@@ -44,6 +45,8 @@ def main():
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(1)
     amp = args.precision == "amp"
+    autocast_dtype = torch.bfloat16 if args.precision == "bf16" else torch.float16
+    autocast_on = args.precision != "fp32"
 
     model = torchvision.models.resnet50(num_classes=1000).to(dev, memory_format=torch.channels_last)
     model.train()
@@ -54,7 +57,7 @@ def main():
     y = torch.randint(0, 1000, (args.batch,), device=dev)
 
     def step():
-        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+        with torch.autocast("cuda", dtype=autocast_dtype, enabled=autocast_on):
             loss = loss_fn(model(x), y)
         scaler.scale(loss).backward()
         scaler.step(opt)
