@@ -133,13 +133,16 @@ class DataParallel : public ::testing::TestWithParam<Recipe> {
 TEST_P(DataParallel, StepOfTheRanksIsTheStepOfTheirBatchTogether) { ExpectRanksStepTogether(world()); }
 
 // mpirun's GPU ranks: NCCL sums the gradients (bootstrapped through MPI,
-// which carries the host collectives), rank r on GPU r of this machine.
+// which carries the host collectives), each rank on the GPU at its place
+// among its machine's ranks.
 TEST_P(DataParallel, NcclOverMpiStepIsTheStepOfTheirBatchTogether) {
   auto host = world();
   if (!NcclBuilt()) GTEST_SKIP() << "no NCCL in this build";
-  if (DeviceCount() < host->size()) GTEST_SKIP() << "needs a CUDA device per rank (" << host->size() << ")";
-  auto ctx = Context::Create(host->rank());
-  auto comm = NcclOverHost(host, host->rank());
+  // Each rank takes the GPU at its place on its machine; all skip or none.
+  const int device = MpiLocalRank();
+  if (host->Max(device < DeviceCount() ? 0 : 1) != 0) GTEST_SKIP() << "needs a CUDA device per rank of a machine";
+  auto ctx = Context::Create(device);
+  auto comm = NcclOverHost(host, device);
   EXPECT_STREQ(comm->engine(), "NCCL");
   EXPECT_EQ(comm->rank(), host->rank());
   EXPECT_TRUE(comm->reduces_device_memory());

@@ -96,6 +96,22 @@ TEST(LocalCommunicator, SumsEveryTypeInPlaceInRankOrder) {
   EXPECT_EQ(checked.load(), n);
 }
 
+// mpirun's GPU ranks keep the host engine where NCCL cannot take them:
+// repeated ids, or a machine with more ranks than ids (here the threads
+// engine stands in for MPI; no GPU is touched on these paths).
+TEST(GpuProcessRank, KeepsTheHostEngineWhenRanksCouldShareAGpu) {
+  std::vector<std::shared_ptr<Communicator>> world = LocalGroup(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      auto& w = world[static_cast<size_t>(r)];
+      EXPECT_EQ(GpuProcessRank(w, {0, 0}, r), w) << "rank " << r;  // --gpu=0,0
+      EXPECT_EQ(GpuProcessRank(w, {3}, r), w) << "rank " << r;     // two ranks, one id: rank 1 wraps
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
 TEST(LocalCommunicator, BroadcastAndMax) {
   OnThreads(3, [](Communicator& comm) {
     const int r = comm.rank();

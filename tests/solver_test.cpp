@@ -199,7 +199,7 @@ TEST_P(SolverResume, SnapshotThenResumeIsBitIdentical) {
   fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, SolverResume, ::testing::Values("FLOAT", "FLOAT16"));
+INSTANTIATE_TEST_SUITE_P(Types, SolverResume, ::testing::Values("FLOAT", "FLOAT16", "BFLOAT16"));
 
 TEST(Solver, ActionSnapshotThenStop) {
   const fs::path dir = fs::temp_directory_path() / str_cat("cortado_action_", getpid());

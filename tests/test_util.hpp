@@ -218,6 +218,22 @@ struct Blobs {
   size_t size() const { return vec.size(); }
 };
 
+/// Expects SetUp of the layer of prototxt_text (one bottom of 2 values, one
+/// top) to throw a FieldError naming `field`.
+template <typename P>
+void ExpectSetUpFieldError(const std::string& prototxt_text, const std::string& field) {
+  auto layer = NewLayer<P>(prototxt_text);
+  Blobs bottom, top;
+  bottom.add({2}, type_of<typename P::Ftype>());
+  top.add(type_of<typename P::Ftype>());
+  try {
+    layer->SetUp(bottom.vec, top.vec);
+    ADD_FAILURE() << "accepted: " << prototxt_text;
+  } catch (const FieldError& e) {
+    EXPECT_EQ(e.field(), field) << e.what();
+  }
+}
+
 // ---- finite-difference gradient checker ------------------------------------------
 
 /// Finite-difference checker, on layers of (double, double) or (float, float).

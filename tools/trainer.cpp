@@ -148,14 +148,8 @@ int train() {
   }
   SolverSetup setup(device_context("train"));
   setup.comm = g_comm;
-  if (several_ranks() && !ids.empty()) {
-    // mpirun's GPU ranks sum their gradients with NCCL, which MPI bootstraps
-    // and beside which it carries the host collectives, unless the build has
-    // no NCCL or two ranks of a machine share a GPU (NCCL refuses that; the
-    // sums then go through MPI on the host). Every rank decides alike.
-    const bool shares = static_cast<size_t>(MpiLocalRank()) >= ids.size();
-    if (NcclBuilt() && g_comm->Max(shares ? 1 : 0) == 0) setup.comm = NcclOverHost(g_comm, rank_gpu(ids));
-  }
+  // mpirun's GPU ranks sum their gradients with NCCL where they can.
+  if (several_ranks() && !ids.empty()) setup.comm = GpuProcessRank(g_comm, ids, MpiLocalRank());
   if (several_ranks())
     LOG(INFO) << "Training on " << g_comm->size() << " ranks (" << setup.comm->engine()
               << (setup.comm != g_comm ? " over MPI" : "") << "); the log is rank 0's";

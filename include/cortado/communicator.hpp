@@ -25,8 +25,8 @@
 //     also hands rank 0's NCCL id to the others (`mpirun -np N trainer
 //     train --gpu=...`, on one machine or several).
 //
-// Sums are taken in the values' own type (float16 gradients are summed as
-// float16, each addition rounded once, as NCCL does), and every rank ends
+// Sums are taken in the values' own type (float16 and bfloat16 gradients are
+// summed in their type, each addition rounded once, as NCCL does), and every rank ends
 // with the same bits: the ranks' weights never drift apart.
 
 #include <cstdint>

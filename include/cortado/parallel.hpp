@@ -42,4 +42,13 @@ RankEngine ResolveEngine(const std::vector<int>& devices, RankEngine engine = Ra
 void RunRanks(const std::vector<int>& devices, const std::function<void(const Rank&)>& body,
               RankEngine engine = RankEngine::kAuto);
 
+/// The communicator of one rank of an mpirun job (`world`: MPI) that trains
+/// on GPU ids[local_rank % ids.size()]: NCCL over `world` (NcclOverHost) when
+/// the build has NCCL and no two ranks of a machine can share a GPU, that is
+/// unless the ids repeat or some machine runs more ranks than there are ids;
+/// `world` itself (sums through the host) otherwise. A collective: every
+/// rank of `world` calls it, with the same ids.
+std::shared_ptr<Communicator> GpuProcessRank(std::shared_ptr<Communicator> world, const std::vector<int>& ids,
+                                             int local_rank);
+
 }  // namespace cortado

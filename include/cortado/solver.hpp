@@ -14,11 +14,12 @@
 //
 // Solver data type (solver_data_type; DOUBLE for DOUBLE nets):
 // - FLOAT: the weights' data tensor is kept current in FP32 (the master
-//   copy); layers that compute in FP16 read a copy rounded from it, which
+//   copy); layers that store FP16 or BF16 read a copy rounded from it, which
 //   the Tensor converts once after each update. Snapshots store the FP32
 //   values.
 // - FLOAT16: weights and history are stored in FP16 (no master copy); the
 //   arithmetic still runs in FP32 and rounds once per stored value.
+// - BFLOAT16 is refused (Validate): BF16 weights would lose small updates.
 //
 // The update rule is a subclass; it sees one ParamUpdate per parameter.
 //

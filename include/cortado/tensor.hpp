@@ -4,7 +4,7 @@
 //
 // Contract:
 // - data<T>() returns the values as T. If T is not the current type, the
-//   values are converted once (rounding to nearest even into float16) and the
+//   values are converted once (rounding to nearest even into a narrower type) and the
 //   converted copy is cached until the next write.
 // - mutable_data<T>() returns a writable T buffer holding the current values
 //   (converted if needed), makes T the current type and drops every other

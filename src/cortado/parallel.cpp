@@ -25,6 +25,16 @@ RankEngine ResolveEngine(const std::vector<int>& devices, RankEngine engine) {
   return NcclBuilt() && !cpu && !repeated ? RankEngine::kNccl : RankEngine::kThreads;
 }
 
+std::shared_ptr<Communicator> GpuProcessRank(std::shared_ptr<Communicator> world, const std::vector<int>& ids,
+                                             int local_rank) {
+  if (ids.empty()) fail("no GPU ids for the rank");
+  const bool repeated = std::set<int>(ids.begin(), ids.end()).size() != ids.size();
+  const bool wraps = static_cast<size_t>(local_rank) >= ids.size();
+  // Every rank computes `repeated` alike; `wraps` only on its own machine.
+  if (!NcclBuilt() || repeated || world->Max(wraps ? 1 : 0) != 0) return world;
+  return NcclOverHost(std::move(world), ids[static_cast<size_t>(local_rank) % ids.size()]);
+}
+
 void RunRanks(const std::vector<int>& devices, const std::function<void(const Rank&)>& body, RankEngine engine) {
   const int n = static_cast<int>(devices.size());
   const std::vector<std::shared_ptr<Communicator>> comms =

@@ -147,7 +147,8 @@ void Solver::Validate() const {
     if (param_.loss_scale_window() < 1) ParamFail("loss_scale_window", "must be at least 1");
   }
   if (param_.solver_data_type() == DOUBLE) ParamFail("solver_data_type", "DOUBLE is only for DOUBLE nets; use FLOAT");
-  // bfloat16 master weights would lose every update below 2^-8 of a weight:
+  // bfloat16 master weights would lose every update below half a spacing
+  // (2^-9 to 2^-8 of the weight):
   // bfloat16 nets keep FP32 master weights.
   if (param_.solver_data_type() == BFLOAT16)
     ParamFail("solver_data_type", "BFLOAT16 is not a solver data type; use FLOAT (FP32 master weights)");

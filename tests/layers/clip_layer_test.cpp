@@ -26,6 +26,18 @@ TYPED_TEST(ClipLayerTest, ForwardBackwardValues) {
                                       {1, 2, 3, -4, 5, 6, 7}, f, df, 0, 0);
 }
 
+// A bound no 16-bit type holds: a clipped value is stored as the rounded
+// bound (0.1 is 0.0999756 in float16), and its gradient must still be 0.
+TYPED_TEST(ClipLayerTest, InexactBoundsStopTheGradient) {
+  // The fields are floats: the bounds are float(-0.3) and float(0.1).
+  const double lo = static_cast<float>(-0.3), hi = static_cast<float>(0.1);
+  auto f = [=](double x) { return std::min(std::max(x, lo), hi); };
+  auto df = [=](double x) { return x > lo && x < hi ? 1.0 : 0.0; };
+  test::CheckEltwiseValues<TypeParam>("type: 'Clip' clip_param { min: -0.3 max: 0.1 }", {6},
+                                      {-2, -0.35, -0.1, 0.05, 0.125, 7}, {1, 2, 3, -4, 5, 6}, f, df, 1, 0);
+  test::CheckInPlaceMatchesOutOfPlace<TypeParam>("type: 'Clip' clip_param { min: -0.3 max: 0.1 }", {4, 5}, -1, 1);
+}
+
 TYPED_TEST(ClipLayerTest, InPlaceMatchesOutOfPlace) {
   test::CheckInPlaceMatchesOutOfPlace<TypeParam>("type: 'Clip' clip_param { min: -0.5 max: 1 }", {3, 5}, -2, 2);
 }
@@ -45,18 +57,7 @@ TYPED_TEST(ClipLayerTest, Gradient) {
 }
 
 TYPED_TEST(ClipLayerTest, BadBounds) {
-  auto expect_error = [](const std::string& text, const std::string& field) {
-    auto layer = test::NewLayer<TypeParam>(text);
-    test::Blobs bottom, top;
-    bottom.add({2}, type_of<typename TypeParam::Ftype>());
-    top.add(type_of<typename TypeParam::Ftype>());
-    try {
-      layer->SetUp(bottom.vec, top.vec);
-      ADD_FAILURE() << "accepted: " << text;
-    } catch (const FieldError& e) {
-      EXPECT_EQ(e.field(), field) << e.what();
-    }
-  };
+  auto expect_error = test::ExpectSetUpFieldError<TypeParam>;
   expect_error("type: 'Clip'", "clip_param.min");
   expect_error("type: 'Clip' clip_param { min: 0 }", "clip_param.max");
   expect_error("type: 'Clip' clip_param { min: 2 max: 1 }", "clip_param.max");

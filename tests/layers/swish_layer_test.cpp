@@ -35,16 +35,7 @@ TYPED_TEST(SwishLayerTest, Gradient) {
 }
 
 TYPED_TEST(SwishLayerTest, BadBeta) {
-  auto layer = test::NewLayer<TypeParam>("type: 'Swish' swish_param { beta: inf }");
-  test::Blobs bottom, top;
-  bottom.add({2}, type_of<typename TypeParam::Ftype>());
-  top.add(type_of<typename TypeParam::Ftype>());
-  try {
-    layer->SetUp(bottom.vec, top.vec);
-    ADD_FAILURE() << "beta inf accepted";
-  } catch (const FieldError& e) {
-    EXPECT_EQ(e.field(), "swish_param.beta");
-  }
+  test::ExpectSetUpFieldError<TypeParam>("type: 'Swish' swish_param { beta: inf }", "swish_param.beta");
 }
 
 // GPU against CPU: expf on device and host differ by up to 2 ulps of math_t.

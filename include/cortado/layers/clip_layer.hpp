@@ -2,13 +2,16 @@
 // Clip (BVLC Caffe's): clamps every value into [min, max].
 //
 //   forward:  y = min(max(x, clip_min), clip_max)
-//   backward: dx = dy where clip_min < y < clip_max, else 0
+//   backward: dx = dy where lo < y < hi, else 0, with lo and hi the bounds
+//             as a clipped y holds them (rounded to Ftype, then read as
+//             Btype)
 //
 // The gradient passes on the open interval, as ReLU's does for x > 0 and
 // PyTorch's hardtanh (ReLU6) does (BVLC Caffe also passes it at x equal to a
 // bound, a set of measure zero). Reading y instead of x gives the same
-// answer (x lies in the open interval exactly when y does), so the layer
-// works in place, as ReLU6 usually is written.
+// answer (a clipped y equals a rounded bound, an unclipped one lies strictly
+// between them; up to a y that Btype rounds onto a bound when it is coarser
+// than Ftype), so the layer works in place, as ReLU6 usually is written.
 // Bottoms: 1, any shape. Tops: 1, the bottom's shape.
 // Fields: clip_param.min and clip_param.max (float, both required, finite,
 // min <= max).
@@ -46,7 +49,8 @@ class ClipLayer : public Layer<Ftype, Btype> {
 #endif
 
  private:
-  double min_ = 0, max_ = 0;
+  double min_ = 0, max_ = 0;    // the fields
+  double bwd_lo_ = 0, bwd_hi_ = 0;  // the bounds as Btype reads a clipped y
 };
 
 #ifdef CORTADO_USE_CUDA

@@ -100,8 +100,9 @@ class ConvolutionLayer : public Layer<Ftype, Btype> {
   void CheckBottoms(const BlobVec& bottom) const;
 
   // Compute types of the GPU GEMMs / cuDNN calls (see the header comment):
-  // forward_math / backward_math for float16 storage (FLOAT unless FLOAT16
-  // is asked for), the storage type itself for float and double.
+  // gpu_math_type: forward_math / backward_math for float16 storage (FLOAT
+  // unless FLOAT16 is asked for), FLOAT for bfloat16, the storage type
+  // itself for float and double.
   Type forward_math_ = FLOAT, backward_math_ = FLOAT;
 
   int num_output_ = 0;

@@ -10,7 +10,8 @@
 // forward, Btype for backward); the convolution's compute type is
 // forward_math / backward_math for float16 storage (FLOAT by default: FP32
 // accumulation on Tensor Cores, CUDNN_TENSOR_OP_MATH; FLOAT16 asks for true
-// half math), FLOAT for float (CUDNN_FMA_MATH: no TF32, the same arithmetic
+// half math), FLOAT for bfloat16 (Tensor Core math with FP32 accumulation,
+// cuDNN's only choice), FLOAT for float (CUDNN_FMA_MATH: no TF32, the same arithmetic
 // as the cuBLAS path) and DOUBLE for double. Weight gradients are accumulated
 // by cuDNN (beta = 1, one rounding per bottom); bottom diffs are overwritten.
 //

@@ -28,8 +28,8 @@
 //
 // GPU: the three products are cuBLAS GEMMs in the storage type with compute
 // type forward_math (forward) / backward_math (backward) for float16 storage
-// (FLOAT unless FLOAT16 is asked for: FP32 accumulation on Tensor Cores), the
-// storage type for float and double; dW is accumulated by the GEMM (beta = 1,
+// (FLOAT unless FLOAT16 is asked for: FP32 accumulation on Tensor Cores),
+// FLOAT for bfloat16, the storage type for float and double; dW is accumulated by the GEMM (beta = 1,
 // one rounding). The bias add and the bias gradient (column sums of dY in
 // float, double for double, added once) are kernels.
 

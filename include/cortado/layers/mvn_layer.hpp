@@ -17,8 +17,8 @@
 // double), kept per row (sigma) for the backward, which computes in
 // math_t<Btype> from the top's data read as Btype.
 // GPU (mvn_layer.cu): one thread per row, the CPU's order of summation.
-// Launchers are instantiated for (T, S) = (double, double), (float, float)
-// and (float16, float): the pairs the instantiated layers use.
+// Launchers are instantiated for (T, S) = (double, double), (float, float),
+// (float16, float) and (bfloat16, float): the pairs the instantiated layers use.
 
 #include <memory>
 

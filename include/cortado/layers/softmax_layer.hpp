@@ -75,9 +75,10 @@ class SoftmaxLayer : public Layer<Ftype, Btype> {
 #ifdef CORTADO_USE_CUDA
 namespace gpu {
 /// y = softmax(x) over `channels` for every (outer, inner) column, device
-/// pointers, computed in math_t<In> (float for float16); x and y may alias.
-/// Instantiated for (double, double), (float, float), (float16, float16) and
-/// (float16, float) (SoftmaxWithLoss keeps float probabilities).
+/// pointers, computed in math_t<In> (float for the 16-bit types); x and y may
+/// alias. Instantiated for (double, double), (float, float), (float16,
+/// float16), (bfloat16, bfloat16), and (float16, float) and (bfloat16, float)
+/// (SoftmaxWithLoss keeps float probabilities).
 template <typename In, typename Out>
 void softmax_forward(int outer, int channels, int inner, const In* x, Out* y, CUstream_st* stream);
 /// dx = y * (dy - sum_c dy_c * y_c) per column, in math_t<T>; dx may alias dy.

@@ -5,7 +5,7 @@
 //   out[c][h][w] = (x[c][h+h0][src_w] - mean[c][h+h0][src_w]) * scale
 //   src_w = w + w0, or (W' - 1 - w) + w0 when the image is mirrored
 //
-// computed in math_t<T> (float for float16, double for double) and rounded
+// computed in math_t<T> (float for the 16-bit types, double for double) and rounded
 // once into T.
 //
 // transform_param fields (defaults in brackets):

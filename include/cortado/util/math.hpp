@@ -1,9 +1,10 @@
 #pragma once
 // CPU math on raw pointers, templated on the storage type T (double, float,
-// float16). Every function stores in T and computes in math_t<T>: float16
-// inputs are widened to float, accumulated in float (dot products and sums in
-// double), and rounded once on the store. GEMM/GEMV run on OpenBLAS; for
-// float16 the operands are widened into a float scratch buffer first.
+// float16, bfloat16). Every function stores in T and computes in math_t<T>:
+// 16-bit inputs are widened to float, accumulated in float (dot products and
+// sums in double), and rounded once on the store. GEMM/GEMV run on OpenBLAS;
+// for the 16-bit types the operands are widened into a float scratch buffer
+// first.
 // Counts are int64_t; matrix dimensions are int (BLAS's own limit).
 
 #include <cstdint>

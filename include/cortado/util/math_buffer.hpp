@@ -3,7 +3,7 @@
 // math type and stores in T.
 //
 // - For T == math_t<T> (double, float) it is the array itself: no copy.
-// - For float16 it is a float scratch array; with load = true it starts with
+// - For float16 and bfloat16 it is a float scratch array; with load = true it starts with
 //   the array's current values (to accumulate into them), else it is
 //   uninitialized. store() rounds it back into the T array once.
 // The T array must stay valid until store().

@@ -210,14 +210,10 @@ CORTADO_INSTANTIATE_BN_FORWARD(bfloat16, float);
                                             T*, T*, CUstream_st*);                                             \
   template void bn_backward_dx<T, X, M>(int, int, int64_t, const T*, const X*, const M*, const M*, const T*,   \
                                         const M*, const M*, T*, CUstream_st*)
-CORTADO_INSTANTIATE_BN_BACKWARD(double, double, double);
-CORTADO_INSTANTIATE_BN_BACKWARD(float, float, float);
-CORTADO_INSTANTIATE_BN_BACKWARD(float, float16, float);
-CORTADO_INSTANTIATE_BN_BACKWARD(float, bfloat16, float);
-CORTADO_INSTANTIATE_BN_BACKWARD(float16, float, float);
-CORTADO_INSTANTIATE_BN_BACKWARD(bfloat16, float, float);
-CORTADO_INSTANTIATE_BN_BACKWARD(float16, float16, float);
-CORTADO_INSTANTIATE_BN_BACKWARD(bfloat16, bfloat16, float);
+// For every layer pair (F, B): T = B, X = F.
+#define CORTADO_INSTANTIATE_BN_BACKWARD_PAIR(_, F, B) CORTADO_INSTANTIATE_BN_BACKWARD(B, F, math_t<B>);
+CORTADO_FOR_EACH_PAIR(CORTADO_INSTANTIATE_BN_BACKWARD_PAIR, _)
+#undef CORTADO_INSTANTIATE_BN_BACKWARD_PAIR
 #undef CORTADO_INSTANTIATE_BN_BACKWARD
 template void bn_global_stats<double>(int, const double*, const double*, const double*, double*, double*,
                                       CUstream_st*);

@@ -10,8 +10,6 @@ namespace {
 
 using namespace kernels;
 
-__device__ __forceinline__ float exp_of(float v) { return expf(v); }
-__device__ __forceinline__ double exp_of(double v) { return exp(v); }
 __device__ __forceinline__ float log1p_of(float v) { return log1pf(v); }
 __device__ __forceinline__ double log1p_of(double v) { return log1p(v); }
 

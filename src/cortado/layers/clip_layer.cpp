@@ -16,6 +16,12 @@ void ClipLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
     this->field_error("clip_param.max", "= ", p.max(), " is below clip_param.min = ", p.min());
   min_ = p.min();
   max_ = p.max();
+  auto as_clipped = [](double bound) {
+    const Ftype y = static_cast<Ftype>(static_cast<math_t<Ftype>>(bound));
+    return static_cast<double>(static_cast<math_t<Btype>>(static_cast<Btype>(static_cast<math_t<Ftype>>(y))));
+  };
+  bwd_lo_ = as_clipped(min_);
+  bwd_hi_ = as_clipped(max_);
 }
 
 template <typename Ftype, typename Btype>
@@ -36,7 +42,7 @@ void ClipLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector
   const Btype* dy = top[0]->cpu_diff<Btype>();
   const Btype* y = top[0]->cpu_data<Btype>();
   Btype* dx = bottom[0]->mutable_cpu_diff<Btype>();
-  const M lo = static_cast<M>(min_), hi = static_cast<M>(max_);
+  const M lo = static_cast<M>(bwd_lo_), hi = static_cast<M>(bwd_hi_);
   const int64_t n = static_cast<int64_t>(bottom[0]->count());
   for (int64_t i = 0; i < n; ++i) {
     const M v = static_cast<M>(y[i]);
@@ -59,7 +65,8 @@ void ClipLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector
   const Btype* dy = top[0]->gpu_diff<Btype>();
   const Btype* y = top[0]->gpu_data<Btype>();
   Btype* dx = bottom[0]->mutable_gpu_diff<Btype>();
-  gpu::clip_backward(static_cast<int64_t>(bottom[0]->count()), dy, y, dx, min_, max_, this->context().stream());
+  gpu::clip_backward(static_cast<int64_t>(bottom[0]->count()), dy, y, dx, bwd_lo_, bwd_hi_,
+                     this->context().stream());
 }
 #endif
 

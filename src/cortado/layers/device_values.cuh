@@ -48,6 +48,13 @@ struct PtrPack {
 // where a kernel must reproduce the CPU path's rounding exactly.
 __device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
+// exp and the logistic sigmoid in a math type (CUDA's expf / exp: within 2
+// ulps of the host library).
+__device__ __forceinline__ float exp_of(float v) { return expf(v); }
+__device__ __forceinline__ double exp_of(double v) { return exp(v); }
+__device__ __forceinline__ float sigmoid_of(float v) { return 1.f / (1.f + expf(-v)); }
+__device__ __forceinline__ double sigmoid_of(double v) { return 1.0 / (1.0 + exp(-v)); }
 __device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
 

@@ -10,9 +10,6 @@ namespace {
 
 using namespace kernels;
 
-__device__ __forceinline__ float exp_of(float v) { return expf(v); }
-__device__ __forceinline__ double exp_of(double v) { return exp(v); }
-
 template <typename T>
 __global__ void exp_forward_kernel(int64_t n, const T* x, T* y, dmath_t<T> inner, dmath_t<T> outer) {
   CORTADO_KERNEL_LOOP(i, n) store(y, i, outer * exp_of(inner * load(x, i)));

@@ -104,14 +104,9 @@ CORTADO_INSTANTIATE_MLL_FORWARD(bfloat16)
 #define CORTADO_INSTANTIATE_MLL_BACKWARD(T, B)                                                                  \
   template void multinomial_logistic_loss_backward<T, B>(int, int, const T*, const float*, const double*, B*, \
                                                          CUstream_st*);
-CORTADO_INSTANTIATE_MLL_BACKWARD(double, double)
-CORTADO_INSTANTIATE_MLL_BACKWARD(float, float)
-CORTADO_INSTANTIATE_MLL_BACKWARD(float, float16)
-CORTADO_INSTANTIATE_MLL_BACKWARD(float, bfloat16)
-CORTADO_INSTANTIATE_MLL_BACKWARD(float16, float)
-CORTADO_INSTANTIATE_MLL_BACKWARD(bfloat16, float)
-CORTADO_INSTANTIATE_MLL_BACKWARD(float16, float16)
-CORTADO_INSTANTIATE_MLL_BACKWARD(bfloat16, bfloat16)
+// For every layer pair (F, B).
+#define CORTADO_INSTANTIATE_MLL_BACKWARD_PAIR(_, F, B) CORTADO_INSTANTIATE_MLL_BACKWARD(F, B)
+CORTADO_FOR_EACH_PAIR(CORTADO_INSTANTIATE_MLL_BACKWARD_PAIR, _)
 
 }  // namespace gpu
 }  // namespace cortado

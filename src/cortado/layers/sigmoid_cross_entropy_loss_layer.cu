@@ -23,8 +23,6 @@ using namespace kernels;
 // log(1 + exp(-|v|)): the tail of the stable softplus.
 __device__ __forceinline__ float softplus_tail(float v) { return log1pf(expf(-fabsf(v))); }
 __device__ __forceinline__ double softplus_tail(double v) { return log1p(exp(-fabs(v))); }
-__device__ __forceinline__ float sigmoid_of(float v) { return 1.f / (1.f + expf(-v)); }
-__device__ __forceinline__ double sigmoid_of(double v) { return 1.0 / (1.0 + exp(-v)); }
 
 template <typename T>
 __global__ void sce_forward_kernel(int64_t n, const T* x, const float* target, bool has_ignore_label,
@@ -101,14 +99,9 @@ CORTADO_INSTANTIATE_SCE_FORWARD(bfloat16)
 #define CORTADO_INSTANTIATE_SCE_BACKWARD(T, B)                                                                  \
   template void sigmoid_cross_entropy_loss_backward<T, B>(int64_t, const T*, const float*, bool, int,           \
                                                           const double*, const double*, B*, CUstream_st*);
-CORTADO_INSTANTIATE_SCE_BACKWARD(double, double)
-CORTADO_INSTANTIATE_SCE_BACKWARD(float, float)
-CORTADO_INSTANTIATE_SCE_BACKWARD(float, float16)
-CORTADO_INSTANTIATE_SCE_BACKWARD(float, bfloat16)
-CORTADO_INSTANTIATE_SCE_BACKWARD(float16, float)
-CORTADO_INSTANTIATE_SCE_BACKWARD(bfloat16, float)
-CORTADO_INSTANTIATE_SCE_BACKWARD(float16, float16)
-CORTADO_INSTANTIATE_SCE_BACKWARD(bfloat16, bfloat16)
+// For every layer pair (F, B).
+#define CORTADO_INSTANTIATE_SCE_BACKWARD_PAIR(_, F, B) CORTADO_INSTANTIATE_SCE_BACKWARD(F, B)
+CORTADO_FOR_EACH_PAIR(CORTADO_INSTANTIATE_SCE_BACKWARD_PAIR, _)
 
 }  // namespace gpu
 }  // namespace cortado

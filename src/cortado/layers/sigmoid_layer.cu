@@ -10,9 +10,6 @@ namespace {
 
 using namespace kernels;
 
-__device__ __forceinline__ float sigmoid_of(float v) { return 1.f / (1.f + expf(-v)); }
-__device__ __forceinline__ double sigmoid_of(double v) { return 1.0 / (1.0 + exp(-v)); }
-
 template <typename T>
 __global__ void sigmoid_forward_kernel(int64_t n, const T* x, T* y) {
   CORTADO_KERNEL_LOOP(i, n) store(y, i, sigmoid_of(load(x, i)));

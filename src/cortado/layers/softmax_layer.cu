@@ -26,9 +26,6 @@ using namespace kernels;
 
 constexpr int kWarp = 32;
 
-__device__ __forceinline__ float exp_of(float v) { return expf(v); }
-__device__ __forceinline__ double exp_of(double v) { return exp(v); }
-
 template <typename M>
 __device__ __forceinline__ M warp_max(M v) {
   for (int o = kWarp / 2; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));

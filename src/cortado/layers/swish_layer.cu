@@ -11,15 +11,12 @@ namespace {
 
 using namespace kernels;
 
-__device__ __forceinline__ float exp_of(float v) { return expf(v); }
-__device__ __forceinline__ double exp_of(double v) { return exp(v); }
-
 template <typename F, typename B>
 __global__ void swish_forward_kernel(int64_t n, const F* x, F* y, B* s, dmath_t<F> beta) {
   using M = dmath_t<F>;
   CORTADO_KERNEL_LOOP(i, n) {
     const M v = load(x, i);
-    const M sv = M(1) / (M(1) + exp_of(-(beta * v)));
+    const M sv = sigmoid_of(beta * v);
     store(s, i, sv);
     store(y, i, v * sv);
   }
