@@ -54,6 +54,16 @@ template <> void convert_array<float16, float>(int64_t n, const float16* src, fl
 }
 #endif
 
+// float <-> bfloat16 in bulk: the scalar conversions are branch-free bit
+// arithmetic, which the compiler vectorizes in these loops.
+template <> void convert_array<float, bfloat16>(int64_t n, const float* src, bfloat16* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i].x = detail::float_to_bfloat_bits(src[i]);
+}
+
+template <> void convert_array<bfloat16, float>(int64_t n, const bfloat16* src, float* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = detail::bfloat_bits_to_float(src[i].x);
+}
+
 namespace {
 CBLAS_TRANSPOSE cb(Trans t) { return t == Trans::No ? CblasNoTrans : CblasTrans; }
 
