@@ -8,11 +8,6 @@
 #include "../util/device_types.cuh"
 #include "cortado/util/cuda.hpp"
 
-/// for (int64_t i = global thread index; i < n; i += total threads)
-#define CORTADO_KERNEL_LOOP(i, n)                                                   \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
-       i += int64_t(blockDim.x) * gridDim.x)
-
 namespace cortado {
 namespace kernels {
 

@@ -42,3 +42,8 @@ __device__ __forceinline__ void store(double* p, int64_t i, double v) { p[i] = v
 
 }  // namespace kernels
 }  // namespace cortado
+
+/// for (int64_t i = global thread index; i < n; i += total threads)
+#define CORTADO_KERNEL_LOOP(i, n)                                                   \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += int64_t(blockDim.x) * gridDim.x)

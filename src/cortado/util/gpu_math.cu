@@ -13,49 +13,47 @@ namespace cortado {
 
 namespace {
 
+using kernels::dev;
 using kernels::dev_t;
 using kernels::load;
 using kernels::store;
 
-#define CORTADO_GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(blockDim.x) * gridDim.x)
-
 template <typename S, typename D>
 __global__ void convert_kernel(int64_t n, const S* src, D* dst) {
-  CORTADO_GRID_LOOP(i, n) store(dst, i, load(src, i));
+  CORTADO_KERNEL_LOOP(i, n) store(dst, i, load(src, i));
 }
 
 template <typename T>
 __global__ void set_kernel(int64_t n, float v, T* y) {
-  CORTADO_GRID_LOOP(i, n) store(y, i, v);
+  CORTADO_KERNEL_LOOP(i, n) store(y, i, v);
 }
 template <typename T>
 __global__ void axpby_kernel(int64_t n, float a, const T* x, float b, T* y) {
-  CORTADO_GRID_LOOP(i, n) store(y, i, a * load(x, i) + (b == 0.f ? 0.f : b * load(y, i)));
+  CORTADO_KERNEL_LOOP(i, n) store(y, i, a * load(x, i) + (b == 0.f ? 0.f : b * load(y, i)));
 }
 template <typename T>
 __global__ void scale_kernel(int64_t n, float a, const T* x, T* y) {
-  CORTADO_GRID_LOOP(i, n) store(y, i, a * load(x, i));
+  CORTADO_KERNEL_LOOP(i, n) store(y, i, a * load(x, i));
 }
 template <typename T>
 __global__ void add_kernel(int64_t n, const T* a, const T* b, T* y) {
-  CORTADO_GRID_LOOP(i, n) store(y, i, load(a, i) + load(b, i));
+  CORTADO_KERNEL_LOOP(i, n) store(y, i, load(a, i) + load(b, i));
 }
 template <typename T>
 __global__ void mul_kernel(int64_t n, const T* a, const T* b, T* y) {
-  CORTADO_GRID_LOOP(i, n) store(y, i, load(a, i) * load(b, i));
+  CORTADO_KERNEL_LOOP(i, n) store(y, i, load(a, i) * load(b, i));
 }
 template <typename T>
 __global__ void nonfinite_kernel(int64_t n, const T* x, int* flag) {
   bool bad = false;
-  CORTADO_GRID_LOOP(i, n) bad = bad || !isfinite(load(x, i));
+  CORTADO_KERNEL_LOOP(i, n) bad = bad || !isfinite(load(x, i));
   if (__syncthreads_or(bad) && threadIdx.x == 0) atomicExch(flag, 1);
 }
 template <typename T>
 __global__ void sumsq_kernel(int64_t n, const T* x, double* acc) {
   __shared__ double part[cuda::kThreads];
   double s = 0;
-  CORTADO_GRID_LOOP(i, n) {
+  CORTADO_KERNEL_LOOP(i, n) {
     const double v = load(x, i);
     s += v * v;
   }
@@ -68,8 +66,6 @@ __global__ void sumsq_kernel(int64_t n, const T* x, double* acc) {
   if (threadIdx.x == 0) atomicAdd(acc, part[0]);
 }
 
-template <typename T> const dev_t<T>* d(const T* p) { return kernels::dev(p); }
-template <typename T> dev_t<T>* d(T* p) { return kernels::dev(p); }
 
 }  // namespace
 
@@ -79,8 +75,8 @@ void gpu_convert(Type src_type, const void* src, Type dst_type, void* dst, int64
     using S = decltype(s);
     dispatch_type(dst_type, [&](auto t) {
       using D = decltype(t);
-      convert_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, d(static_cast<const S*>(src)),
-                                                                          d(static_cast<D*>(dst)));
+      convert_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, dev(static_cast<const S*>(src)),
+                                                                          dev(static_cast<D*>(dst)));
     });
   });
   CORTADO_KERNEL_CHECK();
@@ -129,7 +125,7 @@ void gpu_gemv(cublasContext* handle, Trans ta, int M, int N, float alpha, const 
 
 template <typename T> void gpu_set(int64_t n, float v, T* y, gpu_stream s) {
   if (n == 0) return;
-  set_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(n, v, d(y));
+  set_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(n, v, dev(y));
   CORTADO_KERNEL_CHECK();
 }
 template <typename T> void gpu_copy(int64_t n, const T* x, T* y, gpu_stream s) {
@@ -139,32 +135,32 @@ template <typename T> void gpu_copy(int64_t n, const T* x, T* y, gpu_stream s) {
 template <typename T> void gpu_axpy(int64_t n, float a, const T* x, T* y, gpu_stream s) { gpu_axpby(n, a, x, 1.f, y, s); }
 template <typename T> void gpu_axpby(int64_t n, float a, const T* x, float b, T* y, gpu_stream s) {
   if (n == 0) return;
-  axpby_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(n, a, d(x), b, d(y));
+  axpby_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(n, a, dev(x), b, dev(y));
   CORTADO_KERNEL_CHECK();
 }
 template <typename T> void gpu_scale(int64_t n, float a, const T* x, T* y, gpu_stream s) {
   if (n == 0) return;
-  scale_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(n, a, d(x), d(y));
+  scale_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(n, a, dev(x), dev(y));
   CORTADO_KERNEL_CHECK();
 }
 template <typename T> void gpu_add(int64_t n, const T* a, const T* b, T* y, gpu_stream s) {
   if (n == 0) return;
-  add_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(n, d(a), d(b), d(y));
+  add_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(n, dev(a), dev(b), dev(y));
   CORTADO_KERNEL_CHECK();
 }
 template <typename T> void gpu_mul(int64_t n, const T* a, const T* b, T* y, gpu_stream s) {
   if (n == 0) return;
-  mul_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(n, d(a), d(b), d(y));
+  mul_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(n, dev(a), dev(b), dev(y));
   CORTADO_KERNEL_CHECK();
 }
 template <typename T> void gpu_flag_nonfinite(int64_t n, const T* x, int* flag, gpu_stream s) {
   if (n == 0) return;
-  nonfinite_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(n, d(x), flag);
+  nonfinite_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(n, dev(x), flag);
   CORTADO_KERNEL_CHECK();
 }
 template <typename T> void gpu_accumulate_sumsq(int64_t n, const T* x, double* acc, gpu_stream s) {
   if (n == 0) return;
-  sumsq_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(n, d(x), acc);
+  sumsq_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(n, dev(x), acc);
   CORTADO_KERNEL_CHECK();
 }
 

@@ -21,9 +21,6 @@ using kernels::dev_t;
 using kernels::load;
 using kernels::store;
 
-#define CORTADO_GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(blockDim.x) * gridDim.x)
-
 struct Geometry {
   int height, width, kh, kw, ph, pw, sh, sw, dh, dw, oh, ow;
 };
@@ -31,7 +28,7 @@ struct Geometry {
 // col (C*KH*KW, OH*OW): row (c, ky, kx), column (oy, ox).
 template <typename T>
 __global__ void im2col_kernel(int64_t n, const T* im, Geometry g, T* col) {
-  CORTADO_GRID_LOOP(i, n) {
+  CORTADO_KERNEL_LOOP(i, n) {
     const int ox = static_cast<int>(i % g.ow);
     int64_t r = i / g.ow;
     const int oy = static_cast<int>(r % g.oh);
@@ -61,7 +58,7 @@ template <typename T>
 __global__ void col2im_kernel(int64_t n, const T* col, Geometry g, T* im) {
   using A = kernels::dmath_t<T>;
   const int64_t ohw = static_cast<int64_t>(g.oh) * g.ow;
-  CORTADO_GRID_LOOP(i, n) {
+  CORTADO_KERNEL_LOOP(i, n) {
     const int x = static_cast<int>(i % g.width);
     const int y = static_cast<int>((i / g.width) % g.height);
     const int64_t c = i / (static_cast<int64_t>(g.width) * g.height);
