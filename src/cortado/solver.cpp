@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <iomanip>
+#include <sstream>
 #include <random>
 #include <type_traits>
 
@@ -48,6 +50,15 @@ const SolverEntry kSolvers[] = {
     {"Nesterov", &make_solver<NesterovSolver>}, {"RMSProp", &make_solver<RMSPropSolver>},
     {"SGD", &make_solver<SGDSolver>},
 };
+
+// A loss scale as logged: all 9 digits a float needs to be read back exactly
+// (the stream's default 6 turn 16777216 into 1.67772e+07), so that log
+// parsers see the scale the solver used.
+std::string ScaleText(float scale) {
+  std::ostringstream s;
+  s << std::setprecision(9) << scale;
+  return s.str();
+}
 }  // namespace
 
 std::vector<std::string> Solver::Types() {
@@ -319,7 +330,7 @@ void Solver::Step(int iters) {
     if (display) {
       INFO_LOG << "Iteration " << iter_ << ", lr = " << GetLearningRate();
       if (param_.dynamic_loss_scale() || scale_used != 1 || skipped_iterations_)
-        INFO_LOG << "    loss scale = " << scale_used << ", skipped steps = " << skipped_iterations_;
+        INFO_LOG << "    loss scale = " << ScaleText(scale_used) << ", skipped steps = " << skipped_iterations_;
     }
     ++iter_;
     const SolverAction action = AgreedAction();
@@ -544,8 +555,8 @@ void Solver::SkipOverflowedStep() {
     clean_iterations_ = 0;
     SetLossScale(std::max(loss_scale_ * param_.loss_scale_backoff(), param_.loss_scale_min()));
   }
-  INFO_LOG << "Iteration " << iter_ << ": a weight gradient holds Inf or NaN; update skipped, loss scale " << before
-           << " -> " << loss_scale_ << " (" << skipped_iterations_ << " skipped steps)";
+  INFO_LOG << "Iteration " << iter_ << ": a weight gradient holds Inf or NaN; update skipped, loss scale "
+           << ScaleText(before) << " -> " << ScaleText(loss_scale_) << " (" << skipped_iterations_ << " skipped steps)";
 }
 
 // ---- across ranks ------------------------------------------------------------------------
@@ -665,7 +676,7 @@ void Solver::AfterCleanStep() {
     const float grown = std::min(loss_scale_ * param_.loss_scale_growth(), param_.loss_scale_max());
     if (grown != loss_scale_) {
       INFO_LOG << "Iteration " << iter_ << ": " << param_.loss_scale_window() << " clean steps, loss scale "
-               << loss_scale_ << " -> " << grown;
+               << ScaleText(loss_scale_) << " -> " << ScaleText(grown);
       SetLossScale(grown);
     }
   }
