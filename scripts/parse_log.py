@@ -52,7 +52,7 @@ LOSS_SCALE = re.compile(r"^\s*loss scale = " + NUM + r", skipped steps = (\d+)")
 SKIPPED = re.compile(r"^Iteration (\d+): a weight gradient holds Inf or NaN; update skipped, loss scale "
                      + NUM + r" -> " + NUM)
 GROWN = re.compile(r"^Iteration (\d+): (\d+) clean steps, loss scale " + NUM + r" -> " + NUM)
-SNAPSHOT = re.compile(r"^Snapshotting to binary proto file (\S+)")
+SNAPSHOT = re.compile(r"^Snapshotting to (?:binary proto|HDF5) file (\S+)")
 RESTORE = re.compile(r"^Restoring previous solver status from (\S+)")
 
 

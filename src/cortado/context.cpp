@@ -39,6 +39,9 @@ Context::~Context() {
   if (stream_) {
     cudaStreamSynchronize(stream_);
     cuda::release_stream(stream_);  // its workspace and cached blocks: a new stream may get this handle
+    // This thread's current stream must not outlive it (GPU work before the
+    // next Activate would go to a dead or reused handle).
+    if (cuda::stream() == stream_) cuda::set_stream(nullptr);
     cudaStreamDestroy(stream_);
   }
 }

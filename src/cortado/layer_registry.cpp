@@ -25,6 +25,8 @@
 #include "cortado/layers/euclidean_loss_layer.hpp"
 #include "cortado/layers/exp_layer.hpp"
 #include "cortado/layers/flatten_layer.hpp"
+#include "cortado/layers/hdf5_data_layer.hpp"
+#include "cortado/layers/hdf5_output_layer.hpp"
 #include "cortado/layers/hinge_loss_layer.hpp"
 #include "cortado/layers/image_data_layer.hpp"
 #include "cortado/layers/infogain_loss_layer.hpp"
@@ -83,6 +85,8 @@ const Entry kRegistry[] = {
     {"EuclideanLoss", &MakeLayer<EuclideanLossLayer>},
     {"Exp", &MakeLayer<ExpLayer>},
     {"Flatten", &MakeLayer<FlattenLayer>},
+    {"HDF5Data", &MakeLayer<HDF5DataLayer>},
+    {"HDF5Output", &MakeLayer<HDF5OutputLayer>},
     {"HingeLoss", &MakeLayer<HingeLossLayer>},
     {"ImageData", &MakeLayer<ImageDataLayer>},
     {"InfogainLoss", &MakeLayer<InfogainLossLayer>},

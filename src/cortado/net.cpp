@@ -6,6 +6,7 @@
 #include <set>
 
 #include "cortado/layer_factory.hpp"
+#include "cortado/util/hdf5.hpp"
 #include "cortado/util/logging.hpp"
 
 namespace cortado {
@@ -493,7 +494,12 @@ void Net::CopyTrainedLayersFrom(const NetParameter& param, const std::string& so
 
 void Net::CopyTrainedLayersFrom(const std::string& path) {
   NetParameter param;
-  ReadBinaryProto(path, &param);
+  // Caffe's rule: a name ending in .h5 is HDF5 weights (snapshot_format: HDF5).
+  if (path.size() >= 3 && path.compare(path.size() - 3, 3, ".h5") == 0) {
+    hdf5::ReadWeights(path, &param);
+  } else {
+    ReadBinaryProto(path, &param);
+  }
   CopyTrainedLayersFrom(param, path);
 }
 

@@ -14,6 +14,7 @@
 #include "cortado/solvers/adam_solver.hpp"
 #include "cortado/solvers/nesterov_solver.hpp"
 #include "cortado/solvers/rmsprop_solver.hpp"
+#include "cortado/util/hdf5.hpp"
 #include "cortado/util/logging.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/rng.hpp"
@@ -138,8 +139,8 @@ void Solver::Validate() const {
   if (param_.max_iter() < 0) ParamFail("max_iter", "must not be negative");
   if (param_.snapshot() > 0 && !param_.has_snapshot_prefix() && !param_.has_net())
     ParamFail("snapshot_prefix", "is required when snapshot > 0");
-  if (param_.snapshot_format() != SolverParameter::BINARYPROTO)
-    ParamFail("snapshot_format", "only BINARYPROTO is supported");
+  if (param_.snapshot_format() == SolverParameter::HDF5 && !hdf5::available())
+    ParamFail("snapshot_format", "HDF5 needs a build with HDF5 (Debian: libhdf5-dev; CMake option USE_HDF5)");
   if (param_.regularization_type() != "L2" && param_.regularization_type() != "L1")
     ParamFail("regularization_type", str_cat("unknown type '", param_.regularization_type(), "'; use L2 or L1"));
   if (param_.larc_policy() != "scale" && param_.larc_policy() != "clip")
@@ -209,6 +210,10 @@ void Solver::InitNets() {
     for (LayerParameter& l : *p->mutable_layer()) {
       if (l.type() == "Data") split(l.mutable_data_param());
       if (l.type() == "ImageData") split(l.mutable_image_data_param());
+      if (l.type() == "HDF5Data") split(l.mutable_hdf5_data_param());
+      if (l.type() == "HDF5Output") {  // each rank writes a file of its own
+        l.mutable_hdf5_output_param()->set_file_name(RankFileName(l.hdf5_output_param().file_name(), rank()));
+      }
     }
   };
   shard(&train);
@@ -466,11 +471,20 @@ std::string Solver::Snapshot() {
   std::string prefix = param_.snapshot_prefix();
   if (prefix.empty()) prefix = param_.net().substr(0, param_.net().rfind('.'));
   const std::string base = str_cat(prefix, "_iter_", iter_);
-  const std::string model = base + ".caffemodel";
+  const bool h5 = param_.snapshot_format() == SolverParameter::HDF5;
+  const std::string model = base + (h5 ? ".caffemodel.h5" : ".caffemodel");
   NetParameter net_param;
   net_->ToProto(&net_param, param_.snapshot_diff());
-  INFO_LOG << "Snapshotting to binary proto file " << model;
-  WriteBinaryProto(model, net_param);
+  if (h5) {
+    // Caffe's layout for the weights. The solver state stays a binary proto
+    // (.solverstate, not Caffe's .solverstate.h5): it holds what Caffe's
+    // HDF5 state has no place for (random generators, the loss scale).
+    INFO_LOG << "Snapshotting to HDF5 file " << model;
+    hdf5::WriteWeights(model, net_param);
+  } else {
+    INFO_LOG << "Snapshotting to binary proto file " << model;
+    WriteBinaryProto(model, net_param);
+  }
   SolverState state;
   state.set_iter(iter_);
   state.set_learned_net(model);

@@ -70,5 +70,9 @@ bool FileExists(const std::string& path);
 /// absolute and does not exist as given (Caffe resolves from the working
 /// directory; Cortado tries that first).
 std::string ResolvePath(const std::string& path, const std::string& relative_to);
+/// The file a rank of a data-parallel run writes instead of `path`: rank 0
+/// keeps it, rank r > 0 gets "_rank<r>" before the extension of the file
+/// name ("out/feat.h5" -> "out/feat_rank1.h5").
+std::string RankFileName(const std::string& path, int rank);
 
 }  // namespace cortado

@@ -374,4 +374,13 @@ std::string SourceInfo::where(int line) const {
   return line > 0 ? str_cat(file_, ":", line, ": ") : file_ + ": ";
 }
 
+std::string RankFileName(const std::string& path, int rank) {
+  if (rank <= 0) return path;
+  const size_t slash = path.find_last_of('/'), dot = path.find_last_of('.');
+  // A dot that starts the file name (".h5", "dir/.x") is not an extension.
+  const bool ext = dot != std::string::npos && dot > (slash == std::string::npos ? 0 : slash + 1);
+  const size_t at = ext ? dot : path.size();
+  return path.substr(0, at) + "_rank" + std::to_string(rank) + path.substr(at);
+}
+
 }  // namespace cortado

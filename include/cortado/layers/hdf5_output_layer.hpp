@@ -1,0 +1,55 @@
+#pragma once
+// Caffe's HDF5Output: appends each batch of its bottoms to an HDF5 file,
+// bottom[0] to dataset "data" and bottom[1], if given, to "label" (Caffe's
+// names), as float, each (rows, dims[1..]) growing by the batch's rows.
+//
+// hdf5_output_param fields:
+//   file_name (required): created at set-up (an existing file is replaced).
+//     In a multi-rank run the solver gives rank r > 0 the name with
+//     "_rank<r>" before its extension, so the ranks do not write one file.
+//
+// Every Forward's rows are flushed to the file before it returns: a run
+// that stops loses no batch already written. Unlike Caffe's layer, which
+// could write its datasets only once, every batch is kept. Tops: none.
+// Backward: none (its bottoms get no gradient from it). GPU: the bottoms are
+// read on the host, which writing a file needs.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cortado/config.hpp"
+#include "cortado/layer.hpp"
+#include "cortado/util/hdf5.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class HDF5OutputLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override {}
+  const char* type() const override { return "HDF5Output"; }
+  int MinBottomBlobs() const override { return 1; }
+  int MaxBottomBlobs() const override { return 2; }
+  int ExactNumTopBlobs() const override { return 0; }
+  bool AllowForceBackward(int) const override { return false; }
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override { Forward_cpu(bottom, top); }
+  void Backward_gpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
+#endif
+
+ private:
+  std::unique_ptr<hdf5::AppendWriter> writer_;
+};
+
+}  // namespace cortado
