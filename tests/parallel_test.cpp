@@ -27,6 +27,7 @@
 #include "command.hpp"
 #include "data_parallel_util.hpp"
 #include "datum_db.hpp"
+#include "hdf5_util.hpp"
 
 #ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
@@ -344,6 +345,57 @@ TEST_F(ParallelSolverTest, RankZeroAloneSnapshotsAndAResumeIsBitIdentical) {
   EXPECT_EQ(resumed[0], through[0]) << "the resumed run left the run that never stopped";
   EXPECT_EQ(resumed[1], through[1]);
 }
+
+#ifdef CORTADO_USE_HDF5
+// HDF5Data on two ranks: each reads its shard (rank r's row i of a step is
+// row 2i + r of one reader with the batch of both), which an HDF5Output on
+// each rank records in a file of its own (out.h5, out_rank1.h5); the step
+// equals that of the one reader.
+TEST_F(ParallelSolverTest, Hdf5DataShardsAcrossRanksAndEachRankWritesItsOwnOutput) {
+  const fs::path dir = fs::path(db()).parent_path();
+  std::vector<double> x(40 * 3), y(40);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * static_cast<double>(i));
+  for (size_t r = 0; r < y.size(); ++r) y[r] = static_cast<double>(r);  // a row's label is its index
+  test::WriteH5((dir / "xy.h5").string(), {{"x", {40, 3}, x, H5T_IEEE_F32LE}, {"y", {40, 1}, y, H5T_IEEE_F32LE}});
+  std::ofstream(dir / "list.txt") << (dir / "xy.h5").string() << "\n";
+  auto net = [&](int batch, const std::string& out) {
+    return str_cat("layer { name: 'd' type: 'HDF5Data' top: 'x' top: 'y' hdf5_data_param { source: '",
+                   (dir / "list.txt").string(), "' batch_size: ", batch, " shuffle: true } } ",
+                   "layer { name: 'ip' type: 'InnerProduct' bottom: 'x' top: 'p' inner_product_param { num_output: 1 ",
+                   "weight_filler { type: 'gaussian' std: 0.1 } } } ",
+                   "layer { name: 'loss' type: 'EuclideanLoss' bottom: 'p' bottom: 'y' top: 'loss' loss_weight: 0.001 } ",
+                   "layer { name: 'out' type: 'HDF5Output' bottom: 'x' bottom: 'y' hdf5_output_param { file_name: '",
+                   (dir / out).string(), "' } }");
+  };
+  const std::string solver = test::DataParallelSolver(1, "");
+  const int B = 3, steps = 4;
+  std::vector<std::vector<float>> after(2);
+  RunRanks({-1, -1}, [&](const Rank& rank) {
+    auto s = test::MakeSolver(solver, net(B, "out.h5"), rank.comm, rank.ctx);
+    s->SyncParameters();
+    s->Step(steps);
+    after[static_cast<size_t>(rank.rank)] = test::Weights(s.get());
+  });
+  auto one = test::MakeSolver(solver, net(2 * B, "one.h5"), nullptr);
+  one->Step(steps);
+  std::vector<hsize_t> dims;
+  const std::vector<float> labels = test::ReadH5((dir / "one.h5").string(), "label", &dims);
+  ASSERT_EQ(dims, (std::vector<hsize_t>{2 * B * steps, 1}));
+  for (int r = 0; r < 2; ++r) {
+    const std::string file = (dir / (r == 0 ? "out.h5" : "out_rank1.h5")).string();
+    const std::vector<float> mine = test::ReadH5(file, "label", &dims);
+    ASSERT_EQ(dims, (std::vector<hsize_t>{B * steps, 1})) << file;
+    for (int step = 0; step < steps; ++step)
+      for (int i = 0; i < B; ++i)
+        EXPECT_EQ(mine[static_cast<size_t>(step * B + i)], labels[static_cast<size_t>(step * 2 * B + 2 * i + r)])
+            << "rank " << r << " step " << step << " row " << i;
+  }
+  EXPECT_EQ(after[0], after[1]);
+  const std::vector<float> w = test::Weights(one.get());
+  ASSERT_EQ(w.size(), after[0].size());
+  for (size_t k = 0; k < w.size(); ++k) EXPECT_NEAR(after[0][k], w[k], 1e-5 * (1 + std::fabs(w[k]))) << "weight " << k;
+}
+#endif
 
 // The ranks share the test: each runs half of test_iter on its shard, and
 // together they score what one solver testing alone scores, phase after
