@@ -10,13 +10,17 @@ resnet50_nvcaffe, resnet18) gets:
   train_val.prototxt            FP32; Data layers for TRAIN and TEST on the
                                 ILSVRC12 LMDBs, loss, top-1 and top-5 accuracy
   train_val_fp16.prototxt       the same layers with FP16 storage
+  train_val_bf16.prototxt       the same layers with BF16 storage
   deploy.prototxt               Input 10x3xHxW, ends in Softmax "prob"
   train_val_dummy.prototxt      DummyData instead of the Data layers, no
   train_val_dummy_fp16.prototxt accuracy: for benchmarks without ImageNet
+  train_val_dummy_bf16.prototxt
   solver.prototxt               the published recipe
   solver_fp16.prototxt          the same on the FP16 net, dynamic loss scaling
+  solver_bf16.prototxt          the same on the BF16 net, no loss scaling
   solver_dummy.prototxt         100 iterations on the dummy net, no testing
   solver_dummy_fp16.prototxt
+  solver_dummy_bf16.prototxt
 
 The files are plain prototxt meant to be read and edited; this script only
 saves writing some 20,000 lines by hand and keeps the variants of one net in
@@ -517,8 +521,15 @@ MODELS = [
     ),
 ]
 
-FP16_FIELDS = [("default_forward_type", Enum("FLOAT16")), ("default_backward_type", Enum("FLOAT16")),
-               ("default_forward_math", Enum("FLOAT")), ("default_backward_math", Enum("FLOAT"))]
+# The net-wide fields of each precision. BF16 always computes in FP32, so
+# it needs no math fields.
+PRECISION_FIELDS = {
+    "fp32": [],
+    "fp16": [("default_forward_type", Enum("FLOAT16")), ("default_backward_type", Enum("FLOAT16")),
+             ("default_forward_math", Enum("FLOAT")), ("default_backward_math", Enum("FLOAT"))],
+    "bf16": [("default_forward_type", Enum("BFLOAT16")), ("default_backward_type", Enum("BFLOAT16"))],
+}
+SUFFIX = {"fp32": "", "fp16": "_fp16", "bf16": "_bf16"}
 
 
 def generated_note(path):
@@ -565,9 +576,9 @@ def deploy_layers(m):
     return [inp] + body + [layer("prob", "Softmax", logits, "prob")]
 
 
-def net_file(path, comments, name, layers, fp16):
+def net_file(path, comments, name, layers, precision):
     lines = generated_note(path) + ["# " + c for c in comments]
-    head = [("name", name)] + (FP16_FIELDS if fp16 else [])
+    head = [("name", name)] + PRECISION_FIELDS[precision]
     lines += write_message(head)
     for l in layers:
         lines += write_message([("layer", l)])
@@ -583,8 +594,8 @@ def model_files(m):
     d = "models/" + m["dir"]
     per_gpu = "Batch per GPU: %d (train), %d (test)." % (m["batch"], m["test_batch"])
 
-    def fp16_note(base):
-        return ["FP16 storage for data, weights and gradients, FP32 math; otherwise",
+    def half_note(base, precision):
+        return ["%s storage for data, weights and gradients, FP32 math; otherwise" % precision.upper(),
                 "identical to %s.prototxt." % base]
 
     dummy_note = ["For benchmarks without ImageNet: train_val's layers with one DummyData",
@@ -593,27 +604,38 @@ def model_files(m):
     deploy_note = "Inference: 10 images of %dx%d, class probabilities in \"prob\"." % (m["crop"], m["crop"])
     tv, dummy = train_val_layers(m), dummy_layers(m)
     nets = {
-        "train_val": ([m["about"], per_gpu], tv, False),
-        "train_val_fp16": ([m["about"]] + fp16_note("train_val"), tv, True),
-        "train_val_dummy": ([m["about"]] + dummy_note, dummy, False),
-        "train_val_dummy_fp16": ([m["about"]] + dummy_note + fp16_note("train_val_dummy"), dummy, True),
-        "deploy": ([m["about"], deploy_note], deploy_layers(m), False),
+        "train_val": ([m["about"], per_gpu], tv, "fp32"),
+        "train_val_dummy": ([m["about"]] + dummy_note, dummy, "fp32"),
+        "deploy": ([m["about"], deploy_note], deploy_layers(m), "fp32"),
     }
+    for p in ("fp16", "bf16"):
+        nets["train_val" + SUFFIX[p]] = ([m["about"]] + half_note("train_val", p), tv, p)
+        nets["train_val_dummy" + SUFFIX[p]] = ([m["about"]] + dummy_note + half_note("train_val_dummy", p), dummy, p)
     files = {}
-    for base, (comments, layers, fp16) in nets.items():
+    for base, (comments, layers, precision) in nets.items():
         path = "%s/%s.prototxt" % (d, base)
-        files[base + ".prototxt"] = net_file(path, comments, m["name"], layers, fp16)
+        files[base + ".prototxt"] = net_file(path, comments, m["name"], layers, precision)
 
     seed = [("random_seed", 1), ("solver_mode", Enum("GPU"))]
-    fp16_solver = [("solver_data_type", Enum("FLOAT")), ("dynamic_loss_scale", True)]
-    fp16_comment = ["FP16 net, FP32 master weights (solver_data_type FLOAT), dynamic loss",
-                    "scaling (start 65536, halve on overflow and skip the step, double after",
-                    "2000 clean iterations)."]
-    for suffix, net, fp16 in (("", "train_val", False), ("_fp16", "train_val_fp16", True)):
-        fields = [("net", "%s/%s.prototxt" % (d, net))] + m["solver"] + [
-            ("snapshot_prefix", "%s/%s%s" % (d, m["dir"], suffix))] + seed + (fp16_solver if fp16 else [])
+    half_solver = {
+        "fp32": [],
+        "fp16": [("solver_data_type", Enum("FLOAT")), ("dynamic_loss_scale", True)],
+        "bf16": [("solver_data_type", Enum("FLOAT"))],
+    }
+    half_comment = {
+        "fp32": [],
+        "fp16": ["FP16 net, FP32 master weights (solver_data_type FLOAT), dynamic loss",
+                 "scaling (start 65536, halve on overflow and skip the step, double after",
+                 "2000 clean iterations)."],
+        "bf16": ["BF16 net, FP32 master weights (solver_data_type FLOAT), no loss scaling",
+                 "(BF16 has FP32's exponent range)."],
+    }
+    for p in ("fp32", "fp16", "bf16"):
+        suffix = SUFFIX[p]
+        fields = [("net", "%s/train_val%s.prototxt" % (d, suffix))] + m["solver"] + [
+            ("snapshot_prefix", "%s/%s%s" % (d, m["dir"], suffix))] + seed + half_solver[p]
         name = "solver%s.prototxt" % suffix
-        files[name] = solver_file(d + "/" + name, m["recipe"] + [per_gpu] + (fp16_comment if fp16 else []), fields)
+        files[name] = solver_file(d + "/" + name, m["recipe"] + [per_gpu] + half_comment[p], fields)
 
     # The dummy solvers: the recipe's update rule and rates on the dummy net,
     # 100 iterations of one pass each (no iter_size), no testing, no snapshot
@@ -621,16 +643,18 @@ def model_files(m):
     keep = ("base_lr", "lr_policy", "gamma", "power", "stepsize", "stepvalue", "momentum",
             "weight_decay")
     rule = [f for f in m["solver"] if f[0] in keep]
-    for suffix, net, fp16 in (("", "train_val_dummy", False), ("_fp16", "train_val_dummy_fp16", True)):
+    for p in ("fp32", "fp16", "bf16"):
+        suffix = SUFFIX[p]
+        net = "train_val_dummy" + suffix
         fields = [("net", "%s/%s.prototxt" % (d, net))] + rule + [
             ("display", 10), ("max_iter", 100), ("snapshot_after_train", False),
-            ("snapshot_prefix", "%s/%s_dummy%s" % (d, m["dir"], suffix))] + seed + (fp16_solver if fp16 else [])
+            ("snapshot_prefix", "%s/%s_dummy%s" % (d, m["dir"], suffix))] + seed + half_solver[p]
         name = "solver_dummy%s.prototxt" % suffix
         comments = ["Benchmark: 100 iterations of %s's recipe on %s.prototxt (no ImageNet," % (m["dir"], net),
                     "no testing, one pass per iteration), e.g.",
                     "trainer train --solver=%s/%s --gpu=0" % (d, name),
                     "Batch per GPU: %d." % m["batch"]]
-        files[name] = solver_file(d + "/" + name, comments + (fp16_comment if fp16 else []), fields)
+        files[name] = solver_file(d + "/" + name, comments + half_comment[p], fields)
     return files
 
 

@@ -10,9 +10,9 @@
 #                 (torchvision resnet50, channels_last, cudnn.benchmark,
 #                 autocast FP16 + GradScaler, SGD with momentum)
 #   Cortado FP32 and PyTorch FP32: the same without FP16.
-#   Cortado BF16 and PyTorch BF16 (PRECISIONS="bf16 ..."): the FP16 net with
-#                 BFLOAT16 types (written to LOG_DIR) and the FP32 solver (no
-#                 loss scaling); autocast bfloat16 without a GradScaler.
+#   Cortado BF16 and PyTorch BF16 (PRECISIONS="bf16 ..."): the BF16 net
+#                 (train_val_dummy_bf16, FP32 master weights, no loss
+#                 scaling); autocast bfloat16 without a GradScaler.
 # Synthetic data resident on the GPU for both (DummyData; one random batch).
 # An iteration is forward, backward and the optimizer step. Each run reports
 # the median of ITERS timed iterations after WARMUP; REPEATS runs alternate
@@ -68,13 +68,12 @@ fi
 
 PRECISIONS=${PRECISIONS:-fp16 fp32}
 declare -A model=([cortado_fp16]=models/resnet50/train_val_dummy_fp16.prototxt
-                  [cortado_bf16]=$LOG_DIR/train_val_dummy_bf16.prototxt
+                  [cortado_bf16]=models/resnet50/train_val_dummy_bf16.prototxt
                   [cortado_fp32]=models/resnet50/train_val_dummy.prototxt)
 declare -A solver=([cortado_fp16]=models/resnet50/solver_dummy_fp16.prototxt
-                   [cortado_bf16]=models/resnet50/solver_dummy.prototxt
+                   [cortado_bf16]=models/resnet50/solver_dummy_bf16.prototxt
                    [cortado_fp32]=models/resnet50/solver_dummy.prototxt)
 declare -A torch_prec=([pytorch_fp16]=amp [pytorch_bf16]=bf16 [pytorch_fp32]=fp32)
-sed 's/FLOAT16/BFLOAT16/g' models/resnet50/train_val_dummy_fp16.prototxt >"$LOG_DIR/train_val_dummy_bf16.prototxt"
 configs=()
 for p in $PRECISIONS; do
   [ -n "${solver[cortado_$p]:-}" ] || { echo "resnet50_gpu: PRECISIONS: unknown precision '$p' (fp16, bf16, fp32)" >&2; exit 1; }
