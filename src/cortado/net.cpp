@@ -185,6 +185,21 @@ void Net::Init(const NetParameter& in_param) {
     if (!lp.has_backward_math()) lp.set_backward_math(in_param.default_backward_math());
     if (!lp.has_phase()) lp.set_phase(phase_);
   }
+  {
+    // FLOAT16 math is FP16 storage's choice; a BF16 layer always computes in
+    // FLOAT (types.hpp, gpu_math_type). Say so once instead of ignoring it
+    // quietly, for the layers whose math type matters (GEMMs, convolutions).
+    std::string ignored;
+    for (const LayerParameter& lp : filtered.layer()) {
+      const bool gemm = lp.type() == "Convolution" || lp.type() == "Deconvolution" || lp.type() == "InnerProduct";
+      if (gemm && ((lp.forward_math() == FLOAT16 && lp.forward_type() == BFLOAT16) ||
+                   (lp.backward_math() == FLOAT16 && lp.backward_type() == BFLOAT16)))
+        ignored += (ignored.empty() ? "" : ", ") + lp.name();
+    }
+    if (!ignored.empty())
+      LOG(WARNING) << "forward_math/backward_math FLOAT16 is for FP16 storage; these BFLOAT16 layers compute in "
+                   << "FLOAT: " << ignored;
+  }
   std::vector<int> origin;
   const NetParameter param = InsertSplits(filtered, &origin);
   for (int o : origin) source_index_.push_back(kept[o]);

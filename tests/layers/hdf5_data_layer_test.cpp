@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -182,6 +183,13 @@ TEST(HDF5DataErrors, ListsAndFiles) {
   std::ofstream(dir / "text.h5") << "not an HDF5 file\n";
   EXPECT_NE(error(dir / "text.h5").find("bad_list.txt:1: " + dir / "text.h5" + ": cannot open as an HDF5 file"),
             std::string::npos);
+  // A truncated HDF5 file (a copy cut in half): an error, not a crash.
+  {
+    std::ifstream in(dir / "a.h5", std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(dir / "cut.h5", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  }
+  EXPECT_NE(error(dir / "cut.h5").find("bad_list.txt:1: " + dir / "cut.h5" + ": "), std::string::npos);
   // A dataset missing for a top.
   test::WriteH5(dir / "nolabel.h5", {{"data", {2, 2}, {1, 2, 3, 4}, H5T_IEEE_F32LE}});
   EXPECT_NE(error(dir / "nolabel.h5").find(dir / "nolabel.h5" + ": dataset 'label': not in the file"),
