@@ -41,9 +41,10 @@ import sys
 GLOG = re.compile(r"([IWEF])(\d{4})?(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,6})\s+\d+ [^\]\s]+:\d+\] (.*)$")
 NUM = r"([-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|(?i:inf|nan)))"
 
-# Caffe prints "Iteration N (X iter/s, Ys/D iters), loss = L"; Cortado and
-# older Caffe print "Iteration N, loss = L".
-TRAIN_LOSS = re.compile(r"^Iteration (\d+)(?: \([^)]*\))?, loss = " + NUM)
+# Caffe prints "Iteration N (X iter/s, Ys/D iters), loss = L", NVCaffe
+# "Iteration N (X iter/s, Ys/D iter), E/Fep, loss = L" (epochs where its data
+# layer counts them); Cortado and older Caffe print "Iteration N, loss = L".
+TRAIN_LOSS = re.compile(r"^Iteration (\d+)(?: \([^)]*\))?,(?: [^,]*ep,)? loss = " + NUM)
 LEARNING_RATE = re.compile(r"^Iteration (\d+), lr = " + NUM)
 TESTING = re.compile(r"^Iteration (\d+), Testing net \(#(\d+)\)")
 OUTPUT = re.compile(r"^\s*(Train|Test) net output #(\d+): (\S+) = " + NUM)

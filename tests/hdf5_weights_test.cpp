@@ -139,6 +139,96 @@ TEST(Hdf5Weights, Errors) {
   EXPECT_NE(error(dir / "shape.h5").find(dir / "shape.h5" + ": layer 'ip2' parameter 0 has shape"), std::string::npos);
 }
 
+TEST(Hdf5Weights, LayerNamesWithASlashAreRefusedUpFront) {
+  // Caffe's layout makes a group of each layer name; HDF5 would read
+  // "ip1/x" as a path. The solver says so at set-up, not at the first snapshot.
+  std::string net = Classifier("FLOAT");
+  net.replace(net.find("name: \"ip1\""), 11, "name: \"ip1/x\"");
+  try {
+    MakeSolver("base_lr: 0.1 lr_policy: 'fixed' max_iter: 1 snapshot_format: HDF5", net);
+    ADD_FAILURE() << "accepted layer 'ip1/x' with HDF5 snapshots";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("snapshot_format"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'ip1/x'"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(MakeSolver("base_lr: 0.1 lr_policy: 'fixed' max_iter: 1", net)) << "binary proto snapshots hold it";
+  // A file where such a name became a subgroup (data/ip2/bn) is an error, not a silent skip.
+  test::TempDir dir;
+  const std::string path = dir / "slash.caffemodel.h5";
+  {
+    const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    H5Gclose(H5Gcreate2(f, "data/ip2/bn", lcpl, H5P_DEFAULT, H5P_DEFAULT));
+    H5Pclose(lcpl);
+    H5Fclose(f);
+  }
+  auto s = MakeSolver("base_lr: 0.1 lr_policy: 'fixed' max_iter: 1", Classifier("FLOAT"));
+  try {
+    s->net()->CopyTrainedLayersFrom(path);
+    ADD_FAILURE() << "loaded data/ip2/bn";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("data/ip2 holds 'bn'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Hdf5Weights, ScalarBlobsRoundTrip) {
+  // A channel-shared PReLU slope is a blob with no axes: written as an HDF5
+  // scalar, read back as one.
+  test::TempDir dir;
+  const std::string net = str_cat(R"(
+    layer { name: "x" type: "DummyData" top: "x" top: "label"
+      dummy_data_param { shape { dim: 4 dim: 6 } shape { dim: 4 } data_filler { type: "gaussian" } data_filler { type: "constant" value: 1 } } }
+    layer { name: "ip" type: "InnerProduct" bottom: "x" top: "h" inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }
+    layer { name: "prelu" type: "PReLU" bottom: "h" top: "h" prelu_param { channel_shared: true filler { type: "constant" value: 0.3 } } }
+    layer { name: "loss" type: "SoftmaxWithLoss" bottom: "h" bottom: "label" top: "loss" })");
+  auto a = MakeSolver("base_lr: 0.1 lr_policy: 'fixed' max_iter: 1", net);
+  NetParameter p;
+  a->net()->ToProto(&p, false);
+  hdf5::WriteWeights(dir / "s.h5", p);
+  NetParameter q;
+  hdf5::ReadWeights(dir / "s.h5", &q);
+  bool found = false;
+  for (const LayerParameter& l : q.layer()) {
+    if (l.name() != "prelu") continue;
+    found = true;
+    ASSERT_EQ(l.blobs_size(), 1);
+    EXPECT_EQ(l.blobs(0).shape().dim_size(), 0);
+    ASSERT_EQ(l.blobs(0).data_size(), 1);
+    EXPECT_EQ(l.blobs(0).data(0), 0.3f);
+  }
+  EXPECT_TRUE(found);
+  auto b = MakeSolver("base_lr: 0.1 lr_policy: 'fixed' max_iter: 1", net);
+  EXPECT_NO_THROW(b->net()->CopyTrainedLayersFrom(dir / "s.h5"));
+}
+
+TEST(Hdf5Weights, AHugeDatasetIsAnErrorNotAnOverflow) {
+  // 65536 x 65537 values, chunked and never written, so the file is tiny.
+  test::TempDir dir;
+  const std::string path = dir / "huge.h5";
+  {
+    const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    const hsize_t dims[2] = {65536, 65537}, chunk[2] = {1, 1024};
+    const hid_t space = H5Screate_simple(2, dims, nullptr);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 2, chunk);
+    H5Dclose(H5Dcreate2(f, "data/ip2/0", H5T_IEEE_F32LE, space, lcpl, dcpl, H5P_DEFAULT));
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Pclose(lcpl);
+    H5Fclose(f);
+  }
+  NetParameter p;
+  try {
+    hdf5::ReadWeights(path, &p);
+    ADD_FAILURE() << "read 2^32 values into a weights blob";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than a weights blob may hold"), std::string::npos) << e.what();
+  }
+}
+
 class Hdf5Snapshot : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(Hdf5Snapshot, SnapshotThenResumeIsBitIdentical) {
@@ -162,7 +252,7 @@ TEST_P(Hdf5Snapshot, SnapshotThenResumeIsBitIdentical) {
       ASSERT_EQ(a[i]->cpu_data<float>()[k], b[i]->cpu_data<float>()[k]) << "param " << i << " index " << k;
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, Hdf5Snapshot, ::testing::Values("FLOAT", "FLOAT16", "BFLOAT16"));
+INSTANTIATE_TEST_SUITE_P(Types, Hdf5Snapshot, ::testing::Values("DOUBLE", "FLOAT", "FLOAT16", "BFLOAT16"));
 
 #else
 

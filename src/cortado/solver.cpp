@@ -218,6 +218,17 @@ void Solver::InitNets() {
   };
   shard(&train);
   net_ = std::make_unique<Net>(train, train_info, ctx_);
+  if (param_.snapshot_format() == SolverParameter::HDF5) {
+    // Said now, not at the first snapshot hours later.
+    for (const auto& l : net_->layers()) {
+      if (l->blobs().empty()) continue;
+      try {
+        hdf5::CheckWeightsLayerName(l->name(), "HDF5 snapshots");
+      } catch (const Error& e) {
+        ParamFail("snapshot_format", e.what());
+      }
+    }
+  }
 
   // Test nets: test_net files, test_net_param, or the general net in TEST phase.
   std::vector<std::pair<NetParameter, SourceInfo>> tests;

@@ -104,6 +104,16 @@ TEST_F(HDF5DataFloat, ShuffledEpochsArePermutationsDrawnFromTheSeed) {
     in_list_order += labels == kRowLabel;
   }
   EXPECT_LT(in_list_order, 3) << "8 shuffled epochs of 5 rows should not keep the list's order";
+  // The rows within a file are shuffled too, not only the files' order: in
+  // some epoch a.h5's labels 10, 11, 12 come out of their file's order.
+  int a_rows_in_file_order = 0;
+  for (const auto& b : run) {
+    std::vector<float> a_rows;
+    for (float l : b.second)
+      if (l >= 10 && l <= 12) a_rows.push_back(l);
+    a_rows_in_file_order += std::is_sorted(a_rows.begin(), a_rows.end());
+  }
+  EXPECT_LT(a_rows_in_file_order, 8) << "the rows of a.h5 kept their order in every epoch";
   EXPECT_EQ(Batches(3, text, -1, 8), run) << "the same seed gives the same epochs";
   EXPECT_NE(Batches(4, text, -1, 8), run) << "another seed gives other epochs";
   // Without shuffle, the list's order.

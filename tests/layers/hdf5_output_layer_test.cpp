@@ -134,6 +134,42 @@ TEST(HDF5OutputLayer, Errors) {
     EXPECT_EQ(e.field(), "hdf5_output_param.file_name");
     EXPECT_NE(std::string(e.what()).find("cannot create the HDF5 file"), std::string::npos) << e.what();
   }
+  // A label row count that is not the data's.
+  {
+    HDF5OutputLayer<float, float> layer(test::MakeParam<test::TypePair<float, float>>(
+        "name: 'out' type: 'HDF5Output' hdf5_output_param { file_name: '" + (dir / "rows.h5") + "' }"));
+    test::Blobs bottom;
+    bottom.add({2, 3}, FLOAT);
+    bottom.add({3}, FLOAT);
+    try {
+      layer.SetUp(bottom.vec, {});
+      ADD_FAILURE() << "accepted 3 labels for 2 rows";
+    } catch (const FieldError& e) {
+      EXPECT_EQ(e.field(), "bottom[1]");
+      EXPECT_NE(std::string(e.what()).find("has 3 rows"), std::string::npos) << e.what();
+    }
+  }
+  // Two layers writing one file (an HDF5Output in the train and the test net).
+  {
+    auto make = [&] {
+      return std::make_unique<HDF5OutputLayer<float, float>>(test::MakeParam<test::TypePair<float, float>>(
+          "name: 'out' type: 'HDF5Output' hdf5_output_param { file_name: '" + (dir / "twice.h5") + "' }"));
+    };
+    test::Blobs bottom;
+    bottom.add({2, 3}, FLOAT);
+    auto first = make();
+    first->SetUp(bottom.vec, {});
+    auto second = make();
+    try {
+      second->SetUp(bottom.vec, {});
+      ADD_FAILURE() << "two writers of one file";
+    } catch (const FieldError& e) {
+      EXPECT_NE(std::string(e.what()).find("already open for writing by another HDF5Output layer"), std::string::npos)
+          << e.what();
+    }
+    first.reset();
+    second->SetUp(bottom.vec, {});  // free again once the first is gone
+  }
   // Rows of another shape than the first batch's.
   HDF5OutputLayer<float, float> layer(test::MakeParam<test::TypePair<float, float>>(
       "name: 'out' type: 'HDF5Output' hdf5_output_param { file_name: '" + (dir / "out.h5") + "' }"));

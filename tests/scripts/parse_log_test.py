@@ -285,6 +285,30 @@ class CaffeLog(unittest.TestCase):
         self.assertIn("error line: ", r.stdout)
 
 
+# NVCaffe 0.17 adds the epochs its data layer has read to the loss line.
+NVCAFFE_LOG = """\
+I0523 10:00:00.000000  1234 solver.cpp:356] Iteration 0 (0 iter/s, 1.2s/20 iter), 0/91.0ep, loss = 6.91
+I0523 10:00:00.000000  1234 solver.cpp:374]     Train net output #0: loss = 6.91 (* 1 = 6.91 loss)
+I0523 10:00:00.100000  1234 sgd_solver.cpp:170] Iteration 0, lr = 0.1, m = 0.9, lrm = 0.01, wd = 0.0001, gs = 1
+I0523 10:00:06.000000  1234 solver.cpp:356] Iteration 20 (3.4 iter/s, 5.8s/20 iter), 1.7/91.0ep, loss = 6.9
+I0523 10:00:06.000000  1234 solver.cpp:374]     Train net output #0: loss = 6.8 (* 1 = 6.8 loss)
+I0523 10:00:06.100000  1234 sgd_solver.cpp:170] Iteration 20, lr = 0.099, m = 0.9, lrm = 0.0099, wd = 0.0001, gs = 1
+"""
+
+
+class NvcaffeLog(unittest.TestCase):
+    def test_epoch_field_and_extra_rate_fields(self):
+        d = tempdir("parse_log_nvcaffe.")
+        path = os.path.join(d, "nvcaffe.log")
+        with open(path, "w") as f:
+            f.write(NVCAFFE_LOG)
+        log = parse_log.parse(path)
+        self.assertEqual([r["NumIters"] for r in log.train], [0, 20])
+        self.assertEqual([r["SmoothedLoss"] for r in log.train], [6.91, 6.9])
+        self.assertEqual([r["loss"] for r in log.train], [6.91, 6.8])
+        self.assertEqual([r["LearningRate"] for r in log.train], [0.1, 0.099])
+
+
 class BadInput(unittest.TestCase):
     def parse_log(self, *args):
         return run([sys.executable, os.path.join(SCRIPTS, "parse_log.py")] + list(args))

@@ -29,7 +29,7 @@ class HDF5OutputLayer : public Layer<Ftype, Btype> {
   using Layer<Ftype, Btype>::Layer;
 
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override {}
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "HDF5Output"; }
   int MinBottomBlobs() const override { return 1; }
   int MaxBottomBlobs() const override { return 2; }

@@ -41,6 +41,9 @@ void ReadWeights(const std::string& path, NetParameter* param);
 /// Writes the blobs of `param`'s layers in that layout, their `diff` too
 /// when they have one, to "<path>.tmp", then renames it to `path`.
 void WriteWeights(const std::string& path, const NetParameter& param);
+/// Throws Error (naming `path`) unless `layer` can name a group of that
+/// layout: not empty, not ".", no '/' (which HDF5 reads as a path).
+void CheckWeightsLayerName(const std::string& layer, const std::string& path);
 
 /// Creates (or truncates) an HDF5 file and appends rows to float datasets
 /// in it: the first Append of a name creates an extendable dataset of that

@@ -19,6 +19,16 @@ void HDF5OutputLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const Blob
 }
 
 template <typename Ftype, typename Btype>
+void HDF5OutputLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  // Caffe's rule: the label rows go with the data rows.
+  auto rows = [](const Blob* b) { return b->num_axes() > 0 ? b->shape(0) : 1; };
+  if (bottom.size() == 2 && rows(bottom[1]) != rows(bottom[0])) {
+    this->field_error("bottom[1]", "has ", rows(bottom[1]), " rows (shape ", bottom[1]->shape_string(),
+                      ") but bottom[0] has ", rows(bottom[0]), " (shape ", bottom[0]->shape_string(), ")");
+  }
+}
+
+template <typename Ftype, typename Btype>
 void HDF5OutputLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   for (size_t k = 0; k < bottom.size(); ++k) {
     const Blob& b = *bottom[k];

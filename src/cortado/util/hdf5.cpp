@@ -1,9 +1,12 @@
 #include "cortado/util/hdf5.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "cortado/blob.hpp"
 #include "cortado/common.hpp"
@@ -82,7 +85,8 @@ const char* ClassName(H5T_class_t c) {
 
 // The dimensions of dataset `name` of the open file; Error unless it is a
 // numeric dataset of rank >= 1.
-std::vector<int64_t> Shape(hid_t file, const std::string& path, const std::string& name, Id* dataset) {
+std::vector<int64_t> Shape(hid_t file, const std::string& path, const std::string& name, Id* dataset,
+                           bool allow_scalar = false, bool* is_double = nullptr) {
   const std::string where = path + ": dataset '" + name + "'";
   if (H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0) fail(where, ": not in the file");
   Id d(H5Dopen2(file, name.c_str(), H5P_DEFAULT), &H5Dclose);
@@ -90,10 +94,11 @@ std::vector<int64_t> Shape(hid_t file, const std::string& path, const std::strin
   Id type(H5Dget_type(d.get()), &H5Tclose);
   const H5T_class_t c = type.ok() ? H5Tget_class(type.get()) : H5T_NO_CLASS;
   if (c != H5T_INTEGER && c != H5T_FLOAT) fail(where, ": holds ", ClassName(c), " values; it must hold numbers");
+  if (is_double) *is_double = c == H5T_FLOAT && H5Tget_size(type.get()) > 4;
   Id space(H5Dget_space(d.get()), &H5Sclose);
   const int rank = space.ok() ? H5Sget_simple_extent_ndims(space.get()) : -1;
   if (rank < 0) fail(where, ": cannot read its dimensions");
-  if (rank == 0) fail(where, ": is a scalar; it needs a first dimension that counts rows");
+  if (rank == 0 && !allow_scalar) fail(where, ": is a scalar; it needs a first dimension that counts rows");
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   std::vector<int64_t> out(dims.begin(), dims.end());
@@ -149,19 +154,26 @@ std::vector<std::string> LinkNames(hid_t group) {
   return names;
 }
 
-// Writes a float dataset `name` of dimensions `dims` into `group`.
-void WriteFloats(hid_t group, const std::string& name, const std::vector<hsize_t>& dims, const float* values,
-                 const std::string& where) {
+// Writes a dataset `name` of dimensions `dims` (none: a scalar) and memory
+// type `type` (H5T_NATIVE_FLOAT or H5T_NATIVE_DOUBLE) into `group`.
+void WriteValues(hid_t group, const std::string& name, const std::vector<hsize_t>& dims, hid_t type,
+                 const void* values, const std::string& where) {
   Id space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
            &H5Sclose);
-  Id d(H5Dcreate2(group, name.c_str(), H5T_NATIVE_FLOAT, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-       &H5Dclose);
-  if (!space.ok() || !d.ok() || H5Dwrite(d.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0) {
+  Id d(H5Dcreate2(group, name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), &H5Dclose);
+  if (!space.ok() || !d.ok() || H5Dwrite(d.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0) {
     fail(where, ": cannot write dataset '", name, "' (disk full?)");
   }
 }
 
 }  // namespace
+
+void CheckWeightsLayerName(const std::string& layer, const std::string& path) {
+  if (layer.empty() || layer == "." || layer.find('/') != std::string::npos) {
+    fail(path, ": layer '", layer, "' cannot be a group of Caffe's HDF5 weights (data/<layer>/<blob>): HDF5 reads '/' "
+         "as a path; rename the layer or use snapshot_format: BINARYPROTO");
+  }
+}
 
 void ReadWeights(const std::string& path, NetParameter* param) {
   Guard g;
@@ -173,25 +185,52 @@ void ReadWeights(const std::string& path, NetParameter* param) {
   if (!data.ok()) fail(path, ": 'data' is not a group");
   param->Clear();
   for (const std::string& layer : LinkNames(data.get())) {
+    const std::string name = "data/" + layer;
     Id group(H5Gopen2(data.get(), layer.c_str(), H5P_DEFAULT), &H5Gclose);
-    if (!group.ok()) fail(path, ": data/", layer, " is not a group");
+    if (!group.ok()) fail(path, ": ", name, " is not a group");
+    // The group holds exactly the blobs 0 .. n-1. Anything else is a layer
+    // whose name has a '/' (HDF5 made it a subgroup: data/conv1/bn) or a
+    // blob missing in between (a parameter shared with another layer): it
+    // could not be loaded as written, so it is an error, not a silent skip.
+    const std::vector<std::string> links = LinkNames(group.get());
+    for (const std::string& link : links) {
+      bool blob_index = !link.empty() && link.size() < 10 && link.find_first_not_of("0123456789") == std::string::npos &&
+                        (link == "0" || link[0] != '0');
+      if (blob_index && std::stoul(link) >= links.size()) blob_index = false;
+      if (!blob_index) {
+        fail(path, ": ", name, " holds '", link, "' where blobs 0..", links.size() - 1,
+             " are expected (a layer name with '/', or a blob shared with another layer, cannot be read)");
+      }
+    }
     LayerParameter* lp = param->add_layer();
     lp->set_name(layer);
-    for (int j = 0; H5Lexists(group.get(), std::to_string(j).c_str(), H5P_DEFAULT) > 0; ++j) {
+    for (size_t j = 0; j < links.size(); ++j) {
       Id d(-1, &H5Dclose);
-      const std::string name = "data/" + layer;
-      const std::vector<int64_t> dims = Shape(group.get(), path + ": " + name, std::to_string(j), &d);
+      bool dbl = false;
+      const std::vector<int64_t> dims =
+          Shape(group.get(), path + ": " + name, std::to_string(j), &d, /*allow_scalar=*/true, &dbl);
       BlobProto* b = lp->add_blobs();
       size_t count = 1;
       for (int64_t v : dims) {
         b->mutable_shape()->add_dim(v);
         count *= static_cast<size_t>(v);
       }
-      b->mutable_data()->Resize(static_cast<int>(count), 0.f);
-      if (count > 0 &&
-          H5Dread(d.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, b->mutable_data()->mutable_data()) < 0) {
-        fail(path, ": dataset '", name, "/", j, "': read error");
+      if (count > static_cast<size_t>(INT_MAX)) {
+        fail(path, ": dataset '", name, "/", j, "' holds ", count, " values, more than a weights blob may hold (",
+             INT_MAX, ")");
       }
+      herr_t st = 0;
+      // Doubles stay doubles (a DOUBLE net resumes exactly); the rest reads as float.
+      if (dbl) {
+        b->mutable_double_data()->Resize(static_cast<int>(count), 0.0);
+        if (count > 0)
+          st = H5Dread(d.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, b->mutable_double_data()->mutable_data());
+      } else {
+        b->mutable_data()->Resize(static_cast<int>(count), 0.f);
+        if (count > 0)
+          st = H5Dread(d.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, b->mutable_data()->mutable_data());
+      }
+      if (st < 0) fail(path, ": dataset '", name, "/", j, "': read error");
     }
   }
 }
@@ -203,8 +242,10 @@ void WriteWeights(const std::string& path, const NetParameter& param) {
     Id f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), &H5Fclose);
     if (!f.ok()) fail(tmp, ": cannot create the HDF5 file (is the folder there and writable?)");
     bool any_diff = false;
-    for (const LayerParameter& l : param.layer())
-      for (const BlobProto& b : l.blobs()) any_diff |= b.diff_size() > 0;
+    for (const LayerParameter& l : param.layer()) {
+      if (l.blobs_size() > 0) CheckWeightsLayerName(l.name(), path);
+      for (const BlobProto& b : l.blobs()) any_diff |= b.diff_size() > 0 || b.double_diff_size() > 0;
+    }
     for (const char* part : {"data", "diff"}) {
       const bool diff = part[1] == 'i';
       if (diff && !any_diff) continue;
@@ -219,11 +260,16 @@ void WriteWeights(const std::string& path, const NetParameter& param) {
           std::vector<hsize_t> dims(b.shape().dim().begin(), b.shape().dim().end());
           size_t count = 1;
           for (hsize_t v : dims) count *= v;
-          const auto& values = diff ? b.diff() : b.data();
-          if (static_cast<size_t>(values.size()) != count) {
-            fail(tmp, ": layer '", l.name(), "' blob ", j, " has ", values.size(), " ", part, " values for ", count);
+          // A DOUBLE blob keeps its doubles (as Caffe<double> writes them).
+          const bool dbl = diff ? b.double_diff_size() > 0 : b.double_data_size() > 0;
+          const size_t have = dbl ? static_cast<size_t>(diff ? b.double_diff_size() : b.double_data_size())
+                                  : static_cast<size_t>(diff ? b.diff_size() : b.data_size());
+          if (have != count) {
+            fail(tmp, ": layer '", l.name(), "' blob ", j, " has ", have, " ", part, " values for ", count);
           }
-          WriteFloats(group.get(), std::to_string(j), dims, values.data(), tmp);
+          const void* values = dbl ? static_cast<const void*>(diff ? b.double_diff().data() : b.double_data().data())
+                                   : static_cast<const void*>(diff ? b.diff().data() : b.data().data());
+          WriteValues(group.get(), std::to_string(j), dims, dbl ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, values, tmp);
         }
       }
     }
@@ -242,14 +288,34 @@ struct AppendWriter::Impl {
   std::map<std::string, Dataset> datasets;
 };
 
+namespace {
+// The files AppendWriters hold open (by canonical path), to name the real
+// cause when a second one asks for the same file.
+std::set<std::string>& OpenForAppend() {
+  static std::set<std::string> open;
+  return open;
+}
+std::string Canonical(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::weakly_canonical(path, ec);
+  return ec ? path : p.string();
+}
+}  // namespace
+
 AppendWriter::AppendWriter(const std::string& path) : path_(path), impl_(std::make_unique<Impl>()) {
   Guard g;
+  if (OpenForAppend().count(Canonical(path))) {
+    fail(path, ": already open for writing by another HDF5Output layer of this process (give each its own "
+         "file_name, or an include { phase } rule so that one net has it)");
+  }
   impl_->file = Id(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), &H5Fclose);
   if (!impl_->file.ok()) fail(path, ": cannot create the HDF5 file (is the folder there and writable?)");
+  OpenForAppend().insert(Canonical(path));
 }
 
 AppendWriter::~AppendWriter() {
   Guard g;
+  if (impl_ && impl_->file.ok()) OpenForAppend().erase(Canonical(path_));
   impl_.reset();  // closes the datasets, then the file
 }
 
@@ -316,6 +382,7 @@ void ReadDatasets(const std::string& path, const std::vector<std::string>&, cons
                   std::vector<std::vector<float>>*) {
   NoHdf5(path);
 }
+void CheckWeightsLayerName(const std::string&, const std::string&) {}
 void ReadWeights(const std::string& path, NetParameter*) { NoHdf5(path); }
 void WriteWeights(const std::string& path, const NetParameter&) { NoHdf5(path); }
 struct AppendWriter::Impl {};
