@@ -1,0 +1,86 @@
+/* Cortado's C interface: nets and solvers behind opaque handles, for the
+ * Python module (python/cortado, through ctypes) and any other language
+ * with a C foreign-function interface. Built as libcortado_c.so.
+ *
+ * Every function that can fail returns 0 (or a handle) on success and -1 (or
+ * NULL) on failure; cortado_last_error() then gives the message, the same
+ * one the trainer prints (file and line, layer, field). Blob values cross
+ * the interface as float32 whatever the blob's storage type (values set are
+ * kept as given; a 16-bit layer rounds them to nearest when it reads them,
+ * as it does any float input); a blob is named either by its name in
+ * the net (layer < 0) or as parameter `param` of layer number `layer`.
+ * Handles are not thread-safe; use one per thread. */
+#ifndef CORTADO_C_API_H_
+#define CORTADO_C_API_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cortado_net cortado_net;
+typedef struct cortado_solver cortado_solver;
+
+/* The message of the last failure on this thread ("" if none). */
+const char* cortado_last_error(void);
+const char* cortado_version(void);
+/* Seeds the process's random generator (fillers, dropout, data order). */
+void cortado_set_random_seed(uint64_t seed);
+/* How many CUDA devices this build and machine have (0 without). */
+int cortado_device_count(void);
+
+/* A net from a prototxt; phase 0 TRAIN, 1 TEST; weights: a .caffemodel or
+ * .caffemodel.h5 to load, or NULL; gpu: a device number, or -1 for the CPU. */
+cortado_net* cortado_net_open(const char* model, int phase, const char* weights, int gpu);
+void cortado_net_close(cortado_net* net);
+int cortado_net_forward(cortado_net* net, double* loss);
+int cortado_net_backward(cortado_net* net);
+int cortado_net_reshape(cortado_net* net);
+int cortado_net_copy_weights(cortado_net* net, const char* path);
+/* Writes the weights: .h5 names HDF5 (Caffe's layout), anything else a
+ * binary .caffemodel; written to a temporary name and renamed. */
+int cortado_net_save(cortado_net* net, const char* path);
+
+int cortado_net_num_blobs(cortado_net* net);
+const char* cortado_net_blob_name(cortado_net* net, int i);
+int cortado_net_num_layers(cortado_net* net);
+const char* cortado_net_layer_name(cortado_net* net, int i);
+const char* cortado_net_layer_type(cortado_net* net, int i);
+int cortado_net_layer_num_params(cortado_net* net, int i);
+int cortado_net_num_inputs(cortado_net* net);
+const char* cortado_net_input_name(cortado_net* net, int i);
+int cortado_net_num_outputs(cortado_net* net);
+const char* cortado_net_output_name(cortado_net* net, int i);
+
+/* The blob's number of axes (-1 on failure); its dimensions, at most
+ * max_dims of them, into dims. */
+int cortado_blob_shape(cortado_net* net, const char* blob, int layer, int param, int* dims, int max_dims);
+/* Copies `count` (the blob's count) values of the data (diff = 0) or the
+ * diff (diff = 1) out of or into the blob. */
+int cortado_blob_get(cortado_net* net, const char* blob, int layer, int param, int diff, float* out, int64_t count);
+int cortado_blob_set(cortado_net* net, const char* blob, int layer, int param, int diff, const float* in,
+                     int64_t count);
+/* Reshapes a named blob (an input); every layer reshapes to its bottoms at
+ * the next forward (or cortado_net_reshape). */
+int cortado_blob_reshape(cortado_net* net, const char* blob, const int* dims, int ndim);
+
+/* A solver from a solver prototxt; gpu as for nets. */
+cortado_solver* cortado_solver_open(const char* solver, int gpu);
+void cortado_solver_close(cortado_solver* solver);
+int cortado_solver_step(cortado_solver* solver, int iters);
+/* Trains to max_iter, resuming from a .solverstate first unless NULL. */
+int cortado_solver_solve(cortado_solver* solver, const char* resume);
+int cortado_solver_restore(cortado_solver* solver, const char* state);
+int cortado_solver_snapshot(cortado_solver* solver);
+int cortado_solver_iter(cortado_solver* solver);
+/* The solver's nets, owned by the solver (valid until it is closed). */
+cortado_net* cortado_solver_net(cortado_solver* solver);
+int cortado_solver_num_test_nets(cortado_solver* solver);
+cortado_net* cortado_solver_test_net(cortado_solver* solver, int i);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CORTADO_C_API_H_ */

@@ -1,0 +1,274 @@
+// The C interface (include/cortado/c_api.h): every entry point catches what
+// Cortado throws and turns it into -1 / NULL plus cortado_last_error(), so
+// no C++ exception crosses into C or Python.
+#include "cortado/c_api.h"
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cortado/config.hpp"
+#include "cortado/net.hpp"
+#include "cortado/solver.hpp"
+#include "cortado/util/device.hpp"
+#include "cortado/util/hdf5.hpp"
+#include "cortado/util/io.hpp"
+#include "cortado/util/rng.hpp"
+
+struct cortado_net {
+  cortado::Net* net = nullptr;            // owned by `owned` or by a solver
+  std::unique_ptr<cortado::Net> owned;
+};
+
+struct cortado_solver {
+  std::unique_ptr<cortado::Solver> solver;
+  cortado_net train;
+  std::vector<cortado_net> tests;
+};
+
+namespace {
+
+thread_local std::string t_error;
+
+// Runs f, returning 0; on an exception records its message and returns -1.
+template <typename F>
+int Guarded(F&& f) {
+  try {
+    t_error.clear();
+    f();
+    return 0;
+  } catch (const std::exception& e) {
+    t_error = e.what();
+  } catch (...) {
+    t_error = "unknown error";
+  }
+  return -1;
+}
+
+std::shared_ptr<const cortado::Context> ContextFor(int gpu) {
+  if (gpu < 0) return cortado::Context::Cpu();
+  const int n = cortado::DeviceCount();
+  if (gpu >= n) cortado::fail("gpu ", gpu, ": this build and machine have ", n, " CUDA device(s)");
+  return cortado::Context::Create(gpu);
+}
+
+cortado::Blob* FindBlob(cortado_net* h, const char* blob, int layer, int param) {
+  if (!h || !h->net) cortado::fail("no net");
+  cortado::Net& net = *h->net;
+  if (layer < 0) {
+    if (!blob || !net.has_blob(blob)) cortado::fail("net '", net.name(), "' has no blob '", blob ? blob : "", "'");
+    return net.blob_by_name(blob).get();
+  }
+  if (layer >= static_cast<int>(net.layers().size())) cortado::fail("net '", net.name(), "' has no layer ", layer);
+  auto& blobs = net.layers()[static_cast<size_t>(layer)]->blobs();
+  if (param < 0 || param >= static_cast<int>(blobs.size())) {
+    cortado::fail("layer '", net.layer_names()[static_cast<size_t>(layer)], "' has no parameter ", param, " (it has ",
+                  blobs.size(), ")");
+  }
+  return blobs[static_cast<size_t>(param)].get();
+}
+
+void CheckCount(const cortado::Blob& b, int64_t count, const char* blob) {
+  if (count != static_cast<int64_t>(b.count()))
+    cortado::fail("blob '", blob ? blob : "parameter", "' of shape ", b.shape_string(), " holds ", b.count(),
+                  " values, not ", count);
+}
+
+const char* NameAt(const std::vector<std::string>& names, int i) {
+  return i >= 0 && i < static_cast<int>(names.size()) ? names[static_cast<size_t>(i)].c_str() : nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* cortado_last_error(void) { return t_error.c_str(); }
+const char* cortado_version(void) { return CORTADO_VERSION; }
+void cortado_set_random_seed(uint64_t seed) { cortado::set_random_seed(static_cast<int64_t>(seed)); }
+int cortado_device_count(void) {
+  int n = 0;
+  Guarded([&] { n = cortado::DeviceCount(); });
+  return n;
+}
+
+cortado_net* cortado_net_open(const char* model, int phase, const char* weights, int gpu) {
+  auto h = std::make_unique<cortado_net>();
+  const int st = Guarded([&] {
+    if (!model) cortado::fail("no model file given");
+    if (phase != 0 && phase != 1) cortado::fail("phase must be 0 (TRAIN) or 1 (TEST), got ", phase);
+    h->owned = std::make_unique<cortado::Net>(std::string(model), phase == 0 ? cortado::TRAIN : cortado::TEST, 0,
+                                              std::vector<std::string>{}, ContextFor(gpu));
+    h->net = h->owned.get();
+    if (weights && *weights) h->net->CopyTrainedLayersFrom(std::string(weights));
+  });
+  return st == 0 ? h.release() : nullptr;
+}
+
+void cortado_net_close(cortado_net* net) {
+  if (net && net->owned) delete net;  // a solver's nets go with the solver
+}
+
+int cortado_net_forward(cortado_net* h, double* loss) {
+  return Guarded([&] {
+    if (!h) cortado::fail("no net");
+    const double l = h->net->Forward();
+    h->net->context().Synchronize();
+    if (loss) *loss = l;
+  });
+}
+
+int cortado_net_backward(cortado_net* h) {
+  return Guarded([&] {
+    if (!h) cortado::fail("no net");
+    h->net->Backward();
+    h->net->context().Synchronize();
+  });
+}
+
+int cortado_net_reshape(cortado_net* h) {
+  return Guarded([&] {
+    if (!h) cortado::fail("no net");
+    h->net->Reshape();
+  });
+}
+
+int cortado_net_copy_weights(cortado_net* h, const char* path) {
+  return Guarded([&] {
+    if (!h || !path) cortado::fail("no net or no path");
+    h->net->CopyTrainedLayersFrom(std::string(path));
+  });
+}
+
+int cortado_net_save(cortado_net* h, const char* path) {
+  return Guarded([&] {
+    if (!h || !path) cortado::fail("no net or no path");
+    cortado::NetParameter p;
+    h->net->ToProto(&p, false);
+    const std::string file(path);
+    if (file.size() >= 3 && file.compare(file.size() - 3, 3, ".h5") == 0) {
+      cortado::hdf5::WriteWeights(file, p);
+    } else {
+      cortado::WriteBinaryProto(file, p);
+    }
+  });
+}
+
+int cortado_net_num_blobs(cortado_net* h) { return h ? static_cast<int>(h->net->blob_names().size()) : -1; }
+const char* cortado_net_blob_name(cortado_net* h, int i) { return h ? NameAt(h->net->blob_names(), i) : nullptr; }
+int cortado_net_num_layers(cortado_net* h) { return h ? static_cast<int>(h->net->layers().size()) : -1; }
+const char* cortado_net_layer_name(cortado_net* h, int i) { return h ? NameAt(h->net->layer_names(), i) : nullptr; }
+const char* cortado_net_layer_type(cortado_net* h, int i) {
+  if (!h || i < 0 || i >= static_cast<int>(h->net->layers().size())) return nullptr;
+  return h->net->layers()[static_cast<size_t>(i)]->type();
+}
+int cortado_net_layer_num_params(cortado_net* h, int i) {
+  if (!h || i < 0 || i >= static_cast<int>(h->net->layers().size())) return -1;
+  return static_cast<int>(h->net->layers()[static_cast<size_t>(i)]->blobs().size());
+}
+int cortado_net_num_inputs(cortado_net* h) { return h ? static_cast<int>(h->net->input_blobs().size()) : -1; }
+const char* cortado_net_input_name(cortado_net* h, int i) {
+  if (!h || i < 0 || i >= static_cast<int>(h->net->input_blobs().size())) return nullptr;
+  const cortado::Blob* b = h->net->input_blobs()[static_cast<size_t>(i)];
+  for (size_t k = 0; k < h->net->blobs().size(); ++k)
+    if (h->net->blobs()[k].get() == b) return h->net->blob_names()[k].c_str();
+  return nullptr;
+}
+int cortado_net_num_outputs(cortado_net* h) { return h ? static_cast<int>(h->net->output_blobs().size()) : -1; }
+const char* cortado_net_output_name(cortado_net* h, int i) {
+  if (!h || i < 0 || i >= static_cast<int>(h->net->output_blob_indices().size())) return nullptr;
+  return h->net->blob_names()[static_cast<size_t>(h->net->output_blob_indices()[static_cast<size_t>(i)])].c_str();
+}
+
+int cortado_blob_shape(cortado_net* h, const char* blob, int layer, int param, int* dims, int max_dims) {
+  int ndim = -1;
+  Guarded([&] {
+    const cortado::Blob* b = FindBlob(h, blob, layer, param);
+    ndim = b->num_axes();
+    for (int i = 0; i < ndim && i < max_dims; ++i) dims[i] = b->shape(i);
+  });
+  return ndim;
+}
+
+int cortado_blob_get(cortado_net* h, const char* blob, int layer, int param, int diff, float* out, int64_t count) {
+  return Guarded([&] {
+    const cortado::Blob* b = FindBlob(h, blob, layer, param);
+    CheckCount(*b, count, blob);
+    const float* v = diff ? b->cpu_diff<float>() : b->cpu_data<float>();
+    std::copy(v, v + count, out);
+  });
+}
+
+int cortado_blob_set(cortado_net* h, const char* blob, int layer, int param, int diff, const float* in,
+                     int64_t count) {
+  return Guarded([&] {
+    cortado::Blob* b = FindBlob(h, blob, layer, param);
+    CheckCount(*b, count, blob);
+    float* v = diff ? b->mutable_cpu_diff<float>() : b->mutable_cpu_data<float>();
+    std::copy(in, in + count, v);
+  });
+}
+
+int cortado_blob_reshape(cortado_net* h, const char* blob, const int* dims, int ndim) {
+  return Guarded([&] {
+    if (!blob) cortado::fail("no blob name");
+    if (ndim < 0) cortado::fail("negative number of axes");
+    cortado::Blob* b = FindBlob(h, blob, -1, 0);
+    b->Reshape(std::vector<int>(dims, dims + ndim));  // the layers follow at the next Forward
+  });
+}
+
+cortado_solver* cortado_solver_open(const char* solver, int gpu) {
+  auto h = std::make_unique<cortado_solver>();
+  const int st = Guarded([&] {
+    if (!solver) cortado::fail("no solver file given");
+    h->solver = cortado::Solver::Create(std::string(solver), ContextFor(gpu));
+    h->train.net = h->solver->net();
+    for (const auto& t : h->solver->test_nets()) {
+      h->tests.emplace_back();
+      h->tests.back().net = t.get();
+    }
+  });
+  return st == 0 ? h.release() : nullptr;
+}
+
+void cortado_solver_close(cortado_solver* solver) { delete solver; }
+
+int cortado_solver_step(cortado_solver* h, int iters) {
+  return Guarded([&] {
+    if (!h) cortado::fail("no solver");
+    if (iters < 0) cortado::fail("iterations must not be negative, got ", iters);
+    h->solver->Step(iters);
+  });
+}
+
+int cortado_solver_solve(cortado_solver* h, const char* resume) {
+  return Guarded([&] {
+    if (!h) cortado::fail("no solver");
+    h->solver->Solve(resume ? std::string(resume) : std::string());
+  });
+}
+
+int cortado_solver_restore(cortado_solver* h, const char* state) {
+  return Guarded([&] {
+    if (!h || !state) cortado::fail("no solver or no state file");
+    h->solver->Restore(std::string(state));
+  });
+}
+
+int cortado_solver_snapshot(cortado_solver* h) {
+  return Guarded([&] {
+    if (!h) cortado::fail("no solver");
+    h->solver->Snapshot();
+  });
+}
+
+int cortado_solver_iter(cortado_solver* h) { return h ? h->solver->iter() : -1; }
+cortado_net* cortado_solver_net(cortado_solver* h) { return h ? &h->train : nullptr; }
+int cortado_solver_num_test_nets(cortado_solver* h) { return h ? static_cast<int>(h->tests.size()) : -1; }
+cortado_net* cortado_solver_test_net(cortado_solver* h, int i) {
+  if (!h || i < 0 || i >= static_cast<int>(h->tests.size())) return nullptr;
+  return &h->tests[static_cast<size_t>(i)];
+}
+
+}  // extern "C"

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Tests of the Python module (python/cortado) over the C interface.
+
+    python3 tests/scripts/python_api_test.py LIBCORTADO_C
+
+Forward values against numpy, FP16 storage rounding, reshaping inputs,
+backward against the analytic gradient, a solver that learns, weights saved
+and loaded (binary proto and HDF5), and errors as cortado.Error with the
+file and line. Needs numpy: without it (in this python3 or Debian's), it
+exits 77, ctest's SKIPPED.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+try:
+    import numpy as np
+except ImportError:
+    # A virtualenv's python3 may lack Debian's numpy: try that one.
+    if sys.executable != "/usr/bin/python3" and os.path.exists("/usr/bin/python3") and \
+            subprocess.run(["/usr/bin/python3", "-c", "import numpy"], stderr=subprocess.DEVNULL).returncode == 0:
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    print("SKIPPED: no numpy (Debian: python3-numpy)")
+    sys.exit(77)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import cortado  # noqa: E402
+
+LINEAR = """
+name: "Linear"
+%s
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "target" type: "Input" top: "target" input_param { shape { dim: 2 dim: 2 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+        inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.5 } } }
+layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" }
+layer { name: "loss" type: "EuclideanLoss" bottom: "ip" bottom: "target" top: "loss" }
+force_backward: true
+"""
+
+CLASSIFIER = """
+name: "Classifier"
+layer { name: "x" type: "DummyData" top: "x" top: "label"
+  dummy_data_param { shape { dim: 16 dim: 8 } shape { dim: 16 }
+                     data_filler { type: "gaussian" } data_filler { type: "constant" value: 2 } } }
+layer { name: "ip1" type: "InnerProduct" bottom: "x" top: "h" inner_product_param { num_output: 12 weight_filler { type: "xavier" } } }
+layer { name: "relu" type: "ReLU" bottom: "h" top: "h" }
+layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "y" inner_product_param { num_output: 4 weight_filler { type: "xavier" } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "y" bottom: "label" top: "loss" }
+"""
+
+
+class PythonApi(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="cortado_python_test.")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def write(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def linear(self, types=""):
+        return cortado.Net(self.write("linear.prototxt", LINEAR % types), cortado.TEST)
+
+    def test_forward_matches_numpy(self):
+        net = self.linear()
+        self.assertEqual(net.inputs, ["data", "target"])
+        self.assertEqual(sorted(net.outputs), ["loss", "prob"])
+        # A Split layer feeds ip to both Softmax and the loss, as in Caffe.
+        self.assertEqual(net.layer_types, ["Input", "Input", "InnerProduct", "Split", "Softmax", "EuclideanLoss"])
+        w = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]], dtype=np.float32)
+        b = np.array([0.1, -0.2], dtype=np.float32)
+        net.params["ip"][0].data = w
+        net.params["ip"][1].data = b
+        x = np.array([[1, 2, 3], [-1, 0.5, 0]], dtype=np.float32)
+        t = np.zeros((2, 2), dtype=np.float32)
+        out = net.forward(data=x, target=t)
+        logits = x @ w.T + b
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        np.testing.assert_allclose(out["prob"], e / e.sum(axis=1, keepdims=True), rtol=1e-6)
+        np.testing.assert_allclose(net.blobs["ip"].data, logits, rtol=1e-6)
+        # EuclideanLoss: sum((ip - t)^2) / (2N).
+        self.assertAlmostEqual(float(out["loss"]), float(((logits - t) ** 2).sum() / 4), places=5)
+        self.assertAlmostEqual(net.loss, float(out["loss"]), places=5)
+
+    def test_backward_gives_the_input_gradient(self):
+        net = self.linear()
+        w = net.params["ip"][0].data
+        x = np.array([[1, 2, 3], [-1, 0.5, 0]], dtype=np.float32)
+        t = np.array([[0.5, 0], [0, 1]], dtype=np.float32)
+        net.forward(data=x, target=t)
+        grads = net.backward()
+        dy = (net.blobs["ip"].data - t) / 2
+        np.testing.assert_allclose(grads["data"], dy @ w, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(net.params["ip"][0].diff, dy.T @ x, rtol=1e-5, atol=1e-7)
+
+    def test_inputs_reshape_to_the_array(self):
+        net = self.linear()
+        out = net.forward(data=np.ones((5, 3)), target=np.zeros((5, 2)))
+        self.assertEqual(out["prob"].shape, (5, 2))
+        self.assertEqual(net.blobs["ip"].shape, (5, 2))
+
+    def test_16_bit_nets_compute_on_rounded_values(self):
+        x = np.array([[0.1, 0.2, 0.3], [-1.7, 0.55, 2.9]], dtype=np.float32)
+        w = np.array([[0.5, -1.1, 2.3], [1.5, 0.25, -0.45]], dtype=np.float32)
+        for types, rounded in (("FLOAT16", np.float16), ("BFLOAT16", None)):
+            net = self.linear("default_forward_type: %s default_backward_type: %s" % (types, types))
+            net.params["ip"][0].data = w
+            net.params["ip"][1].data = 0.0  # one value for every element
+            net.blobs["data"].data = x
+            np.testing.assert_array_equal(net.blobs["data"].data, x)  # kept as given until a layer reads it
+            net.forward()
+            ip = net.blobs["ip"].data
+            if rounded is not None:
+                # The layer read FP16 inputs and wrote an FP16 top.
+                np.testing.assert_array_equal(ip.astype(np.float16).astype(np.float32), ip)
+                want = x.astype(np.float16).astype(np.float32) @ w.astype(np.float16).astype(np.float32).T
+                np.testing.assert_allclose(ip, want, rtol=2e-3, atol=1e-3)
+            else:
+                # BF16 keeps 8 bits: the low 16 bits of every float32 are zero.
+                self.assertTrue((ip.view(np.uint32) & 0xFFFF == 0).all())
+                np.testing.assert_allclose(ip, x @ w.T, rtol=2e-2, atol=2e-2)
+
+    def test_solver_learns_and_weights_round_trip(self):
+        self.write("classifier.prototxt", CLASSIFIER)
+        solver_file = self.write("solver.prototxt", 'net: "classifier.prototxt" base_lr: 0.1 momentum: 0.9 '
+                                 'lr_policy: "fixed" max_iter: 100 random_seed: 3 snapshot_prefix: "%s"'
+                                 % os.path.join(self.dir, "snap"))
+        solver = cortado.get_solver(solver_file)
+        solver.net.forward()
+        first = float(solver.net.blobs["loss"].data)
+        solver.step(30)
+        self.assertEqual(solver.iter, 30)
+        solver.net.forward()
+        self.assertLess(float(solver.net.blobs["loss"].data), first / 4, "30 steps on a constant label")
+        for name in ("w.caffemodel", "w.caffemodel.h5"):
+            path = os.path.join(self.dir, name)
+            solver.net.save(path)
+            net = cortado.Net(self.write("c2.prototxt", CLASSIFIER), path, cortado.TRAIN)
+            for layer in ("ip1", "ip2"):
+                for k in range(2):
+                    np.testing.assert_array_equal(net.params[layer][k].data, solver.net.params[layer][k].data)
+            net.close()
+        solver.snapshot()
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "snap_iter_30.solverstate")))
+        solver.close()
+
+    def test_errors_name_the_file_and_line(self):
+        bad = self.write("bad.prototxt", 'name: "x"\nlayer { name: "ip" type: "InnerProduct" bottom: "nothing" top: "y" '
+                                         "inner_product_param { num_output: 2 } }\n")
+        with self.assertRaises(cortado.Error) as e:
+            cortado.Net(bad, cortado.TEST)
+        self.assertIn("bad.prototxt:2", str(e.exception))
+        with self.assertRaises(cortado.Error) as e:
+            cortado.Net(os.path.join(self.dir, "missing.prototxt"), cortado.TEST)
+        self.assertIn("missing.prototxt", str(e.exception))
+        net = self.linear()
+        with self.assertRaises(cortado.Error) as e:
+            net.params["ip"][0].data = np.zeros((4, 4))
+        self.assertIn("cannot set 16 values", str(e.exception))
+        with self.assertRaises(cortado.Error):
+            net.forward(nothing=np.zeros(3))
+        with self.assertRaises(cortado.Error) as e:
+            net.copy_from(os.path.join(self.dir, "none.caffemodel"))
+        self.assertIn("none.caffemodel", str(e.exception))
+        with self.assertRaises(cortado.Error) as e:
+            cortado.Net(bad, cortado.TEST, gpu=99)
+        self.assertIn("gpu 99", str(e.exception))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.stderr.write("usage: python_api_test.py LIBCORTADO_C\n")
+        sys.exit(2)
+    os.environ["CORTADO_LIB"] = os.path.abspath(sys.argv[1])
+    prog = unittest.main(argv=[sys.argv[0], "-v"], exit=False)
+    sys.exit(0 if prog.result.wasSuccessful() else 1)
