@@ -3,8 +3,11 @@
 // no C++ exception crosses into C or Python.
 #include "cortado/c_api.h"
 
+#include <glog/logging.h>
+
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,10 +34,21 @@ namespace {
 
 thread_local std::string t_error;
 
+// Logging goes to stderr as the trainer's does (GLOG_minloglevel=1 hides
+// the INFO lines); glog is set up once, unless the host program did.
+void InitLogging() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (!google::IsGoogleLoggingInitialized()) google::InitGoogleLogging("cortado");
+    FLAGS_logtostderr = true;
+  });
+}
+
 // Runs f, returning 0; on an exception records its message and returns -1.
 template <typename F>
 int Guarded(F&& f) {
   try {
+    InitLogging();
     t_error.clear();
     f();
     return 0;
