@@ -214,38 +214,24 @@ TEST(HDF5DataErrors, ListsAndFiles) {
                                                              ": dataset 'data' has rows of shape (3), but the first "
                                                              "file's are (2)"),
             std::string::npos);
-  // A scalar dataset, and one of strings.
-  {
-    const hid_t f = H5Fcreate((dir / "odd.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    const hid_t scalar = H5Screate(H5S_SCALAR);
-    const hid_t d = H5Dcreate2(f, "data", H5T_IEEE_F32LE, scalar, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  // A scalar dataset ("data" of odd.h5), and one of strings ("label" of strs.h5).
+  auto odd_file = [](const std::string& path, bool scalar_data) {
+    const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hsize_t one[2] = {1, 2};
+    const hid_t data_space = scalar_data ? H5Screate(H5S_SCALAR) : H5Screate_simple(2, one, nullptr);
     const hid_t str = H5Tcopy(H5T_C_S1);
     H5Tset_size(str, 8);
-    const hsize_t one = 1;
-    const hid_t space = H5Screate_simple(1, &one, nullptr);
-    const hid_t l = H5Dcreate2(f, "label", str, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    H5Dclose(l);
-    H5Sclose(space);
+    const hid_t label_space = H5Screate_simple(1, one, nullptr);
+    H5Dclose(H5Dcreate2(f, "data", H5T_IEEE_F32LE, data_space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5Dclose(H5Dcreate2(f, "label", str, label_space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5Sclose(label_space);
     H5Tclose(str);
-    H5Dclose(d);
-    H5Sclose(scalar);
+    H5Sclose(data_space);
     H5Fclose(f);
-  }
+  };
+  odd_file(dir / "odd.h5", true);
   EXPECT_NE(error(dir / "odd.h5").find("dataset 'data': is a scalar"), std::string::npos);
-  test::WriteH5(dir / "strs.h5", {{"data", {1, 2}, {1, 2}, H5T_IEEE_F32LE}});
-  // (label missing again is covered above; strings:)
-  {
-    const hid_t f = H5Fopen((dir / "strs.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-    const hid_t str = H5Tcopy(H5T_C_S1);
-    H5Tset_size(str, 8);
-    const hsize_t one = 1;
-    const hid_t space = H5Screate_simple(1, &one, nullptr);
-    const hid_t l = H5Dcreate2(f, "label", str, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    H5Dclose(l);
-    H5Sclose(space);
-    H5Tclose(str);
-    H5Fclose(f);
-  }
+  odd_file(dir / "strs.h5", false);
   EXPECT_NE(error(dir / "strs.h5").find("dataset 'label': holds string values; it must hold numbers"),
             std::string::npos);
 }
