@@ -25,7 +25,8 @@ typedef struct cortado_solver cortado_solver;
 /* The message of the last failure on this thread ("" if none). */
 const char* cortado_last_error(void);
 const char* cortado_version(void);
-/* Seeds the process's random generator (fillers, dropout, data order). */
+/* Seeds this thread's random generator (fillers, dropout, data order): the
+ * generator is per thread, as each solver of a multi-GPU run has its own. */
 void cortado_set_random_seed(uint64_t seed);
 /* How many CUDA devices this build and machine have (0 without). */
 int cortado_device_count(void);
@@ -35,6 +36,7 @@ int cortado_device_count(void);
 cortado_net* cortado_net_open(const char* model, int phase, const char* weights, int gpu);
 void cortado_net_close(cortado_net* net);
 int cortado_net_forward(cortado_net* net, double* loss);
+/* Fails unless a forward ran since the net was built or reshaped. */
 int cortado_net_backward(cortado_net* net);
 int cortado_net_reshape(cortado_net* net);
 int cortado_net_copy_weights(cortado_net* net, const char* path);

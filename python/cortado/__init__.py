@@ -13,15 +13,18 @@ Caffe's pycaffe, through Cortado's C interface (libcortado_c.so, ctypes).
 Values cross as float32 copies whatever the blob's storage type (FP16 and
 BF16 blobs give their values widened; values set are kept as given, and a
 16-bit layer rounds them to nearest when it reads them). Unlike pycaffe,
-`.data` is a copy: assign a whole array (`blob.data = x`) rather than
-writing into it.
+`.data` is a read-only copy: assign an array (`blob.data = x`, numpy's
+broadcasting rules); `blob.data[...] = x` raises. Calls go through one lock,
+so threads take turns, as pycaffe's calls under the GIL do.
 Errors are cortado.Error with the trainer's message (file and line, layer,
 field). The library is found through CORTADO_LIB, else in build/ next to
 this folder. Needs numpy.
 """
 import collections
 import ctypes
+import numbers
 import os
+import threading
 
 import numpy as np
 
@@ -37,7 +40,10 @@ class Error(RuntimeError):
 
 
 _lib = None
-_gpu = -1  # the device of new nets and solvers (-1: the CPU), as pycaffe's set_mode_*
+_mode_gpu, _device = False, 0  # where new nets and solvers run, as pycaffe's set_mode_* and set_device
+# ctypes lets other Python threads run during a call; one lock keeps the C
+# interface to one caller at a time, as pycaffe's calls under the GIL are.
+_lock = threading.RLock()
 
 
 def _library_path():
@@ -87,59 +93,141 @@ def _L():
     return lib
 
 
+def _call(name, *args):
+    """Calls the C function `name` under the lock."""
+    with _lock:
+        return getattr(_L(), name)(*args)
+
+
+def _text(b):
+    return "" if b is None else b.decode("utf-8", "replace")
+
+
+def _error():
+    return Error(_text(_L().cortado_last_error()))
+
+
 def _check(status):
     if status != 0:
-        raise Error(_L().cortado_last_error().decode())
+        raise _error()
+
+
+def _checked(name, *args):
+    """Calls `name` under the lock; raises Error (with its message) on failure."""
+    with _lock:
+        if getattr(_L(), name)(*args) != 0:
+            raise _error()
 
 
 def _enc(s):
     return None if s is None else os.fsencode(s)
 
 
+def _int(v, what, low, high=2 ** 31 - 1):
+    if not isinstance(v, numbers.Integral) or not low <= int(v) <= high:
+        raise Error("%s must be an integer in [%d, %d], got %r" % (what, low, high, v))
+    return int(v)
+
+
 def version():
-    return _L().cortado_version().decode()
+    return _text(_call("cortado_version"))
 
 
 def set_random_seed(seed):
-    _L().cortado_set_random_seed(int(seed))
+    """Seeds this thread's generator (fillers, dropout, data order)."""
+    _call("cortado_set_random_seed", _int(seed, "seed", 0, 2 ** 64 - 1))
 
 
 def device_count():
-    return _L().cortado_device_count()
+    return _call("cortado_device_count")
 
 
 def set_mode_cpu():
-    global _gpu
-    _gpu = -1
+    global _mode_gpu
+    _mode_gpu = False
 
 
 def set_mode_gpu():
-    global _gpu
-    if _gpu < 0:
-        _gpu = 0
+    global _mode_gpu
+    _mode_gpu = True
 
 
 def set_device(device):
-    global _gpu
-    _gpu = int(device)
+    """The GPU of new nets and solvers once set_mode_gpu() is on."""
+    global _device
+    _device = _int(device, "device", 0)
+
+
+def _default_gpu():
+    return _device if _mode_gpu else -1
+
+
+class _NetRef:
+    """A net's C handle: closed when the last Net or Blob using it goes (an
+    owned net), or kept alive with its solver (a solver's net)."""
+
+    def __init__(self, handle, solver_ref=None):
+        self.h, self.solver_ref = handle, solver_ref
+
+    def get(self):
+        if not self.h or (self.solver_ref is not None and not self.solver_ref.h):
+            raise Error("the net is closed")
+        return self.h
+
+    def close(self):
+        if self.h and self.solver_ref is None:
+            _call("cortado_net_close", self.h)
+        self.h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class _SolverRef:
+    def __init__(self, handle):
+        self.h = handle
+
+    def get(self):
+        if not self.h:
+            raise Error("the solver is closed")
+        return self.h
+
+    def close(self):
+        if self.h:
+            _call("cortado_solver_close", self.h)
+        self.h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 class Blob:
     """A blob of a net: by name (layer < 0) or as parameter `param` of layer `layer`."""
 
-    def __init__(self, net, name=None, layer=-1, param=0):
-        self._net, self._name, self._layer, self._param = net, name, layer, param
+    def __init__(self, ref, name=None, layer=-1, param=0):
+        self._ref, self._name, self._layer, self._param = ref, name, layer, param
 
     def _args(self):
-        return self._net._handle(), _enc(self._name), self._layer, self._param
+        return self._ref.get(), _enc(self._name), self._layer, self._param
 
     @property
     def shape(self):
-        dims = (ctypes.c_int * _MAX_AXES)()
-        n = _L().cortado_blob_shape(*self._args(), dims, _MAX_AXES)
-        if n < 0:
-            raise Error(_L().cortado_last_error().decode())
-        return tuple(dims[i] for i in range(n))
+        axes = _MAX_AXES
+        while True:
+            dims = (ctypes.c_int * axes)()
+            with _lock:
+                n = _L().cortado_blob_shape(*self._args(), dims, axes)
+                if n < 0:
+                    raise _error()
+            if n <= axes:
+                return tuple(dims[i] for i in range(n))
+            axes = n
 
     @property
     def count(self):
@@ -147,24 +235,22 @@ class Blob:
 
     def _get(self, diff):
         out = np.empty(self.shape, dtype=np.float32)
-        _check(_L().cortado_blob_get(*self._args(), diff, out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
-                                     out.size))
+        _checked("cortado_blob_get", *self._args(), diff, out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                 out.size)
+        # Read-only: pycaffe's `blob.data[...] = x` would change only this
+        # copy, so it raises instead of doing nothing.
+        out.flags.writeable = False
         return out
 
     def _set(self, diff, value):
         shape = self.shape
-        v = np.asarray(value, dtype=np.float32)
-        if v.shape != shape:
-            count = int(np.prod(shape, dtype=np.int64))
-            if v.size == 1:
-                v = np.full(shape, v.reshape(()), dtype=np.float32)  # one value for every element
-            elif v.size == count:
-                v = v.reshape(shape)
-            else:
-                raise Error("blob '%s' has shape %s; cannot set %d values of shape %s"
-                            % (self._name or "param", shape, v.size, v.shape))
+        try:
+            v = np.broadcast_to(np.asarray(value, dtype=np.float32), shape)  # numpy's rules, no silent reshape
+        except ValueError:
+            raise Error("blob '%s' has shape %s; cannot set an array of shape %s"
+                        % (self._name or "param", shape, np.shape(value))) from None
         v = np.ascontiguousarray(v)
-        _check(_L().cortado_blob_set(*self._args(), diff, v.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), v.size))
+        _checked("cortado_blob_set", *self._args(), diff, v.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), v.size)
 
     data = property(lambda self: self._get(0), lambda self, v: self._set(0, v), doc="the values (a float32 copy)")
     diff = property(lambda self: self._get(1), lambda self, v: self._set(1, v), doc="the gradients (a float32 copy)")
@@ -174,8 +260,8 @@ class Blob:
         forward (or net.reshape())."""
         if self._name is None:
             raise Error("only named blobs (inputs) can be reshaped")
-        arr = (ctypes.c_int * len(dims))(*[int(d) for d in dims])
-        _check(_L().cortado_blob_reshape(self._net._handle(), _enc(self._name), arr, len(dims)))
+        arr = (ctypes.c_int * len(dims))(*[_int(d, "a dimension", 0) for d in dims])
+        _checked("cortado_blob_reshape", self._ref.get(), _enc(self._name), arr, len(dims))
 
     def __repr__(self):
         return "<cortado.Blob %s %s>" % (self._name or "param", self.shape)
@@ -184,127 +270,112 @@ class Blob:
 class Net:
     """A net from a prototxt: Net(model, [weights], phase) as pycaffe, or with
     keywords (phase=TEST, weights=None, gpu: a device, -1 the CPU; default
-    from set_mode_*)."""
+    from set_mode_* and set_device)."""
 
-    def __init__(self, model, *args, phase=None, weights=None, gpu=None, _handle=None, _owner=None):
+    def __init__(self, model, *args, phase=None, weights=None, gpu=None, _ref=None):
         for a in args:
-            if isinstance(a, int):
+            if isinstance(a, numbers.Integral):
                 phase = a
             else:
                 weights = a
-        self._owner = _owner
-        if _handle is not None:
-            self._h = _handle
-        else:
-            phase = TEST if phase is None else phase
-            gpu = _gpu if gpu is None else gpu
-            self._h = _L().cortado_net_open(_enc(model), int(phase), _enc(weights), int(gpu))
-            if not self._h:
-                raise Error(_L().cortado_last_error().decode())
-        L = _L()
-        self._blob_names = [L.cortado_net_blob_name(self._h, i).decode() for i in range(L.cortado_net_num_blobs(self._h))]
-        n_layers = L.cortado_net_num_layers(self._h)
-        self.layer_names = [L.cortado_net_layer_name(self._h, i).decode() for i in range(n_layers)]
-        self.layer_types = [L.cortado_net_layer_type(self._h, i).decode() for i in range(n_layers)]
-        self.inputs = [L.cortado_net_input_name(self._h, i).decode() for i in range(L.cortado_net_num_inputs(self._h))]
-        self.outputs = [L.cortado_net_output_name(self._h, i).decode()
-                        for i in range(L.cortado_net_num_outputs(self._h))]
-        self.blobs = collections.OrderedDict((n, Blob(self, n)) for n in self._blob_names)
-        self.params = collections.OrderedDict()
-        for i, name in enumerate(self.layer_names):
-            k = L.cortado_net_layer_num_params(self._h, i)
-            if k > 0:
-                self.params[name] = [Blob(self, None, i, j) for j in range(k)]
-
-    def _handle(self):
-        if not self._h:
-            raise Error("the net is closed")
-        return self._h
+        if _ref is None:
+            phase = _int(TEST if phase is None else phase, "phase", TRAIN, TEST)
+            gpu = _int(_default_gpu() if gpu is None else gpu, "gpu", -1)
+            with _lock:
+                h = _L().cortado_net_open(_enc(model), phase, _enc(weights), gpu)
+                if not h:
+                    raise _error()
+            _ref = _NetRef(h)
+        self._ref = _ref
+        h = _ref.get()
+        with _lock:
+            L = _L()
+            blob_names = [_text(L.cortado_net_blob_name(h, i)) for i in range(L.cortado_net_num_blobs(h))]
+            n_layers = L.cortado_net_num_layers(h)
+            self.layer_names = [_text(L.cortado_net_layer_name(h, i)) for i in range(n_layers)]
+            self.layer_types = [_text(L.cortado_net_layer_type(h, i)) for i in range(n_layers)]
+            self.inputs = [_text(L.cortado_net_input_name(h, i)) for i in range(L.cortado_net_num_inputs(h))]
+            self.outputs = [_text(L.cortado_net_output_name(h, i)) for i in range(L.cortado_net_num_outputs(h))]
+            num_params = [L.cortado_net_layer_num_params(h, i) for i in range(n_layers)]
+        # Blobs refer to the handle, not to the Net: no reference cycle, so a
+        # net is freed as soon as nothing uses it.
+        self.blobs = collections.OrderedDict((n, Blob(_ref, n)) for n in blob_names)
+        self.params = collections.OrderedDict(
+            (name, [Blob(_ref, None, i, j) for j in range(k)])
+            for i, (name, k) in enumerate(zip(self.layer_names, num_params)) if k > 0)
+        self.loss = None
 
     def forward(self, **inputs):
-        """Sets the given blobs (reshaping the net where a shape changes),
-        runs forward, and returns {output name: values}."""
+        """Sets the given input blobs (reshaping them to the arrays; the
+        layers follow), runs forward, and returns {output name: values}."""
+        for name in inputs:
+            if name not in self.inputs:
+                raise Error("'%s' is not an input of the net (inputs: %s)" % (name, ", ".join(self.inputs) or "none"))
         for name, value in inputs.items():
-            if name not in self.blobs:
-                raise Error("net has no blob '%s' (inputs: %s)" % (name, ", ".join(self.inputs)))
             v = np.asarray(value, dtype=np.float32)
             if v.shape != self.blobs[name].shape:
                 self.blobs[name].reshape(*v.shape)
             self.blobs[name].data = v
         loss = ctypes.c_double()
-        _check(_L().cortado_net_forward(self._handle(), ctypes.byref(loss)))
+        _checked("cortado_net_forward", self._ref.get(), ctypes.byref(loss))
         self.loss = loss.value
         return collections.OrderedDict((n, self.blobs[n].data) for n in self.outputs)
 
     def backward(self):
-        """Runs backward; returns {input name: gradient}."""
-        _check(_L().cortado_net_backward(self._handle()))
+        """Runs backward (after a forward); returns {input name: gradient}."""
+        _checked("cortado_net_backward", self._ref.get())
         return collections.OrderedDict((n, self.blobs[n].diff) for n in self.inputs)
 
     def reshape(self):
-        _check(_L().cortado_net_reshape(self._handle()))
+        _checked("cortado_net_reshape", self._ref.get())
 
     def copy_from(self, weights):
         """Loads weights by layer name (.caffemodel, or .h5 for HDF5)."""
-        _check(_L().cortado_net_copy_weights(self._handle(), _enc(weights)))
+        _checked("cortado_net_copy_weights", self._ref.get(), _enc(weights))
 
     def save(self, path):
         """Writes the weights (.h5: HDF5, else a binary .caffemodel)."""
-        _check(_L().cortado_net_save(self._handle(), _enc(path)))
+        _checked("cortado_net_save", self._ref.get(), _enc(path))
 
     def close(self):
-        if self._h and self._owner is None:
-            _L().cortado_net_close(self._h)
-        self._h = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+        """Frees the net now (a solver's nets go with the solver)."""
+        self._ref.close()
 
 
 class Solver:
     """A solver from a solver prototxt (its `type` picks the rule: SGD, Adam, ...)."""
 
     def __init__(self, solver_file, gpu=None):
-        gpu = _gpu if gpu is None else gpu
-        self._h = _L().cortado_solver_open(_enc(solver_file), int(gpu))
-        if not self._h:
-            raise Error(_L().cortado_last_error().decode())
-        L = _L()
-        self.net = Net(None, _handle=L.cortado_solver_net(self._h), _owner=self)
-        self.test_nets = [Net(None, _handle=L.cortado_solver_test_net(self._h, i), _owner=self)
-                          for i in range(L.cortado_solver_num_test_nets(self._h))]
+        gpu = _int(_default_gpu() if gpu is None else gpu, "gpu", -1)
+        with _lock:
+            h = _L().cortado_solver_open(_enc(solver_file), gpu)
+            if not h:
+                raise _error()
+            self._ref = _SolverRef(h)
+            net = _L().cortado_solver_net(h)
+            tests = [_L().cortado_solver_test_net(h, i) for i in range(_L().cortado_solver_num_test_nets(h))]
+        self.net = Net(None, _ref=_NetRef(net, self._ref))
+        self.test_nets = [Net(None, _ref=_NetRef(t, self._ref)) for t in tests]
 
     def step(self, iters):
-        _check(_L().cortado_solver_step(self._h, int(iters)))
+        _checked("cortado_solver_step", self._ref.get(), _int(iters, "iters", 0))
 
     def solve(self, resume=None):
-        _check(_L().cortado_solver_solve(self._h, _enc(resume)))
+        _checked("cortado_solver_solve", self._ref.get(), _enc(resume))
 
     def restore(self, state):
-        _check(_L().cortado_solver_restore(self._h, _enc(state)))
+        _checked("cortado_solver_restore", self._ref.get(), _enc(state))
 
     def snapshot(self):
-        _check(_L().cortado_solver_snapshot(self._h))
+        _checked("cortado_solver_snapshot", self._ref.get())
 
     @property
     def iter(self):
-        return _L().cortado_solver_iter(self._h)
+        return _call("cortado_solver_iter", self._ref.get())
 
     def close(self):
-        if self._h:
-            for n in [self.net] + self.test_nets:
-                n._h = None
-            _L().cortado_solver_close(self._h)
-            self._h = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+        """Frees the solver and its nets now."""
+        self._ref.close()
 
 
 SGDSolver = Solver

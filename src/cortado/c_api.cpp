@@ -22,6 +22,9 @@
 struct cortado_net {
   cortado::Net* net = nullptr;            // owned by `owned` or by a solver
   std::unique_ptr<cortado::Net> owned;
+  // Whether a forward ran since the net was built or reshaped: backward
+  // reads what forward left (on a GPU some layers check it with an abort).
+  bool forwarded = false;
 };
 
 struct cortado_solver {
@@ -39,8 +42,10 @@ thread_local std::string t_error;
 void InitLogging() {
   static std::once_flag once;
   std::call_once(once, [] {
-    if (!google::IsGoogleLoggingInitialized()) google::InitGoogleLogging("cortado");
-    FLAGS_logtostderr = true;
+    if (!google::IsGoogleLoggingInitialized()) {
+      google::InitGoogleLogging("cortado");
+      FLAGS_logtostderr = true;
+    }
   });
 }
 
@@ -70,6 +75,7 @@ std::shared_ptr<const cortado::Context> ContextFor(int gpu) {
 cortado::Blob* FindBlob(cortado_net* h, const char* blob, int layer, int param) {
   if (!h || !h->net) cortado::fail("no net");
   cortado::Net& net = *h->net;
+  net.context().Activate();  // host copies go on the net's stream, on any thread
   if (layer < 0) {
     if (!blob || !net.has_blob(blob)) cortado::fail("net '", net.name(), "' has no blob '", blob ? blob : "", "'");
     return net.blob_by_name(blob).get();
@@ -128,6 +134,7 @@ int cortado_net_forward(cortado_net* h, double* loss) {
     if (!h) cortado::fail("no net");
     const double l = h->net->Forward();
     h->net->context().Synchronize();
+    h->forwarded = true;
     if (loss) *loss = l;
   });
 }
@@ -135,6 +142,7 @@ int cortado_net_forward(cortado_net* h, double* loss) {
 int cortado_net_backward(cortado_net* h) {
   return Guarded([&] {
     if (!h) cortado::fail("no net");
+    if (!h->forwarded) cortado::fail("backward needs a forward first (since the net was built or reshaped)");
     h->net->Backward();
     h->net->context().Synchronize();
   });
@@ -143,13 +151,16 @@ int cortado_net_backward(cortado_net* h) {
 int cortado_net_reshape(cortado_net* h) {
   return Guarded([&] {
     if (!h) cortado::fail("no net");
+    h->net->context().Activate();
     h->net->Reshape();
+    h->forwarded = false;
   });
 }
 
 int cortado_net_copy_weights(cortado_net* h, const char* path) {
   return Guarded([&] {
     if (!h || !path) cortado::fail("no net or no path");
+    h->net->context().Activate();
     h->net->CopyTrainedLayersFrom(std::string(path));
   });
 }
@@ -157,6 +168,7 @@ int cortado_net_copy_weights(cortado_net* h, const char* path) {
 int cortado_net_save(cortado_net* h, const char* path) {
   return Guarded([&] {
     if (!h || !path) cortado::fail("no net or no path");
+    h->net->context().Activate();
     cortado::NetParameter p;
     h->net->ToProto(&p, false);
     const std::string file(path);
@@ -229,6 +241,7 @@ int cortado_blob_reshape(cortado_net* h, const char* blob, const int* dims, int 
     if (ndim < 0) cortado::fail("negative number of axes");
     cortado::Blob* b = FindBlob(h, blob, -1, 0);
     b->Reshape(std::vector<int>(dims, dims + ndim));  // the layers follow at the next Forward
+    h->forwarded = false;
   });
 }
 
@@ -252,20 +265,26 @@ int cortado_solver_step(cortado_solver* h, int iters) {
   return Guarded([&] {
     if (!h) cortado::fail("no solver");
     if (iters < 0) cortado::fail("iterations must not be negative, got ", iters);
+    h->solver->net()->context().Activate();
     h->solver->Step(iters);
+    h->train.forwarded = iters > 0 || h->train.forwarded;
   });
 }
 
 int cortado_solver_solve(cortado_solver* h, const char* resume) {
   return Guarded([&] {
     if (!h) cortado::fail("no solver");
+    h->solver->net()->context().Activate();
     h->solver->Solve(resume ? std::string(resume) : std::string());
+    h->solver->net()->context().Synchronize();  // Solve may end with device work
+    h->train.forwarded = true;
   });
 }
 
 int cortado_solver_restore(cortado_solver* h, const char* state) {
   return Guarded([&] {
     if (!h || !state) cortado::fail("no solver or no state file");
+    h->solver->net()->context().Activate();
     h->solver->Restore(std::string(state));
   });
 }
@@ -273,6 +292,7 @@ int cortado_solver_restore(cortado_solver* h, const char* state) {
 int cortado_solver_snapshot(cortado_solver* h) {
   return Guarded([&] {
     if (!h) cortado::fail("no solver");
+    h->solver->net()->context().Activate();
     h->solver->Snapshot();
   });
 }

@@ -102,6 +102,34 @@ class PythonApi(unittest.TestCase):
         np.testing.assert_allclose(grads["data"], dy @ w, rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(net.params["ip"][0].diff, dy.T @ x, rtol=1e-5, atol=1e-7)
 
+    def test_broadcasting_and_freeing(self):
+        import gc
+        import weakref
+        net = self.linear()
+        net.blobs["data"].data = np.array([1, 2, 3])  # (3,) broadcasts to (2, 3)
+        np.testing.assert_array_equal(net.blobs["data"].data, [[1, 2, 3], [1, 2, 3]])
+        # Nets and solvers are freed when the last reference goes, without
+        # waiting for the cycle collector.
+        gc.disable()
+        try:
+            ref = weakref.ref(net._ref)
+            blob = net.blobs["ip"]
+            del net
+            self.assertIsNotNone(ref(), "a blob still uses the net")
+            del blob
+            self.assertIsNone(ref())
+            solver = cortado.Solver(self.write("s.prototxt", 'net: "%s" base_lr: 0.1 lr_policy: "fixed" max_iter: 1'
+                                               % self.write("c.prototxt", CLASSIFIER)))
+            sref = weakref.ref(solver._ref)
+            train = solver.net
+            del solver
+            self.assertIsNotNone(sref(), "its net keeps the solver")
+            train.forward()
+            del train
+            self.assertIsNone(sref())
+        finally:
+            gc.enable()
+
     def test_inputs_reshape_to_the_array(self):
         net = self.linear()
         out = net.forward(data=np.ones((5, 3)), target=np.zeros((5, 2)))
@@ -165,7 +193,14 @@ class PythonApi(unittest.TestCase):
         net = self.linear()
         with self.assertRaises(cortado.Error) as e:
             net.params["ip"][0].data = np.zeros((4, 4))
-        self.assertIn("cannot set 16 values", str(e.exception))
+        self.assertIn("cannot set an array of shape (4, 4)", str(e.exception))
+        with self.assertRaises(cortado.Error) as e:
+            net.backward()
+        self.assertIn("backward needs a forward first", str(e.exception))
+        with self.assertRaises(ValueError):
+            net.blobs["data"].data[...] = 1  # a read-only copy: pycaffe's idiom raises instead of doing nothing
+        with self.assertRaises(cortado.Error):
+            net.blobs["data"].reshape(2 ** 32 + 2, 3)
         with self.assertRaises(cortado.Error):
             net.forward(nothing=np.zeros(3))
         with self.assertRaises(cortado.Error) as e:
