@@ -162,42 +162,22 @@ def _default_gpu():
     return _device if _mode_gpu else -1
 
 
-class _NetRef:
-    """A net's C handle: closed when the last Net or Blob using it goes (an
-    owned net), or kept alive with its solver (a solver's net)."""
+class _Ref:
+    """A C handle, closed by `close_fn` when the last object using it goes. A
+    solver's net has the solver's _Ref as `parent`: the solver closes it, and
+    the net keeps the solver alive."""
 
-    def __init__(self, handle, solver_ref=None):
-        self.h, self.solver_ref = handle, solver_ref
+    def __init__(self, handle, close_fn, what, parent=None):
+        self.h, self.close_fn, self.what, self.parent = handle, close_fn, what, parent
 
     def get(self):
-        if not self.h or (self.solver_ref is not None and not self.solver_ref.h):
-            raise Error("the net is closed")
+        if not self.h or (self.parent is not None and not self.parent.h):
+            raise Error("the %s is closed" % self.what)
         return self.h
 
     def close(self):
-        if self.h and self.solver_ref is None:
-            _call("cortado_net_close", self.h)
-        self.h = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-
-class _SolverRef:
-    def __init__(self, handle):
-        self.h = handle
-
-    def get(self):
-        if not self.h:
-            raise Error("the solver is closed")
-        return self.h
-
-    def close(self):
-        if self.h:
-            _call("cortado_solver_close", self.h)
+        if self.h and self.parent is None:
+            _call(self.close_fn, self.h)
         self.h = None
 
     def __del__(self):
@@ -285,7 +265,7 @@ class Net:
                 h = _L().cortado_net_open(_enc(model), phase, _enc(weights), gpu)
                 if not h:
                     raise _error()
-            _ref = _NetRef(h)
+            _ref = _Ref(h, "cortado_net_close", "net")
         self._ref = _ref
         h = _ref.get()
         with _lock:
@@ -351,11 +331,11 @@ class Solver:
             h = _L().cortado_solver_open(_enc(solver_file), gpu)
             if not h:
                 raise _error()
-            self._ref = _SolverRef(h)
+            self._ref = _Ref(h, "cortado_solver_close", "solver")
             net = _L().cortado_solver_net(h)
             tests = [_L().cortado_solver_test_net(h, i) for i in range(_L().cortado_solver_num_test_nets(h))]
-        self.net = Net(None, _ref=_NetRef(net, self._ref))
-        self.test_nets = [Net(None, _ref=_NetRef(t, self._ref)) for t in tests]
+        self.net = Net(None, _ref=_Ref(net, "cortado_net_close", "net", self._ref))
+        self.test_nets = [Net(None, _ref=_Ref(t, "cortado_net_close", "net", self._ref)) for t in tests]
 
     def step(self, iters):
         _checked("cortado_solver_step", self._ref.get(), _int(iters, "iters", 0))

@@ -171,11 +171,10 @@ int cortado_net_save(cortado_net* h, const char* path) {
     h->net->context().Activate();
     cortado::NetParameter p;
     h->net->ToProto(&p, false);
-    const std::string file(path);
-    if (file.size() >= 3 && file.compare(file.size() - 3, 3, ".h5") == 0) {
-      cortado::hdf5::WriteWeights(file, p);
+    if (cortado::hdf5::IsHdf5Name(path)) {
+      cortado::hdf5::WriteWeights(path, p);
     } else {
-      cortado::WriteBinaryProto(file, p);
+      cortado::WriteBinaryProto(path, p);
     }
   });
 }

@@ -509,8 +509,7 @@ void Net::CopyTrainedLayersFrom(const NetParameter& param, const std::string& so
 
 void Net::CopyTrainedLayersFrom(const std::string& path) {
   NetParameter param;
-  // Caffe's rule: a name ending in .h5 is HDF5 weights (snapshot_format: HDF5).
-  if (path.size() >= 3 && path.compare(path.size() - 3, 3, ".h5") == 0) {
+  if (hdf5::IsHdf5Name(path)) {  // snapshot_format: HDF5
     hdf5::ReadWeights(path, &param);
   } else {
     ReadBinaryProto(path, &param);

@@ -32,6 +32,12 @@ TEST(RankFileName, SuffixBeforeTheExtensionOfTheFileName) {
 
 #ifdef CORTADO_USE_HDF5
 
+// An FP32 HDF5Output layer writing `file`.
+std::unique_ptr<HDF5OutputLayer<float, float>> Fp32Output(const std::string& file) {
+  return std::make_unique<HDF5OutputLayer<float, float>>(test::MakeParam<test::TypePair<float, float>>(
+      "name: 'out' type: 'HDF5Output' hdf5_output_param { file_name: '" + file + "' }"));
+}
+
 template <typename P>
 class HDF5OutputLayerTest : public ::testing::Test {
  protected:
@@ -90,15 +96,14 @@ TYPED_TEST(HDF5OutputLayerTest, AppendsEveryBatchAndFlushesIt) {
 TEST(HDF5OutputLayer, RoundTripThroughHDF5Data) {
   test::TempDir dir;
   {
-    HDF5OutputLayer<float, float> out(test::MakeParam<test::TypePair<float, float>>(
-        "name: 'out' type: 'HDF5Output' hdf5_output_param { file_name: '" + (dir / "out.h5") + "' }"));
+    auto out = Fp32Output(dir / "out.h5");
     test::Blobs bottom;
     bottom.add({4, 2}, FLOAT);
     bottom.add({4}, FLOAT);
-    out.SetUp(bottom.vec, {});
+    out->SetUp(bottom.vec, {});
     test::SetTensor(&bottom[0]->data(), FLOAT, {1, 2, 3, 4, 5, 6, 7, 8});
     test::SetTensor(&bottom[1]->data(), FLOAT, {0, 1, 2, 3});
-    out.Forward(bottom.vec, {});
+    out->Forward(bottom.vec, {});
   }
   std::ofstream(dir / "list.txt") << "out.h5\n";
   HDF5DataLayer<float, float> in(test::MakeParam<test::TypePair<float, float>>(
@@ -136,13 +141,12 @@ TEST(HDF5OutputLayer, Errors) {
   }
   // A label row count that is not the data's.
   {
-    HDF5OutputLayer<float, float> layer(test::MakeParam<test::TypePair<float, float>>(
-        "name: 'out' type: 'HDF5Output' hdf5_output_param { file_name: '" + (dir / "rows.h5") + "' }"));
+    auto layer = Fp32Output(dir / "rows.h5");
     test::Blobs bottom;
     bottom.add({2, 3}, FLOAT);
     bottom.add({3}, FLOAT);
     try {
-      layer.SetUp(bottom.vec, {});
+      layer->SetUp(bottom.vec, {});
       ADD_FAILURE() << "accepted 3 labels for 2 rows";
     } catch (const FieldError& e) {
       EXPECT_EQ(e.field(), "bottom[1]");
@@ -151,15 +155,11 @@ TEST(HDF5OutputLayer, Errors) {
   }
   // Two layers writing one file (an HDF5Output in the train and the test net).
   {
-    auto make = [&] {
-      return std::make_unique<HDF5OutputLayer<float, float>>(test::MakeParam<test::TypePair<float, float>>(
-          "name: 'out' type: 'HDF5Output' hdf5_output_param { file_name: '" + (dir / "twice.h5") + "' }"));
-    };
     test::Blobs bottom;
     bottom.add({2, 3}, FLOAT);
-    auto first = make();
+    auto first = Fp32Output(dir / "twice.h5");
     first->SetUp(bottom.vec, {});
-    auto second = make();
+    auto second = Fp32Output(dir / "twice.h5");
     try {
       second->SetUp(bottom.vec, {});
       ADD_FAILURE() << "two writers of one file";
@@ -171,15 +171,14 @@ TEST(HDF5OutputLayer, Errors) {
     second->SetUp(bottom.vec, {});  // free again once the first is gone
   }
   // Rows of another shape than the first batch's.
-  HDF5OutputLayer<float, float> layer(test::MakeParam<test::TypePair<float, float>>(
-      "name: 'out' type: 'HDF5Output' hdf5_output_param { file_name: '" + (dir / "out.h5") + "' }"));
+  auto layer = Fp32Output(dir / "out.h5");
   test::Blobs bottom;
   bottom.add({2, 3}, FLOAT);
-  layer.SetUp(bottom.vec, {});
-  layer.Forward(bottom.vec, {});
+  layer->SetUp(bottom.vec, {});
+  layer->Forward(bottom.vec, {});
   bottom[0]->Reshape({2, 4});
   try {
-    layer.Forward(bottom.vec, {});
+    layer->Forward(bottom.vec, {});
     ADD_FAILURE() << "appended rows of another shape";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("dataset 'data': rows of another shape"), std::string::npos) << e.what();

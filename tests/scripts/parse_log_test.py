@@ -88,6 +88,15 @@ def tempdir(prefix):
     return d
 
 
+def write_log(prefix, name, text):
+    """A log file `name` holding `text` in a new temporary folder: (folder, path)."""
+    d = tempdir(prefix)
+    path = os.path.join(d, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return d, path
+
+
 def read_csv(path):
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
@@ -240,10 +249,7 @@ E0101 00:00:03.000000 12345 solver.cpp:500] something went wrong
 
 class CaffeLog(unittest.TestCase):
     def setUp(self):
-        self.dir = tempdir("parse_log_caffe.")
-        self.path = os.path.join(self.dir, "caffe.log")
-        with open(self.path, "w") as f:
-            f.write(CAFFE_LOG)
+        self.dir, self.path = write_log("parse_log_caffe.", "caffe.log", CAFFE_LOG)
 
     def test_tables(self):
         log = parse_log.parse(self.path)
@@ -298,10 +304,7 @@ I0523 10:00:06.100000  1234 sgd_solver.cpp:170] Iteration 20, lr = 0.099, m = 0.
 
 class NvcaffeLog(unittest.TestCase):
     def test_epoch_field_and_extra_rate_fields(self):
-        d = tempdir("parse_log_nvcaffe.")
-        path = os.path.join(d, "nvcaffe.log")
-        with open(path, "w") as f:
-            f.write(NVCAFFE_LOG)
+        _, path = write_log("parse_log_nvcaffe.", "nvcaffe.log", NVCAFFE_LOG)
         log = parse_log.parse(path)
         self.assertEqual([r["NumIters"] for r in log.train], [0, 20])
         self.assertEqual([r["SmoothedLoss"] for r in log.train], [6.91, 6.9])
@@ -319,30 +322,22 @@ class BadInput(unittest.TestCase):
         self.assertIn("parse_log.py: /nonexistent/train.log: cannot read the log", r.stdout)
 
     def test_log_without_iterations(self):
-        d = tempdir("parse_log_bad.")
-        path = os.path.join(d, "empty.log")
-        with open(path, "w") as f:
-            f.write("I1123 06:58:59.466806 23623 solver.cpp:89] Solving LeNet\nnot a glog line\n")
+        d, path = write_log("parse_log_bad.", "empty.log",
+                            "I1123 06:58:59.466806 23623 solver.cpp:89] Solving LeNet\nnot a glog line\n")
         r = self.parse_log(path, d)
         self.assertEqual(r.returncode, 1)
         self.assertIn("empty.log: no training or test lines", r.stdout)
         self.assertFalse(os.path.exists(path + ".train"))
 
     def test_bad_timestamp_names_the_line(self):
-        d = tempdir("parse_log_bad.")
-        path = os.path.join(d, "bad.log")
-        with open(path, "w") as f:
-            f.write("I1123 06:58:59.4 1 solver.cpp:1] Iteration 0, loss = 1\n"
-                    "I1340 06:58:59.4 1 solver.cpp:1] Iteration 1, loss = 1\n")
+        _, path = write_log("parse_log_bad.", "bad.log", "I1123 06:58:59.4 1 solver.cpp:1] Iteration 0, loss = 1\n"
+                                                          "I1340 06:58:59.4 1 solver.cpp:1] Iteration 1, loss = 1\n")
         r = self.parse_log(path, "--summary")
         self.assertEqual(r.returncode, 1)
         self.assertIn("bad.log:2: a glog timestamp that is not a date", r.stdout)
 
     def test_missing_output_folder(self):
-        d = tempdir("parse_log_bad.")
-        path = os.path.join(d, "caffe.log")
-        with open(path, "w") as f:
-            f.write(CAFFE_LOG)
+        d, path = write_log("parse_log_bad.", "caffe.log", CAFFE_LOG)
         r = self.parse_log(path, os.path.join(d, "no_such_dir"))
         self.assertEqual(r.returncode, 1)
         self.assertIn("no_such_dir: the output folder does not exist", r.stdout)

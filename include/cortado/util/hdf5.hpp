@@ -41,6 +41,9 @@ void ReadWeights(const std::string& path, NetParameter* param);
 /// Writes the blobs of `param`'s layers in that layout, their `diff` too
 /// when they have one, to "<path>.tmp", then renames it to `path`.
 void WriteWeights(const std::string& path, const NetParameter& param);
+/// Caffe's rule for weights files: a name ending in ".h5" is HDF5, any
+/// other a binary NetParameter.
+bool IsHdf5Name(const std::string& path);
 /// Throws Error (naming `path`) unless `layer` can name a group of that
 /// layout: not empty, not ".", no '/' (which HDF5 reads as a path).
 void CheckWeightsLayerName(const std::string& layer, const std::string& path);

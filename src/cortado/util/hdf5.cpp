@@ -21,6 +21,10 @@
 namespace cortado {
 namespace hdf5 {
 
+bool IsHdf5Name(const std::string& path) {
+  return path.size() >= 3 && path.compare(path.size() - 3, 3, ".h5") == 0;
+}
+
 #ifdef CORTADO_USE_HDF5
 
 namespace {
