@@ -34,6 +34,7 @@
 #include "cortado/layers/input_layer.hpp"
 #include "cortado/layers/log_layer.hpp"
 #include "cortado/layers/lrn_layer.hpp"
+#include "cortado/layers/lstm_layer.hpp"
 #include "cortado/layers/multinomial_logistic_loss_layer.hpp"
 #include "cortado/layers/mvn_layer.hpp"
 #include "cortado/layers/pooling_layer.hpp"
@@ -42,6 +43,7 @@
 #include "cortado/layers/reduction_layer.hpp"
 #include "cortado/layers/relu_layer.hpp"
 #include "cortado/layers/reshape_layer.hpp"
+#include "cortado/layers/rnn_layer.hpp"
 #include "cortado/layers/scale_layer.hpp"
 #include "cortado/layers/sigmoid_cross_entropy_loss_layer.hpp"
 #include "cortado/layers/sigmoid_layer.hpp"
@@ -93,12 +95,14 @@ const Entry kRegistry[] = {
     {"InnerProduct", &MakeLayer<InnerProductLayer>},
     {"Input", &MakeLayer<InputLayer>},
     {"LRN", &MakeLayer<LRNLayer>},
+    {"LSTM", &MakeLayer<LSTMLayer>},
     {"Log", &MakeLayer<LogLayer>},
     {"MVN", &MakeLayer<MVNLayer>},
     {"MultinomialLogisticLoss", &MakeLayer<MultinomialLogisticLossLayer>},
     {"PReLU", &MakeLayer<PReLULayer>},
     {"Pooling", &MakeLayer<PoolingLayer>},
     {"Power", &MakeLayer<PowerLayer>},
+    {"RNN", &MakeLayer<RNNLayer>},
     {"ReLU", &MakeLayer<ReLULayer>},
     {"Reduction", &MakeLayer<ReductionLayer>},
     {"Reshape", &MakeLayer<ReshapeLayer>},

@@ -1,0 +1,239 @@
+#include "cortado/layers/lstm_layer.hpp"
+
+#include <cmath>
+
+#include "recurrent_ops.hpp"
+
+namespace cortado {
+namespace {
+
+using recurrent::CpuOps;
+
+template <typename M> M sigmoid(M v) { return M(1) / (M(1) + std::exp(-v)); }
+
+template <typename M>
+void ForwardStep(const CpuOps<M>&, int64_t N, int64_t H, const M* cont, const M* c_prev, M* gates, M* c, M* h) {
+  for (int64_t n = 0; n < N; ++n) {
+    M* a = gates + n * 4 * H;
+    for (int64_t j = 0; j < H; ++j) {
+      const M i = sigmoid(a[j]), f = sigmoid(a[H + j]), o = sigmoid(a[2 * H + j]), g = std::tanh(a[3 * H + j]);
+      a[j] = i;
+      a[H + j] = f;
+      a[2 * H + j] = o;
+      a[3 * H + j] = g;
+      const M cn = cont[n] * f * c_prev[n * H + j] + i * g;
+      c[n * H + j] = cn;
+      h[n * H + j] = o * std::tanh(cn);
+    }
+  }
+}
+
+template <typename M>
+void BackwardStep(const CpuOps<M>&, int64_t N, int64_t H, const M* cont, const M* c_prev, const M* gates,
+                  const M* c, const M* dh_top, const M* dh, M* dc, M* dgates) {
+  for (int64_t n = 0; n < N; ++n) {
+    const M* a = gates + n * 4 * H;
+    M* da = dgates + n * 4 * H;
+    for (int64_t j = 0; j < H; ++j) {
+      const int64_t k = n * H + j;
+      const M i = a[j], f = a[H + j], o = a[2 * H + j], g = a[3 * H + j];
+      const M tc = std::tanh(c[k]);
+      const M dhk = (dh_top ? dh_top[k] : M(0)) + dh[k];
+      const M dck = dc[k] + dhk * o * (M(1) - tc * tc);
+      da[j] = dck * g * i * (M(1) - i);
+      da[H + j] = dck * cont[n] * c_prev[k] * f * (M(1) - f);
+      da[2 * H + j] = dhk * tc * o * (M(1) - o);
+      da[3 * H + j] = dck * i * (M(1) - g * g);
+      dc[k] = dck * cont[n] * f;
+    }
+  }
+}
+
+#ifdef CORTADO_USE_CUDA
+using recurrent::GpuOps;
+
+template <typename M>
+void ForwardStep(const GpuOps<M>& ops, int64_t N, int64_t H, const M* cont, const M* c_prev, M* gates, M* c, M* h) {
+  gpu::lstm_forward_step<M>(N, H, cont, c_prev, gates, c, h, ops.stream);
+}
+
+template <typename M>
+void BackwardStep(const GpuOps<M>& ops, int64_t N, int64_t H, const M* cont, const M* c_prev, const M* gates,
+                  const M* c, const M* dh_top, const M* dh, M* dc, M* dgates) {
+  gpu::lstm_backward_step<M>(N, H, cont, c_prev, gates, c, dh_top, dh, dc, dgates, ops.stream);
+}
+#endif
+
+}  // namespace
+
+template <typename Ftype, typename Btype>
+std::vector<typename LSTMLayer<Ftype, Btype>::ParamSpec> LSTMLayer<Ftype, Btype>::param_specs(int H, int I,
+                                                                                               int I_static) const {
+  std::vector<ParamSpec> specs{{"W_xc", {4 * H, I}, false}, {"b_c", {4 * H}, true}};
+  if (I_static > 0) specs.push_back({"W_xc_static", {4 * H, I_static}, false});
+  specs.push_back({"W_hc", {4 * H, H}, false});
+  return specs;
+}
+
+template <typename Ftype, typename Btype>
+void LSTMLayer<Ftype, Btype>::ReshapeBuffers() {
+  const int T = this->T_, N = this->N_, H = this->H_;
+  gates_.Reshape({T, N, 4 * H});
+  dgates_.Reshape({T, N, 4 * H});
+  cell_.Reshape({T, N, H});
+  hc_.Reshape({T, N, H});
+  static_.Reshape({this->static_input_ ? N : 0, 4 * H});
+  dh_.Reshape({N, H});
+  dc_.Reshape({N, H});
+  tmp_.Reshape({N, H});
+}
+
+template <typename Ftype, typename Btype>
+template <class Ops>
+void LSTMLayer<Ftype, Btype>::ForwardWith(const Ops& ops, const BlobVec& bottom, const BlobVec& top) {
+  const int T = this->T_, N = this->N_, H = this->H_, G = 4 * H, TN = T * N;
+  const int64_t NH = static_cast<int64_t>(N) * H, NG = static_cast<int64_t>(N) * G;
+  auto& blobs = this->blobs_;
+  const M* x = ops.data(*bottom[0]);
+  const M* cont = ops.data(*bottom[1]);
+  const M* w_x = ops.data(*blobs[0]);
+  const M* b = ops.data(*blobs[1]);
+  const M* w_h = ops.data(*blobs[wh_index()]);
+  const M* h0 = this->expose_hidden_ ? ops.data(*bottom[this->first_state_bottom_]) : ops.data(this->zeros_);
+  const M* c0 = this->expose_hidden_ ? ops.data(*bottom[this->first_state_bottom_ + 1]) : ops.data(this->zeros_);
+  M* gates = ops.mutable_data(gates_);
+  M* cell = ops.mutable_data(cell_);
+  M* hc = ops.mutable_data(hc_);
+  M* h = ops.mutable_data(*top[0]);
+
+  // The input part of every step at once: x W_xc^T + 1 b_c^T.
+  ops.gemm(Trans::No, Trans::Yes, TN, G, this->I_, M(1), x, w_x, M(0), gates);
+  ops.gemm(Trans::No, Trans::No, TN, G, 1, M(1), ops.data(this->ones_), b, M(1), gates);
+  if (this->static_input_) {
+    M* s = ops.mutable_data(static_);
+    ops.gemm(Trans::No, Trans::Yes, N, G, this->I_static_, M(1), ops.data(*bottom[2]), ops.data(*blobs[2]), M(0), s);
+    for (int t = 0; t < T; ++t) ops.axpy(NG, M(1), s, gates + t * NG);
+  }
+  for (int t = 0; t < T; ++t) {
+    const M* h_prev = t > 0 ? h + (t - 1) * NH : h0;
+    const M* c_prev = t > 0 ? cell + (t - 1) * NH : c0;
+    ops.cont_scale(N, H, cont + static_cast<int64_t>(t) * N, h_prev, hc + t * NH);
+    ops.gemm(Trans::No, Trans::Yes, N, G, H, M(1), hc + t * NH, w_h, M(1), gates + t * NG);
+    ForwardStep(ops, N, H, cont + static_cast<int64_t>(t) * N, c_prev, gates + t * NG, cell + t * NH, h + t * NH);
+  }
+  if (this->expose_hidden_) {
+    ops.copy(NH, h + (T - 1) * NH, ops.mutable_data(*top[1]));
+    ops.copy(NH, cell + (T - 1) * NH, ops.mutable_data(*top[2]));
+    ops.template round_data<Ftype>(*top[1]);
+    ops.template round_data<Ftype>(*top[2]);
+  }
+  ops.template round_data<Ftype>(*top[0]);
+}
+
+template <typename Ftype, typename Btype>
+template <class Ops>
+void LSTMLayer<Ftype, Btype>::BackwardWith(const Ops& ops, const BlobVec& top, const std::vector<bool>& propagate_down,
+                                           const BlobVec& bottom) {
+  this->CheckNoContGradient(propagate_down);
+  const int T = this->T_, N = this->N_, H = this->H_, G = 4 * H, TN = T * N;
+  const int64_t NH = static_cast<int64_t>(N) * H, NG = static_cast<int64_t>(N) * G;
+  auto& blobs = this->blobs_;
+  const M* dtop = ops.diff(*top[0]);
+  const M* cont = ops.data(*bottom[1]);
+  const M* w_h = ops.data(*blobs[wh_index()]);
+  const M* c0 = this->expose_hidden_ ? ops.data(*bottom[this->first_state_bottom_ + 1]) : ops.data(this->zeros_);
+  const M* gates = ops.data(gates_);
+  const M* cell = ops.data(cell_);
+  M* dg = ops.mutable_data(dgates_);
+  M* dh = ops.mutable_data(dh_);
+  M* dc = ops.mutable_data(dc_);
+  M* tmp = ops.mutable_data(tmp_);
+  if (this->expose_hidden_) {
+    ops.copy(NH, ops.diff(*top[1]), dh);
+    ops.copy(NH, ops.diff(*top[2]), dc);
+  } else {
+    ops.set(NH, M(0), dh);
+    ops.set(NH, M(0), dc);
+  }
+  for (int t = T - 1; t >= 0; --t) {
+    const M* cont_t = cont + static_cast<int64_t>(t) * N;
+    const M* c_prev = t > 0 ? cell + (t - 1) * NH : c0;
+    BackwardStep(ops, N, H, cont_t, c_prev, gates + t * NG, cell + t * NH, dtop + t * NH, dh, dc, dg + t * NG);
+    // dh_{t-1} = cont_t * (da_t W_hc)
+    ops.gemm(Trans::No, Trans::No, N, H, G, M(1), dg + t * NG, w_h, M(0), tmp);
+    ops.cont_scale(N, H, cont_t, tmp, dh);
+  }
+
+  // Parameter gradients, accumulated over all steps.
+  if (this->param_propagate_down(0)) {
+    ops.gemm(Trans::Yes, Trans::No, G, this->I_, TN, M(1), dg, ops.data(*bottom[0]), M(1),
+             ops.mutable_diff(*blobs[0]));
+    ops.template round_diff<Btype>(*blobs[0]);
+  }
+  if (this->param_propagate_down(1)) {
+    ops.gemv(Trans::Yes, TN, G, M(1), dg, ops.data(this->ones_), M(1), ops.mutable_diff(*blobs[1]));
+    ops.template round_diff<Btype>(*blobs[1]);
+  }
+  if (this->param_propagate_down(wh_index())) {
+    ops.gemm(Trans::Yes, Trans::No, G, H, TN, M(1), dg, ops.data(hc_), M(1), ops.mutable_diff(*blobs[wh_index()]));
+    ops.template round_diff<Btype>(*blobs[wh_index()]);
+  }
+  if (this->static_input_) {
+    M* ds = ops.mutable_data(static_);
+    ops.copy(NG, dg, ds);
+    for (int t = 1; t < T; ++t) ops.axpy(NG, M(1), dg + t * NG, ds);
+    if (this->param_propagate_down(2)) {
+      ops.gemm(Trans::Yes, Trans::No, G, this->I_static_, N, M(1), ds, ops.data(*bottom[2]), M(1),
+               ops.mutable_diff(*blobs[2]));
+      ops.template round_diff<Btype>(*blobs[2]);
+    }
+    if (propagate_down[2]) {
+      ops.gemm(Trans::No, Trans::No, N, this->I_static_, G, M(1), ds, ops.data(*blobs[2]), M(0),
+               ops.mutable_diff(*bottom[2]));
+      ops.template round_diff<Btype>(*bottom[2]);
+    }
+  }
+  if (propagate_down[0]) {
+    ops.gemm(Trans::No, Trans::No, TN, this->I_, G, M(1), dg, ops.data(*blobs[0]), M(0), ops.mutable_diff(*bottom[0]));
+    ops.template round_diff<Btype>(*bottom[0]);
+  }
+  if (this->expose_hidden_) {
+    const int hb = this->first_state_bottom_;
+    if (propagate_down[hb]) {
+      ops.copy(NH, dh, ops.mutable_diff(*bottom[hb]));
+      ops.template round_diff<Btype>(*bottom[hb]);
+    }
+    if (propagate_down[hb + 1]) {
+      ops.copy(NH, dc, ops.mutable_diff(*bottom[hb + 1]));
+      ops.template round_diff<Btype>(*bottom[hb + 1]);
+    }
+  }
+}
+
+template <typename Ftype, typename Btype>
+void LSTMLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  ForwardWith(recurrent::CpuOps<M>{}, bottom, top);
+}
+
+template <typename Ftype, typename Btype>
+void LSTMLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                           const BlobVec& bottom) {
+  BackwardWith(recurrent::CpuOps<M>{}, top, propagate_down, bottom);
+}
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void LSTMLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  ForwardWith(recurrent::GpuOps<M>{this->context().cublas(), this->context().stream()}, bottom, top);
+}
+
+template <typename Ftype, typename Btype>
+void LSTMLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                           const BlobVec& bottom) {
+  BackwardWith(recurrent::GpuOps<M>{this->context().cublas(), this->context().stream()}, top, propagate_down, bottom);
+}
+#endif
+
+CORTADO_INSTANTIATE_LAYER(LSTMLayer);
+
+}  // namespace cortado
