@@ -35,6 +35,7 @@
 #include "cortado/layers/log_layer.hpp"
 #include "cortado/layers/lrn_layer.hpp"
 #include "cortado/layers/lstm_layer.hpp"
+#include "cortado/layers/lstm_unit_layer.hpp"
 #include "cortado/layers/multinomial_logistic_loss_layer.hpp"
 #include "cortado/layers/mvn_layer.hpp"
 #include "cortado/layers/pooling_layer.hpp"
@@ -96,6 +97,7 @@ const Entry kRegistry[] = {
     {"Input", &MakeLayer<InputLayer>},
     {"LRN", &MakeLayer<LRNLayer>},
     {"LSTM", &MakeLayer<LSTMLayer>},
+    {"LSTMUnit", &MakeLayer<LSTMUnitLayer>},
     {"Log", &MakeLayer<LogLayer>},
     {"MVN", &MakeLayer<MVNLayer>},
     {"MultinomialLogisticLoss", &MakeLayer<MultinomialLogisticLossLayer>},

@@ -1,70 +1,8 @@
 #include "cortado/layers/lstm_layer.hpp"
 
-#include <cmath>
-
 #include "recurrent_ops.hpp"
 
 namespace cortado {
-namespace {
-
-using recurrent::CpuOps;
-
-template <typename M> M sigmoid(M v) { return M(1) / (M(1) + std::exp(-v)); }
-
-template <typename M>
-void ForwardStep(const CpuOps<M>&, int64_t N, int64_t H, const M* cont, const M* c_prev, M* gates, M* c, M* h) {
-  for (int64_t n = 0; n < N; ++n) {
-    M* a = gates + n * 4 * H;
-    for (int64_t j = 0; j < H; ++j) {
-      const M i = sigmoid(a[j]), f = sigmoid(a[H + j]), o = sigmoid(a[2 * H + j]), g = std::tanh(a[3 * H + j]);
-      a[j] = i;
-      a[H + j] = f;
-      a[2 * H + j] = o;
-      a[3 * H + j] = g;
-      const M cn = cont[n] * f * c_prev[n * H + j] + i * g;
-      c[n * H + j] = cn;
-      h[n * H + j] = o * std::tanh(cn);
-    }
-  }
-}
-
-template <typename M>
-void BackwardStep(const CpuOps<M>&, int64_t N, int64_t H, const M* cont, const M* c_prev, const M* gates,
-                  const M* c, const M* dh_top, const M* dh, M* dc, M* dgates) {
-  for (int64_t n = 0; n < N; ++n) {
-    const M* a = gates + n * 4 * H;
-    M* da = dgates + n * 4 * H;
-    for (int64_t j = 0; j < H; ++j) {
-      const int64_t k = n * H + j;
-      const M i = a[j], f = a[H + j], o = a[2 * H + j], g = a[3 * H + j];
-      const M tc = std::tanh(c[k]);
-      const M dhk = (dh_top ? dh_top[k] : M(0)) + dh[k];
-      const M dck = dc[k] + dhk * o * (M(1) - tc * tc);
-      da[j] = dck * g * i * (M(1) - i);
-      da[H + j] = dck * cont[n] * c_prev[k] * f * (M(1) - f);
-      da[2 * H + j] = dhk * tc * o * (M(1) - o);
-      da[3 * H + j] = dck * i * (M(1) - g * g);
-      dc[k] = dck * cont[n] * f;
-    }
-  }
-}
-
-#ifdef CORTADO_USE_CUDA
-using recurrent::GpuOps;
-
-template <typename M>
-void ForwardStep(const GpuOps<M>& ops, int64_t N, int64_t H, const M* cont, const M* c_prev, M* gates, M* c, M* h) {
-  gpu::lstm_forward_step<M>(N, H, cont, c_prev, gates, c, h, ops.stream);
-}
-
-template <typename M>
-void BackwardStep(const GpuOps<M>& ops, int64_t N, int64_t H, const M* cont, const M* c_prev, const M* gates,
-                  const M* c, const M* dh_top, const M* dh, M* dc, M* dgates) {
-  gpu::lstm_backward_step<M>(N, H, cont, c_prev, gates, c, dh_top, dh, dc, dgates, ops.stream);
-}
-#endif
-
-}  // namespace
 
 template <typename Ftype, typename Btype>
 std::vector<typename LSTMLayer<Ftype, Btype>::ParamSpec> LSTMLayer<Ftype, Btype>::param_specs(int H, int I,
@@ -119,7 +57,7 @@ void LSTMLayer<Ftype, Btype>::ForwardWith(const Ops& ops, const BlobVec& bottom,
     const M* c_prev = t > 0 ? cell + (t - 1) * NH : c0;
     ops.cont_scale(N, H, cont + static_cast<int64_t>(t) * N, h_prev, hc + t * NH);
     ops.gemm(Trans::No, Trans::Yes, N, G, H, M(1), hc + t * NH, w_h, M(1), gates + t * NG);
-    ForwardStep(ops, N, H, cont + static_cast<int64_t>(t) * N, c_prev, gates + t * NG, cell + t * NH, h + t * NH);
+    ops.lstm_forward_step(N, H, cont + static_cast<int64_t>(t) * N, c_prev, gates + t * NG, cell + t * NH, h + t * NH);
   }
   if (this->expose_hidden_) {
     ops.copy(NH, h + (T - 1) * NH, ops.mutable_data(*top[1]));
@@ -158,7 +96,7 @@ void LSTMLayer<Ftype, Btype>::BackwardWith(const Ops& ops, const BlobVec& top, c
   for (int t = T - 1; t >= 0; --t) {
     const M* cont_t = cont + static_cast<int64_t>(t) * N;
     const M* c_prev = t > 0 ? cell + (t - 1) * NH : c0;
-    BackwardStep(ops, N, H, cont_t, c_prev, gates + t * NG, cell + t * NH, dtop + t * NH, dh, dc, dg + t * NG);
+    ops.lstm_backward_step(N, H, cont_t, c_prev, gates + t * NG, cell + t * NH, dtop + t * NH, dh, dc, dg + t * NG);
     // dh_{t-1} = cont_t * (da_t W_hc)
     ops.gemm(Trans::No, Trans::No, N, H, G, M(1), dg + t * NG, w_h, M(0), tmp);
     ops.cont_scale(N, H, cont_t, tmp, dh);

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "cortado/blob.hpp"
+#include "cortado/layers/lstm_layer.hpp"
 #include "cortado/layers/recurrent_layer.hpp"
 #include "cortado/util/math.hpp"
 #ifdef CORTADO_USE_CUDA
@@ -54,6 +55,43 @@ struct CpuOps {
   void tanh_grad(int64_t n, const M* y, const M* dy, const M* dy2, M* dx) const {
     for (int64_t i = 0; i < n; ++i) dx[i] = (dy2 ? dy[i] + dy2[i] : dy[i]) * (M(1) - y[i] * y[i]);
   }
+  /// One LSTM step (see gpu::lstm_forward_step in lstm_layer.hpp).
+  void lstm_forward_step(int64_t N, int64_t H, const M* cont, const M* c_prev, M* gates, M* c, M* h) const {
+    auto sigmoid = [](M v) { return M(1) / (M(1) + std::exp(-v)); };
+    for (int64_t n = 0; n < N; ++n) {
+      M* a = gates + n * 4 * H;
+      for (int64_t j = 0; j < H; ++j) {
+        const M i = sigmoid(a[j]), f = sigmoid(a[H + j]), o = sigmoid(a[2 * H + j]), g = std::tanh(a[3 * H + j]);
+        a[j] = i;
+        a[H + j] = f;
+        a[2 * H + j] = o;
+        a[3 * H + j] = g;
+        const M cn = cont[n] * f * c_prev[n * H + j] + i * g;
+        c[n * H + j] = cn;
+        h[n * H + j] = o * std::tanh(cn);
+      }
+    }
+  }
+  /// The step's backward (see gpu::lstm_backward_step in lstm_layer.hpp).
+  void lstm_backward_step(int64_t N, int64_t H, const M* cont, const M* c_prev, const M* gates, const M* c,
+                          const M* dh_top, const M* dh, M* dc, M* dgates) const {
+    for (int64_t n = 0; n < N; ++n) {
+      const M* a = gates + n * 4 * H;
+      M* da = dgates + n * 4 * H;
+      for (int64_t j = 0; j < H; ++j) {
+        const int64_t k = n * H + j;
+        const M i = a[j], f = a[H + j], o = a[2 * H + j], g = a[3 * H + j];
+        const M tc = std::tanh(c[k]);
+        const M dhk = (dh_top ? dh_top[k] : M(0)) + dh[k];
+        const M dck = dc[k] + dhk * o * (M(1) - tc * tc);
+        da[j] = dck * g * i * (M(1) - i);
+        da[H + j] = dck * cont[n] * c_prev[k] * f * (M(1) - f);
+        da[2 * H + j] = dhk * tc * o * (M(1) - o);
+        da[3 * H + j] = dck * i * (M(1) - g * g);
+        dc[k] = dck * cont[n] * f;
+      }
+    }
+  }
 };
 
 #ifdef CORTADO_USE_CUDA
@@ -86,6 +124,13 @@ struct GpuOps {
   void tanh(int64_t n, M* x) const { gpu::recurrent_tanh<M>(n, x, stream); }
   void tanh_grad(int64_t n, const M* y, const M* dy, const M* dy2, M* dx) const {
     gpu::recurrent_tanh_grad<M>(n, y, dy, dy2, dx, stream);
+  }
+  void lstm_forward_step(int64_t N, int64_t H, const M* cont, const M* c_prev, M* gates, M* c, M* h) const {
+    gpu::lstm_forward_step<M>(N, H, cont, c_prev, gates, c, h, stream);
+  }
+  void lstm_backward_step(int64_t N, int64_t H, const M* cont, const M* c_prev, const M* gates, const M* c,
+                          const M* dh_top, const M* dh, M* dc, M* dgates) const {
+    gpu::lstm_backward_step<M>(N, H, cont, c_prev, gates, c, dh_top, dh, dc, dgates, stream);
   }
 };
 #endif
