@@ -7,6 +7,7 @@
 #include "cortado/layers/accuracy_layer.hpp"
 #include "cortado/layers/argmax_layer.hpp"
 #include "cortado/layers/batch_norm_layer.hpp"
+#include "cortado/layers/batch_reindex_layer.hpp"
 #include "cortado/layers/bias_layer.hpp"
 #include "cortado/layers/bnll_layer.hpp"
 #include "cortado/layers/clip_layer.hpp"
@@ -24,10 +25,12 @@
 #include "cortado/layers/embed_layer.hpp"
 #include "cortado/layers/euclidean_loss_layer.hpp"
 #include "cortado/layers/exp_layer.hpp"
+#include "cortado/layers/filter_layer.hpp"
 #include "cortado/layers/flatten_layer.hpp"
 #include "cortado/layers/hdf5_data_layer.hpp"
 #include "cortado/layers/hdf5_output_layer.hpp"
 #include "cortado/layers/hinge_loss_layer.hpp"
+#include "cortado/layers/im2col_layer.hpp"
 #include "cortado/layers/image_data_layer.hpp"
 #include "cortado/layers/infogain_loss_layer.hpp"
 #include "cortado/layers/inner_product_layer.hpp"
@@ -38,6 +41,8 @@
 #include "cortado/layers/lstm_unit_layer.hpp"
 #include "cortado/layers/multinomial_logistic_loss_layer.hpp"
 #include "cortado/layers/mvn_layer.hpp"
+#include "cortado/layers/parameter_layer.hpp"
+#include "cortado/layers/permute_layer.hpp"
 #include "cortado/layers/pooling_layer.hpp"
 #include "cortado/layers/power_layer.hpp"
 #include "cortado/layers/prelu_layer.hpp"
@@ -53,6 +58,7 @@
 #include "cortado/layers/softmax_layer.hpp"
 #include "cortado/layers/softmax_with_loss_layer.hpp"
 #include "cortado/layers/split_layer.hpp"
+#include "cortado/layers/spp_layer.hpp"
 #include "cortado/layers/swish_layer.hpp"
 #include "cortado/layers/tanh_layer.hpp"
 #include "cortado/layers/threshold_layer.hpp"
@@ -72,6 +78,7 @@ const Entry kRegistry[] = {
     {"ArgMax", &MakeLayer<ArgMaxLayer>},
     {"BNLL", &MakeLayer<BNLLLayer>},
     {"BatchNorm", &MakeLayer<BatchNormLayer>},
+    {"BatchReindex", &MakeLayer<BatchReindexLayer>},
     {"Bias", &MakeLayer<BiasLayer>},
     {"Clip", &MakeLayer<ClipLayer>},
     {"Concat", &MakeLayer<ConcatLayer>},
@@ -87,10 +94,12 @@ const Entry kRegistry[] = {
     {"Embed", &MakeLayer<EmbedLayer>},
     {"EuclideanLoss", &MakeLayer<EuclideanLossLayer>},
     {"Exp", &MakeLayer<ExpLayer>},
+    {"Filter", &MakeLayer<FilterLayer>},
     {"Flatten", &MakeLayer<FlattenLayer>},
     {"HDF5Data", &MakeLayer<HDF5DataLayer>},
     {"HDF5Output", &MakeLayer<HDF5OutputLayer>},
     {"HingeLoss", &MakeLayer<HingeLossLayer>},
+    {"Im2col", &MakeLayer<Im2colLayer>},
     {"ImageData", &MakeLayer<ImageDataLayer>},
     {"InfogainLoss", &MakeLayer<InfogainLossLayer>},
     {"InnerProduct", &MakeLayer<InnerProductLayer>},
@@ -102,12 +111,15 @@ const Entry kRegistry[] = {
     {"MVN", &MakeLayer<MVNLayer>},
     {"MultinomialLogisticLoss", &MakeLayer<MultinomialLogisticLossLayer>},
     {"PReLU", &MakeLayer<PReLULayer>},
+    {"Parameter", &MakeLayer<ParameterLayer>},
+    {"Permute", &MakeLayer<PermuteLayer>},
     {"Pooling", &MakeLayer<PoolingLayer>},
     {"Power", &MakeLayer<PowerLayer>},
     {"RNN", &MakeLayer<RNNLayer>},
     {"ReLU", &MakeLayer<ReLULayer>},
     {"Reduction", &MakeLayer<ReductionLayer>},
     {"Reshape", &MakeLayer<ReshapeLayer>},
+    {"SPP", &MakeLayer<SPPLayer>},
     {"Scale", &MakeLayer<ScaleLayer>},
     {"Sigmoid", &MakeLayer<SigmoidLayer>},
     {"SigmoidCrossEntropyLoss", &MakeLayer<SigmoidCrossEntropyLossLayer>},

@@ -1,0 +1,50 @@
+#pragma once
+// Parameter: exposes one learnable blob as a top.
+//
+//   top = W;  dW += dtop  (accumulated, like every parameter diff).
+//
+// Bottoms: 0. Tops: 1, of W's shape. Params: W (blobs_[0]), of
+// parameter_param.shape, zero unless loaded or shared (Caffe gives it no
+// filler; a net that needs other initial values loads them).
+// Fields: parameter_param.shape (required; every dim >= 0). A loaded or shared
+// blob must have that shape. In place: no.
+//
+// Unlike Caffe, which makes the top share W's data and diff (so the top diff
+// overwrites W's diff and gradients are not accumulated across iter_size
+// passes), forward copies W into the top and backward adds the top diff to
+// W's diff.
+// Types: forward copies in Ftype; backward adds in math_t<Btype> (float for
+// float16 and bfloat16) and rounds once into the Btype diff.
+// GPU: the shared device copy and axpy (util/gpu_math.hpp); no kernel of its
+// own.
+
+#include "cortado/config.hpp"
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+template <typename Ftype, typename Btype>
+class ParameterLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+  const char* type() const override { return "Parameter"; }
+  int ExactNumBottomBlobs() const override { return 0; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
+};
+
+}  // namespace cortado

@@ -1,0 +1,65 @@
+#pragma once
+// Permute: reorders the axes of the bottom, as the SSD fork of Caffe's
+// PermuteLayer.
+//
+//   top axis i = bottom axis order[i]; axes that `order` does not list follow
+//   in their own order. top[j0, j1, ...] = bottom at the index whose axis
+//   order[i] is j_i. Backward applies the inverse permutation to the diff.
+//
+// Uses: time-major sequences for RNN/LSTM from batch-major data
+// (order: 1 order: 0), NCHW to NHWC (order: 0 order: 2 order: 3 order: 1).
+// Bottoms: 1. Tops: 1. Fields: permute_param.order (each axis at most once,
+// each < num_axes; at most 8 axes). In place: no. An identity order copies.
+// Types: a copy in Ftype forward and Btype backward: exact.
+// GPU (permute_layer.cu): one thread per element, the strides passed by value.
+
+#include "cortado/layer.hpp"
+
+namespace cortado {
+
+/// A gather over n elements: y[k] = x[sum_i j_i * in_stride[i]] where
+/// (j_0, ...) is k split by the row-major out_stride of y. The backward's
+/// scatter is the gather of the inverse permutation.
+struct PermuteStrides {
+  int axes = 0;
+  int64_t out_stride[8] = {};
+  int64_t in_stride[8] = {};
+};
+
+template <typename Ftype, typename Btype>
+class PermuteLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+  const char* type() const override { return "Permute"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  static constexpr int kMaxAxes = 8;
+
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef CORTADO_USE_CUDA
+ public:
+  bool HasGpuPath() const override { return true; }
+
+ protected:
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
+
+ private:
+  std::vector<int> order_;
+  PermuteStrides forward_, backward_;
+};
+
+#ifdef CORTADO_USE_CUDA
+namespace gpu {
+template <typename T>
+void permute_gather(int64_t n, const PermuteStrides& s, const T* x, T* y, CUstream_st* stream);
+}  // namespace gpu
+#endif
+
+}  // namespace cortado

@@ -1,0 +1,101 @@
+#include "cortado/layers/permute_layer.hpp"
+
+namespace cortado {
+namespace {
+
+template <typename T>
+void Gather(int64_t n, const PermuteStrides& s, const T* x, T* y) {
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t rem = k, src = 0;
+    for (int i = 0; i < s.axes; ++i) {
+      const int64_t j = rem / s.out_stride[i];
+      rem -= j * s.out_stride[i];
+      src += j * s.in_stride[i];
+    }
+    y[k] = x[src];
+  }
+}
+
+std::vector<int64_t> RowMajorStrides(const std::vector<int>& shape) {
+  std::vector<int64_t> stride(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) stride[i] = stride[i + 1] * shape[i + 1];
+  return stride;
+}
+
+}  // namespace
+
+template <typename Ftype, typename Btype>
+void PermuteLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  const int n = bottom[0]->num_axes();
+  if (n > kMaxAxes) this->field_error("bottom", "Permute takes at most ", kMaxAxes, " axes, got shape ",
+                                      bottom[0]->shape_string());
+  std::vector<bool> used(n, false);
+  order_.clear();
+  for (uint32_t a : this->layer_param().permute_param().order()) {
+    if (a >= static_cast<uint32_t>(n)) {
+      this->field_error("permute_param.order", "axis ", a, " does not exist in a bottom of shape ",
+                        bottom[0]->shape_string());
+    }
+    if (used[a]) this->field_error("permute_param.order", "axis ", a, " is listed twice");
+    used[a] = true;
+    order_.push_back(static_cast<int>(a));
+  }
+  for (int a = 0; a < n; ++a) {
+    if (!used[a]) order_.push_back(a);
+  }
+}
+
+template <typename Ftype, typename Btype>
+void PermuteLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  if (bottom[0] == top[0]) this->field_error("top", "Permute cannot be computed in place");
+  const std::vector<int>& in = bottom[0]->shape();
+  if (in.size() != order_.size()) {
+    this->field_error("bottom", "the bottom has shape ", bottom[0]->shape_string(), "; the layer was set up for ",
+                      order_.size(), " axes");
+  }
+  std::vector<int> out(in.size());
+  for (size_t i = 0; i < in.size(); ++i) out[i] = in[order_[i]];
+  top[0]->Reshape(out);
+  const std::vector<int64_t> in_stride = RowMajorStrides(in), out_stride = RowMajorStrides(out);
+  forward_.axes = backward_.axes = static_cast<int>(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    forward_.out_stride[i] = out_stride[i];
+    forward_.in_stride[i] = in_stride[order_[i]];
+    backward_.out_stride[order_[i]] = in_stride[order_[i]];
+    backward_.in_stride[order_[i]] = out_stride[i];
+  }
+}
+
+template <typename Ftype, typename Btype>
+void PermuteLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  Gather(static_cast<int64_t>(top[0]->count()), forward_, bottom[0]->cpu_data<Ftype>(),
+         top[0]->mutable_cpu_data<Ftype>());
+}
+
+template <typename Ftype, typename Btype>
+void PermuteLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                              const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  Gather(static_cast<int64_t>(bottom[0]->count()), backward_, top[0]->cpu_diff<Btype>(),
+         bottom[0]->mutable_cpu_diff<Btype>());
+}
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void PermuteLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  gpu::permute_gather(static_cast<int64_t>(top[0]->count()), forward_, bottom[0]->gpu_data<Ftype>(),
+                      top[0]->mutable_gpu_data<Ftype>(), this->context().stream());
+}
+
+template <typename Ftype, typename Btype>
+void PermuteLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                              const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  gpu::permute_gather(static_cast<int64_t>(bottom[0]->count()), backward_, top[0]->gpu_diff<Btype>(),
+                      bottom[0]->mutable_gpu_diff<Btype>(), this->context().stream());
+}
+#endif
+
+CORTADO_INSTANTIATE_LAYER(PermuteLayer);
+
+}  // namespace cortado
