@@ -6,7 +6,10 @@
 //   x      (T, N, ...)  T time steps of N independent streams; I = count(2).
 //   cont   (T, N)       0 where a sequence starts (the state is reset to the
 //                       initial state), 1 where it continues. The state is
-//                       multiplied by cont, as in Caffe, so any value works.
+//                       multiplied by cont, as in Caffe, so any value works
+//                       (for values other than 0 and 1 the forget gate's
+//                       gradient here is the exact one; Caffe's LSTMUnit
+//                       differentiates the cont-scaled gate instead).
 //                       It takes no gradient: back-propagating to it is an
 //                       error.
 //   x_static (N, ...)   optional; a per-stream input added at every step.

@@ -6,17 +6,17 @@
 namespace cortado {
 namespace {
 
+using kernels::sigmoid_of;
+
 __device__ __forceinline__ float tanh_of(float v) { return tanhf(v); }
 __device__ __forceinline__ double tanh_of(double v) { return tanh(v); }
-__device__ __forceinline__ float sigmoid_m(float v) { return 1.f / (1.f + expf(-v)); }
-__device__ __forceinline__ double sigmoid_m(double v) { return 1.0 / (1.0 + exp(-v)); }
 
 template <typename T>
 __global__ void forward_step_kernel(int64_t n, int64_t H, const T* cont, const T* c_prev, T* gates, T* c, T* h) {
   CORTADO_KERNEL_LOOP(k, n) {
     const int64_t row = k / H, j = k % H;
     T* a = gates + row * 4 * H;
-    const T i = sigmoid_m(a[j]), f = sigmoid_m(a[H + j]), o = sigmoid_m(a[2 * H + j]), g = tanh_of(a[3 * H + j]);
+    const T i = sigmoid_of(a[j]), f = sigmoid_of(a[H + j]), o = sigmoid_of(a[2 * H + j]), g = tanh_of(a[3 * H + j]);
     a[j] = i;
     a[H + j] = f;
     a[2 * H + j] = o;
