@@ -61,6 +61,16 @@ struct cublasContext;
 
 namespace cortado {
 
+/// The 2-D window of a convolution_param: kernel, pad, stride and dilation,
+/// each from its repeated field (1 or 2 values) or its _h/_w pair.
+struct ConvWindow {
+  int kh = 0, kw = 0, ph = 0, pw = 0, sh = 1, sw = 1, dh = 1, dw = 1;
+};
+/// Reads and checks the layer's ConvWindow as Convolution does (the kernel is
+/// required and positive; stride and dilation positive); a bad value is a
+/// field error naming the field. Used by Convolution and Im2col.
+ConvWindow ReadConvWindow(const LayerBase& layer);
+
 /// The geometry of a depthwise convolution: `channels` input channels, each
 /// with `mult` filters (output channel c * mult + m reads input channel c).
 struct DepthwiseGeometry {

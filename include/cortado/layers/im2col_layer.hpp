@@ -29,6 +29,7 @@
 
 #include "cortado/config.hpp"
 #include "cortado/layer.hpp"
+#include "cortado/layers/convolution_layer.hpp"
 
 namespace cortado {
 
@@ -56,7 +57,7 @@ class Im2colLayer : public Layer<Ftype, Btype> {
 #endif
 
  private:
-  int kh_ = 0, kw_ = 0, ph_ = 0, pw_ = 0, sh_ = 1, sw_ = 1, dh_ = 1, dw_ = 1;
+  ConvWindow win_;
   int num_ = 0, channels_ = 0, height_ = 0, width_ = 0;
   int64_t image_ = 0, col_ = 0;  // values per image in the bottom and in the top
 };

@@ -52,6 +52,30 @@ void read_pair(const L& layer, const Rep& rep, const std::string& name, const st
   }
 }
 
+}  // namespace
+
+ConvWindow ReadConvWindow(const LayerBase& layer) {
+  const ConvolutionParameter& p = layer.layer_param().convolution_param();
+  if (!p.has_kernel_h() && !p.has_kernel_w() && p.kernel_size_size() == 0) {
+    layer.field_error(kKernelSize, "is required (or kernel_h and kernel_w)");
+  }
+  ConvWindow w;
+  read_pair(layer, p.kernel_size(), "kernel_size", "kernel", p.has_kernel_h(), p.kernel_h(), p.has_kernel_w(),
+            p.kernel_w(), 0, &w.kh, &w.kw);
+  if (w.kh <= 0 || w.kw <= 0) layer.field_error(kKernelSize, "must be positive, got ", w.kh, "x", w.kw);
+  read_pair(layer, p.pad(), "pad", "pad", p.has_pad_h(), p.pad_h(), p.has_pad_w(), p.pad_w(), 0, &w.ph, &w.pw);
+  read_pair(layer, p.stride(), "stride", "stride", p.has_stride_h(), p.stride_h(), p.has_stride_w(), p.stride_w(),
+            1, &w.sh, &w.sw);
+  if (w.sh <= 0 || w.sw <= 0) layer.field_error("convolution_param.stride", "must be positive, got ", w.sh, "x", w.sw);
+  read_pair(layer, p.dilation(), "dilation", "dilation", false, 0, false, 0, 1, &w.dh, &w.dw);
+  if (w.dh <= 0 || w.dw <= 0) {
+    layer.field_error("convolution_param.dilation", "must be positive, got ", w.dh, "x", w.dw);
+  }
+  return w;
+}
+
+namespace {
+
 template <typename L>
 void validate_filler(const L& layer, const FillerParameter& f, const std::string& field) {
   try {
@@ -156,18 +180,8 @@ void ConvolutionLayer<Ftype, Btype>::ReadGeometry() {
   if (p.num_output() == 0) this->field_error("convolution_param.num_output", "must be positive, got 0");
   if (p.num_output() > static_cast<uint32_t>(INT_MAX))
     this->field_error("convolution_param.num_output", "= ", p.num_output(), " is larger than ", INT_MAX);
-  if (!p.has_kernel_h() && !p.has_kernel_w() && p.kernel_size_size() == 0) {
-    this->field_error(kKernelSize, "is required (or kernel_h and kernel_w)");
-  }
-  read_pair(*this, p.kernel_size(), "kernel_size", "kernel", p.has_kernel_h(), p.kernel_h(), p.has_kernel_w(),
-            p.kernel_w(), 0, &kh_, &kw_);
-  if (kh_ <= 0 || kw_ <= 0) this->field_error(kKernelSize, "must be positive, got ", kh_, "x", kw_);
-  read_pair(*this, p.pad(), "pad", "pad", p.has_pad_h(), p.pad_h(), p.has_pad_w(), p.pad_w(), 0, &ph_, &pw_);
-  read_pair(*this, p.stride(), "stride", "stride", p.has_stride_h(), p.stride_h(), p.has_stride_w(),
-            p.stride_w(), 1, &sh_, &sw_);
-  if (sh_ <= 0 || sw_ <= 0) this->field_error("convolution_param.stride", "must be positive, got ", sh_, "x", sw_);
-  read_pair(*this, p.dilation(), "dilation", "dilation", false, 0, false, 0, 1, &dh_, &dw_);
-  if (dh_ <= 0 || dw_ <= 0) this->field_error("convolution_param.dilation", "must be positive, got ", dh_, "x", dw_);
+  const ConvWindow win = ReadConvWindow(*this);
+  kh_ = win.kh, kw_ = win.kw, ph_ = win.ph, pw_ = win.pw, sh_ = win.sh, sw_ = win.sw, dh_ = win.dh, dw_ = win.dw;
   if (p.group() == 0) this->field_error("convolution_param.group", "must be positive, got 0");
   num_output_ = static_cast<int>(p.num_output());
   group_ = static_cast<int>(p.group());

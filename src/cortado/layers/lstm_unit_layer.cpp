@@ -30,7 +30,7 @@ void LSTMUnitLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& 
   dgates_.Reshape(x_shape);
   dc_.Reshape({N_, H_});
   cell_.Reshape({N_, H_});
-  if (zeros_.count() != static_cast<size_t>(N_) * H_) zeros_.Reshape({N_, H_});  // zero when it grows
+  zeros_.Reshape({N_, H_});  // never written: zero from its allocation on
 }
 
 template <typename Ftype, typename Btype>

@@ -109,12 +109,7 @@ void RecurrentLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec&
     M* one = ones_.mutable_cpu_data<M>();
     for (size_t i = 0; i < tn; ++i) one[i] = M(1);
   }
-  const size_t nh = static_cast<size_t>(N_) * H_;
-  if (zeros_.count() != nh) {
-    zeros_.Reshape({static_cast<int>(nh)});
-    M* zero = zeros_.mutable_cpu_data<M>();
-    for (size_t i = 0; i < nh; ++i) zero[i] = M(0);
-  }
+  zeros_.Reshape({N_, H_});  // never written: zero from its allocation on
   ReshapeBuffers();
 }
 
