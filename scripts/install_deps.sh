@@ -7,7 +7,7 @@ PACKAGES=(
   cmake ninja-build g++ pkg-config ccache
   protobuf-compiler libprotobuf-dev
   libgoogle-glog-dev libgflags-dev
-  liblmdb-dev libopenblas-dev libopencv-dev zlib1g-dev libhdf5-dev
+  liblmdb-dev libopenblas-openmp-dev libopencv-dev zlib1g-dev libhdf5-dev
   libgtest-dev
   libopenmpi-dev openmpi-bin
   python3-matplotlib python3-numpy

@@ -1,8 +1,7 @@
 #include "cortado/layers/convolution_layer.hpp"
 
-#include <climits>
-
 #include <algorithm>
+#include <climits>
 #include <optional>
 #include <type_traits>
 
@@ -10,6 +9,7 @@
 #include "cortado/util/im2col.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/math_buffer.hpp"
+#include "cortado/util/cpu_parallel.hpp"
 #ifdef CORTADO_USE_CUDA
 #include <memory>
 
@@ -283,32 +283,36 @@ void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Bl
   const int ohw = out_h_ * out_w_;
   const size_t chw = static_cast<size_t>(channels_) * height_ * width_;
   const size_t top_image = static_cast<size_t>(num_output_) * ohw;
+  const size_t col_size = is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(kg) * group_ * ohw;
   const M* w = this->blobs_[0]->template cpu_data<M>();
   const M* b = bias_term_ ? this->blobs_[1]->template cpu_data<M>() : nullptr;
-  std::vector<M> col(is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(kg) * group_ * ohw);
   for (size_t i = 0; i < bottom.size(); ++i) {
     const M* x = bottom[i]->template cpu_data<M>();
     MathBuffer<Ftype> y(top[i]->template mutable_cpu_data<Ftype>(), top[i]->count(), false);
-    for (int n = 0; n < num_; ++n) {
-      const M* xn = x + n * chw;
-      M* yn = y.get() + n * top_image;
-      if (depthwise_) {
-        depthwise_forward_cpu<M>(depthwise_geometry(), xn, w, yn);
+    // Images are independent: each chunk of them runs on its own core with its own column buffer.
+    cpu_parallel_for(num_, [&](int, int n0, int n1) {
+      std::vector<M> col(col_size);
+      for (int n = n0; n < n1; ++n) {
+        const M* xn = x + n * chw;
+        M* yn = y.get() + n * top_image;
+        if (depthwise_) {
+          depthwise_forward_cpu<M>(depthwise_geometry(), xn, w, yn);
+          if (b) add_bias(num_output_, ohw, b, yn);
+          continue;
+        }
+        const M* c = xn;
+        if (!is_1x1_) {
+          im2col_cpu<M>(xn, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col.data());
+          c = col.data();
+        }
+        // (mg, ohw) = (mg, kg) x (kg, ohw) per group
+        for (int g = 0; g < group_; ++g) {
+          cpu_gemm<M>(Trans::No, Trans::No, mg, ohw, kg, M(1), w + static_cast<size_t>(g) * mg * kg,
+                      c + static_cast<size_t>(g) * kg * ohw, M(0), yn + static_cast<size_t>(g) * mg * ohw);
+        }
         if (b) add_bias(num_output_, ohw, b, yn);
-        continue;
       }
-      const M* c = xn;
-      if (!is_1x1_) {
-        im2col_cpu<M>(xn, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col.data());
-        c = col.data();
-      }
-      // (mg, ohw) = (mg, kg) x (kg, ohw) per group
-      for (int g = 0; g < group_; ++g) {
-        cpu_gemm<M>(Trans::No, Trans::No, mg, ohw, kg, M(1), w + static_cast<size_t>(g) * mg * kg,
-                    c + static_cast<size_t>(g) * kg * ohw, M(0), yn + static_cast<size_t>(g) * mg * ohw);
-      }
-      if (b) add_bias(num_output_, ohw, b, yn);
-    }
+    });
     y.store();
   }
 }
@@ -321,15 +325,23 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
   const int ohw = out_h_ * out_w_;
   const size_t chw = static_cast<size_t>(channels_) * height_ * width_;
   const size_t top_image = static_cast<size_t>(num_output_) * ohw;
+  const size_t col_size = is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(kg) * group_ * ohw;
   const bool do_w = this->param_propagate_down(0);
   const bool do_b = bias_term_ && this->param_propagate_down(1);
   // Gradients of the whole batch sum in M and are added to the Btype diffs once.
   std::optional<MathBuffer<Btype>> wd, bd;
   if (do_w) wd.emplace(this->blobs_[0]->template mutable_cpu_diff<Btype>(), this->blobs_[0]->count(), true);
   if (do_b) bd.emplace(this->blobs_[1]->template mutable_cpu_diff<Btype>(), this->blobs_[1]->count(), true);
+  // The batch is split into chunks of images, one per core. Chunk 0 adds its
+  // parameter gradients to the diffs directly, chunk k > 0 into its own zeroed
+  // partial sums, which are added in chunk order at the end: the same bits
+  // on every run with the same thread count.
+  const int chunks = cpu_chunks(num_);
+  const size_t w_count = do_w ? this->blobs_[0]->count() : 0, b_count = do_b ? num_output_ : 0;
+  std::vector<M> w_part(w_count * (chunks - 1)), b_part(b_count * (chunks - 1));
+  auto w_sum = [&](int chunk) { return chunk == 0 ? wd->get() : w_part.data() + (chunk - 1) * w_count; };
+  auto b_sum = [&](int chunk) { return chunk == 0 ? bd->get() : b_part.data() + (chunk - 1) * b_count; };
   const M* w = this->blobs_[0]->template cpu_data<M>();
-  std::vector<M> col(is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(kg) * group_ * ohw);
-  std::vector<M> col_diff(col.size());
   for (size_t i = 0; i < top.size(); ++i) {
     const bool do_x = i < propagate_down.size() && propagate_down[i];
     if (!do_w && !do_b && !do_x) continue;
@@ -337,41 +349,50 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
     const M* x = do_w ? bottom[i]->template cpu_data<M>() : nullptr;
     std::optional<MathBuffer<Btype>> xd;
     if (do_x) xd.emplace(bottom[i]->template mutable_cpu_diff<Btype>(), bottom[i]->count(), false);
-    for (int n = 0; n < num_; ++n) {
-      const M* tdn = td + n * top_image;
-      if (do_b) add_row_sums(num_output_, ohw, tdn, bd->get());
-      if (depthwise_) {
-        if (do_w || do_x)
-          depthwise_backward_cpu<M>(depthwise_geometry(), do_w ? x + n * chw : nullptr, w, tdn,
-                                    do_w ? wd->get() : nullptr, do_x ? xd->get() + n * chw : nullptr);
-        continue;
+    cpu_parallel_for(num_, [&](int chunk, int n0, int n1) {
+      std::vector<M> col(do_w ? col_size : 0), col_diff(do_x ? col_size : 0);
+      M* w_acc = do_w ? w_sum(chunk) : nullptr;
+      M* b_acc = do_b ? b_sum(chunk) : nullptr;
+      for (int n = n0; n < n1; ++n) {
+        const M* tdn = td + n * top_image;
+        if (do_b) add_row_sums(num_output_, ohw, tdn, b_acc);
+        if (depthwise_) {
+          if (do_w || do_x)
+            depthwise_backward_cpu<M>(depthwise_geometry(), do_w ? x + n * chw : nullptr, w, tdn, w_acc,
+                                      do_x ? xd->get() + n * chw : nullptr);
+          continue;
+        }
+        if (do_w) {
+          const M* c = x + n * chw;
+          if (!is_1x1_) {
+            im2col_cpu<M>(c, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col.data());
+            c = col.data();
+          }
+          // dW_g (mg, kg) += dY_g (mg, ohw) x col_g^T (ohw, kg)
+          for (int g = 0; g < group_; ++g) {
+            cpu_gemm<M>(Trans::No, Trans::Yes, mg, kg, ohw, M(1), tdn + static_cast<size_t>(g) * mg * ohw,
+                        c + static_cast<size_t>(g) * kg * ohw, M(1), w_acc + static_cast<size_t>(g) * mg * kg);
+          }
+        }
+        if (do_x) {
+          M* xdn = xd->get() + n * chw;
+          M* dst = is_1x1_ ? xdn : col_diff.data();
+          // dcol_g (kg, ohw) = W_g^T (kg, mg) x dY_g (mg, ohw)
+          for (int g = 0; g < group_; ++g) {
+            cpu_gemm<M>(Trans::Yes, Trans::No, kg, ohw, mg, M(1), w + static_cast<size_t>(g) * mg * kg,
+                        tdn + static_cast<size_t>(g) * mg * ohw, M(0), dst + static_cast<size_t>(g) * kg * ohw);
+          }
+          if (!is_1x1_) {
+            col2im_cpu<M>(col_diff.data(), channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, xdn);
+          }
+        }
       }
-      if (do_w) {
-        const M* c = x + n * chw;
-        if (!is_1x1_) {
-          im2col_cpu<M>(c, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col.data());
-          c = col.data();
-        }
-        // dW_g (mg, kg) += dY_g (mg, ohw) x col_g^T (ohw, kg)
-        for (int g = 0; g < group_; ++g) {
-          cpu_gemm<M>(Trans::No, Trans::Yes, mg, kg, ohw, M(1), tdn + static_cast<size_t>(g) * mg * ohw,
-                      c + static_cast<size_t>(g) * kg * ohw, M(1), wd->get() + static_cast<size_t>(g) * mg * kg);
-        }
-      }
-      if (do_x) {
-        M* xdn = xd->get() + n * chw;
-        M* dst = is_1x1_ ? xdn : col_diff.data();
-        // dcol_g (kg, ohw) = W_g^T (kg, mg) x dY_g (mg, ohw)
-        for (int g = 0; g < group_; ++g) {
-          cpu_gemm<M>(Trans::Yes, Trans::No, kg, ohw, mg, M(1), w + static_cast<size_t>(g) * mg * kg,
-                      tdn + static_cast<size_t>(g) * mg * ohw, M(0), dst + static_cast<size_t>(g) * kg * ohw);
-        }
-        if (!is_1x1_) {
-          col2im_cpu<M>(col_diff.data(), channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, xdn);
-        }
-      }
-    }
+    });
     if (xd) xd->store();
+  }
+  for (int chunk = 1; chunk < chunks; ++chunk) {
+    if (do_w) cpu_axpy<M>(static_cast<int64_t>(w_count), M(1), w_sum(chunk), wd->get());
+    if (do_b) cpu_axpy<M>(static_cast<int64_t>(b_count), M(1), b_sum(chunk), bd->get());
   }
   if (wd) wd->store();
   if (bd) bd->store();

@@ -8,6 +8,7 @@
 #include "cortado/filler.hpp"
 #include "cortado/util/im2col.hpp"
 #include "cortado/util/math.hpp"
+#include "cortado/util/cpu_parallel.hpp"
 
 #ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
@@ -99,21 +100,25 @@ void DeconvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const 
   const int64_t top_n = this->num_output_ * ohw;
   const M* w = this->blobs_[0]->template cpu_data<M>();
   const M* b = this->bias_term_ ? this->blobs_[1]->template cpu_data<M>() : nullptr;
-  std::vector<M> col(static_cast<size_t>(this->num_output_) * kk * hw), img(top_n);
   for (size_t i = 0; i < bottom.size(); ++i) {
     const M* x = bottom[i]->cpu_data<M>();
     Ftype* y = top[i]->mutable_cpu_data<Ftype>();
-    for (int n = 0; n < this->num_; ++n) {
-      const M* xn = x + static_cast<int64_t>(n) * this->channels_ * hw;
-      for (int g = 0; g < G; ++g) {
-        cpu_gemm<M>(Trans::Yes, Trans::No, og * kk, hw, cg, M(1), w + static_cast<int64_t>(g) * cg * og * kk,
-                    xn + static_cast<int64_t>(g) * cg * hw, M(0), col.data() + static_cast<int64_t>(g) * og * kk * hw);
+    // Images are independent: each chunk of them runs on its own core with its own buffers.
+    cpu_parallel_for(this->num_, [&](int, int n0, int n1) {
+      std::vector<M> col(static_cast<size_t>(this->num_output_) * kk * hw), img(top_n);
+      for (int n = n0; n < n1; ++n) {
+        const M* xn = x + static_cast<int64_t>(n) * this->channels_ * hw;
+        for (int g = 0; g < G; ++g) {
+          cpu_gemm<M>(Trans::Yes, Trans::No, og * kk, hw, cg, M(1), w + static_cast<int64_t>(g) * cg * og * kk,
+                      xn + static_cast<int64_t>(g) * cg * hw, M(0),
+                      col.data() + static_cast<int64_t>(g) * og * kk * hw);
+        }
+        col2im_cpu<M>(col.data(), this->num_output_, this->out_h_, this->out_w_, this->kh_, this->kw_, this->ph_,
+                      this->pw_, this->sh_, this->sw_, this->dh_, this->dw_, img.data());
+        Ftype* yn = y + n * top_n;
+        for (int64_t k = 0; k < top_n; ++k) yn[k] = static_cast<Ftype>(b ? img[k] + b[k / ohw] : img[k]);
       }
-      col2im_cpu<M>(col.data(), this->num_output_, this->out_h_, this->out_w_, this->kh_, this->kw_, this->ph_,
-                    this->pw_, this->sh_, this->sw_, this->dh_, this->dw_, img.data());
-      Ftype* yn = y + n * top_n;
-      for (int64_t k = 0; k < top_n; ++k) yn[k] = static_cast<Ftype>(b ? img[k] + b[k / ohw] : img[k]);
-    }
+    });
   }
 }
 
@@ -127,37 +132,54 @@ void DeconvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const st
   const int64_t top_n = this->num_output_ * ohw;
   const bool dw_on = this->param_propagate_down(0), db_on = this->bias_term_ && this->param_propagate_down(1);
   const M* w = this->blobs_[0]->template cpu_data<M>();
-  std::vector<M> col(static_cast<size_t>(this->num_output_) * kk * hw), xbuf(static_cast<size_t>(this->channels_) * hw);
-  std::vector<M> wacc(dw_on ? this->blobs_[0]->count() : 0, M(0)), bacc(db_on ? this->num_output_ : 0, M(0));
+  // The batch is split into chunks of images, one per core; each chunk sums
+  // its parameter gradients on its own, and the sums are added in chunk
+  // order: the same bits on every run with the same thread count.
+  const int chunks = cpu_chunks(this->num_);
+  const size_t w_count = dw_on ? this->blobs_[0]->count() : 0, b_count = db_on ? this->num_output_ : 0;
+  std::vector<std::vector<M>> w_parts(chunks, std::vector<M>(w_count, M(0)));
+  std::vector<std::vector<M>> b_parts(chunks, std::vector<M>(b_count, M(0)));
   for (size_t i = 0; i < top.size(); ++i) {
     const M* dy = top[i]->cpu_diff<M>();
     const M* x = dw_on ? bottom[i]->cpu_data<M>() : nullptr;
     Btype* dx = propagate_down[i] ? bottom[i]->mutable_cpu_diff<Btype>() : nullptr;
-    for (int n = 0; n < this->num_; ++n) {
-      const M* dyn = dy + n * top_n;
-      if (db_on) {
-        for (int64_t k = 0; k < top_n; ++k) bacc[k / ohw] += dyn[k];
-      }
-      if (!dw_on && !dx) continue;
-      im2col_cpu<M>(dyn, this->num_output_, this->out_h_, this->out_w_, this->kh_, this->kw_, this->ph_, this->pw_,
-                    this->sh_, this->sw_, this->dh_, this->dw_, col.data());
-      for (int g = 0; g < G; ++g) {
-        const M* colg = col.data() + static_cast<int64_t>(g) * og * kk * hw;
-        if (dw_on) {
-          cpu_gemm<M>(Trans::No, Trans::Yes, cg, og * kk, hw, M(1),
-                      x + (static_cast<int64_t>(n) * this->channels_ + g * cg) * hw, colg, M(1),
-                      wacc.data() + static_cast<int64_t>(g) * cg * og * kk);
+    cpu_parallel_for(this->num_, [&](int chunk, int n0, int n1) {
+      std::vector<M> col(static_cast<size_t>(this->num_output_) * kk * hw),
+          xbuf(static_cast<size_t>(this->channels_) * hw);
+      std::vector<M>& wacc = w_parts[chunk];
+      std::vector<M>& bacc = b_parts[chunk];
+      for (int n = n0; n < n1; ++n) {
+        const M* dyn = dy + n * top_n;
+        if (db_on) {
+          for (int64_t k = 0; k < top_n; ++k) bacc[k / ohw] += dyn[k];
+        }
+        if (!dw_on && !dx) continue;
+        im2col_cpu<M>(dyn, this->num_output_, this->out_h_, this->out_w_, this->kh_, this->kw_, this->ph_, this->pw_,
+                      this->sh_, this->sw_, this->dh_, this->dw_, col.data());
+        for (int g = 0; g < G; ++g) {
+          const M* colg = col.data() + static_cast<int64_t>(g) * og * kk * hw;
+          if (dw_on) {
+            cpu_gemm<M>(Trans::No, Trans::Yes, cg, og * kk, hw, M(1),
+                        x + (static_cast<int64_t>(n) * this->channels_ + g * cg) * hw, colg, M(1),
+                        wacc.data() + static_cast<int64_t>(g) * cg * og * kk);
+          }
+          if (dx) {
+            cpu_gemm<M>(Trans::No, Trans::No, cg, hw, og * kk, M(1), w + static_cast<int64_t>(g) * cg * og * kk, colg,
+                        M(0), xbuf.data() + static_cast<int64_t>(g) * cg * hw);
+          }
         }
         if (dx) {
-          cpu_gemm<M>(Trans::No, Trans::No, cg, hw, og * kk, M(1), w + static_cast<int64_t>(g) * cg * og * kk, colg,
-                      M(0), xbuf.data() + static_cast<int64_t>(g) * cg * hw);
+          Btype* dxn = dx + static_cast<int64_t>(n) * this->channels_ * hw;
+          for (size_t k = 0; k < xbuf.size(); ++k) dxn[k] = static_cast<Btype>(xbuf[k]);
         }
       }
-      if (dx) {
-        Btype* dxn = dx + static_cast<int64_t>(n) * this->channels_ * hw;
-        for (size_t k = 0; k < xbuf.size(); ++k) dxn[k] = static_cast<Btype>(xbuf[k]);
-      }
-    }
+    });
+  }
+  std::vector<M>& wacc = w_parts[0];
+  std::vector<M>& bacc = b_parts[0];
+  for (int chunk = 1; chunk < chunks; ++chunk) {
+    if (dw_on) cpu_axpy<M>(static_cast<int64_t>(w_count), M(1), w_parts[chunk].data(), wacc.data());
+    if (db_on) cpu_axpy<M>(static_cast<int64_t>(b_count), M(1), b_parts[chunk].data(), bacc.data());
   }
   if (dw_on) {
     Btype* dW = this->blobs_[0]->template mutable_cpu_diff<Btype>();

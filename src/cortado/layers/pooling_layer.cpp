@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cortado/util/math_buffer.hpp"
+#include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/rng.hpp"
 #ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
@@ -135,64 +136,68 @@ void PoolingLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVe
     rand_.resize(top[0]->count());
     rng_uniform<float>(static_cast<int64_t>(rand_.size()), 0.0, 1.0, rand_.data());
   }
-  size_t o = 0;
-  for (int plane = 0; plane < num_ * channels_; ++plane) {
-    const M* xp = x + plane * in_plane;
-    for (int oy = 0; oy < out_h_; ++oy) {
-      for (int ox = 0; ox < out_w_; ++ox, ++o) {
-        const Window win = window(oy, ox, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_);
-        if (max_) {
-          int best = win.h0 * width_ + win.w0;
-          for (int h = win.h0; h < win.h1; ++h) {
-            for (int w = win.w0; w < win.w1; ++w) {
-              if (xp[h * width_ + w] > xp[best]) best = h * width_ + w;
-            }
-          }
-          y[o] = xp[best];
-          mask_[o] = best;
-        } else if (sample) {
-          // Sample a position with probability x / sum(x): the first whose running sum reaches u * sum.
-          M sum = 0;
-          for (int h = win.h0; h < win.h1; ++h) {
-            for (int w = win.w0; w < win.w1; ++w) sum += xp[h * width_ + w];
-          }
-          const M thres = static_cast<M>(rand_[o]) * sum;
-          M run = 0;
-          int pick = (win.h1 - 1) * width_ + win.w1 - 1;
-          bool found = false;
-          for (int h = win.h0; h < win.h1 && !found; ++h) {
-            for (int w = win.w0; w < win.w1; ++w) {
-              run += xp[h * width_ + w];
-              if (run >= thres) {
-                pick = h * width_ + w;
-                found = true;
-                break;
+  // Planes are independent: each chunk of them runs on its own core.
+  const size_t out_plane = static_cast<size_t>(out_h_) * out_w_;
+  cpu_parallel_for(num_ * channels_, [&](int, int p0, int p1) {
+    size_t o = p0 * out_plane;
+    for (int plane = p0; plane < p1; ++plane) {
+      const M* xp = x + plane * in_plane;
+      for (int oy = 0; oy < out_h_; ++oy) {
+        for (int ox = 0; ox < out_w_; ++ox, ++o) {
+          const Window win = window(oy, ox, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_);
+          if (max_) {
+            int best = win.h0 * width_ + win.w0;
+            for (int h = win.h0; h < win.h1; ++h) {
+              for (int w = win.w0; w < win.w1; ++w) {
+                if (xp[h * width_ + w] > xp[best]) best = h * width_ + w;
               }
             }
-          }
-          y[o] = xp[pick];
-          mask_[o] = pick;
-        } else if (stochastic_) {
-          // TEST: the probability-weighted average sum(x^2) / sum(x) (0 when sum(x) <= 0).
-          M sum = 0, sq = 0;
-          for (int h = win.h0; h < win.h1; ++h) {
-            for (int w = win.w0; w < win.w1; ++w) {
-              const M v = xp[h * width_ + w];
-              sum += v;
-              sq += v * v;
+            y[o] = xp[best];
+            mask_[o] = best;
+          } else if (sample) {
+            // Sample a position with probability x / sum(x): the first whose running sum reaches u * sum.
+            M sum = 0;
+            for (int h = win.h0; h < win.h1; ++h) {
+              for (int w = win.w0; w < win.w1; ++w) sum += xp[h * width_ + w];
             }
+            const M thres = static_cast<M>(rand_[o]) * sum;
+            M run = 0;
+            int pick = (win.h1 - 1) * width_ + win.w1 - 1;
+            bool found = false;
+            for (int h = win.h0; h < win.h1 && !found; ++h) {
+              for (int w = win.w0; w < win.w1; ++w) {
+                run += xp[h * width_ + w];
+                if (run >= thres) {
+                  pick = h * width_ + w;
+                  found = true;
+                  break;
+                }
+              }
+            }
+            y[o] = xp[pick];
+            mask_[o] = pick;
+          } else if (stochastic_) {
+            // TEST: the probability-weighted average sum(x^2) / sum(x) (0 when sum(x) <= 0).
+            M sum = 0, sq = 0;
+            for (int h = win.h0; h < win.h1; ++h) {
+              for (int w = win.w0; w < win.w1; ++w) {
+                const M v = xp[h * width_ + w];
+                sum += v;
+                sq += v * v;
+              }
+            }
+            y[o] = sum > M(0) ? sq / sum : M(0);
+          } else {
+            M sum = 0;
+            for (int h = win.h0; h < win.h1; ++h) {
+              for (int w = win.w0; w < win.w1; ++w) sum += xp[h * width_ + w];
+            }
+            y[o] = sum / static_cast<M>(win.size);
           }
-          y[o] = sum > M(0) ? sq / sum : M(0);
-        } else {
-          M sum = 0;
-          for (int h = win.h0; h < win.h1; ++h) {
-            for (int w = win.w0; w < win.w1; ++w) sum += xp[h * width_ + w];
-          }
-          y[o] = sum / static_cast<M>(win.size);
         }
       }
     }
-  }
+  });
   yb.store();
   if (top.size() > 1) {
     float* m = top[1]->template mutable_cpu_data<float>();
@@ -208,47 +213,51 @@ void PoolingLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vec
   const M* dy = top[0]->template cpu_diff<M>();
   MathBuffer<Btype> dxb(bottom[0]->template mutable_cpu_diff<Btype>(), bottom[0]->count(), false);
   M* dx = dxb.get();
-  std::fill(dx, dx + bottom[0]->count(), M(0));
   const size_t in_plane = static_cast<size_t>(height_) * width_;
   const bool routed = max_ || (stochastic_ && train());
   const M* x = stochastic_ && !routed ? bottom[0]->template cpu_data<M>() : nullptr;
-  size_t o = 0;
-  for (int plane = 0; plane < num_ * channels_; ++plane) {
-    M* dxp = dx + plane * in_plane;
-    for (int oy = 0; oy < out_h_; ++oy) {
-      for (int ox = 0; ox < out_w_; ++ox, ++o) {
-        if (routed) {
-          dxp[mask_[o]] += dy[o];
-          continue;
-        }
-        const Window win = window(oy, ox, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_);
-        if (stochastic_) {
-          // TEST: d(Q / S) / dx = (2 x - Q / S) / S, with S = sum(x), Q = sum(x^2); 0 when S <= 0.
-          const M* xp = x + plane * in_plane;
-          M sum = 0, sq = 0;
-          for (int h = win.h0; h < win.h1; ++h) {
-            for (int w = win.w0; w < win.w1; ++w) {
-              const M v = xp[h * width_ + w];
-              sum += v;
-              sq += v * v;
-            }
+  // Planes are independent: each chunk of them runs on its own core.
+  const size_t out_plane = static_cast<size_t>(out_h_) * out_w_;
+  cpu_parallel_for(num_ * channels_, [&](int, int p0, int p1) {
+    size_t o = p0 * out_plane;
+    std::fill(dx + p0 * in_plane, dx + p1 * in_plane, M(0));
+    for (int plane = p0; plane < p1; ++plane) {
+      M* dxp = dx + plane * in_plane;
+      for (int oy = 0; oy < out_h_; ++oy) {
+        for (int ox = 0; ox < out_w_; ++ox, ++o) {
+          if (routed) {
+            dxp[mask_[o]] += dy[o];
+            continue;
           }
-          if (!(sum > M(0))) continue;
-          const M avg = sq / sum;
-          for (int h = win.h0; h < win.h1; ++h) {
-            for (int w = win.w0; w < win.w1; ++w) {
-              dxp[h * width_ + w] += dy[o] * (M(2) * xp[h * width_ + w] - avg) / sum;
+          const Window win = window(oy, ox, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_);
+          if (stochastic_) {
+            // TEST: d(Q / S) / dx = (2 x - Q / S) / S, with S = sum(x), Q = sum(x^2); 0 when S <= 0.
+            const M* xp = x + plane * in_plane;
+            M sum = 0, sq = 0;
+            for (int h = win.h0; h < win.h1; ++h) {
+              for (int w = win.w0; w < win.w1; ++w) {
+                const M v = xp[h * width_ + w];
+                sum += v;
+                sq += v * v;
+              }
             }
+            if (!(sum > M(0))) continue;
+            const M avg = sq / sum;
+            for (int h = win.h0; h < win.h1; ++h) {
+              for (int w = win.w0; w < win.w1; ++w) {
+                dxp[h * width_ + w] += dy[o] * (M(2) * xp[h * width_ + w] - avg) / sum;
+              }
+            }
+            continue;
           }
-          continue;
-        }
-        const M g = dy[o] / static_cast<M>(win.size);
-        for (int h = win.h0; h < win.h1; ++h) {
-          for (int w = win.w0; w < win.w1; ++w) dxp[h * width_ + w] += g;
+          const M g = dy[o] / static_cast<M>(win.size);
+          for (int h = win.h0; h < win.h1; ++h) {
+            for (int w = win.w0; w < win.w1; ++w) dxp[h * width_ + w] += g;
+          }
         }
       }
     }
-  }
+  });
   dxb.store();
 }
 

@@ -1,0 +1,43 @@
+#pragma once
+// Data parallelism inside one CPU layer: a batch split into contiguous chunks
+// of images (or planes, or rows), one per core.
+//
+// Why not leave it to BLAS: a CPU convolution is one im2col and a few small
+// GEMMs per image (LeNet's conv2: 50 x 64 x 500). OpenBLAS splits each such
+// GEMM over its threads and pays a hand-off per call, hundreds of times per
+// pass, and the im2col, col2im and pooling loops around them run on one core.
+// Giving every core its own images, each with single-threaded GEMMs, keeps
+// all cores busy on whole units of work.
+//
+// One setting governs both levels: the thread count is OpenBLAS's
+// (OPENBLAS_NUM_THREADS, else every core), read once at the first call. The
+// chunks run on OpenMP's threads, which OpenBLAS's OpenMP build (the one the
+// build links where it is installed) shares; a BLAS call inside a chunk runs
+// on the chunk's thread, and the large GEMMs of other layers (fully
+// connected ones) still use every core. With OpenBLAS's pthreads build, whose
+// own spinning threads would fight the chunks for the cores, there is one
+// chunk: the layers run as they would without this. A cpu_parallel_for
+// inside another runs its chunks in turn on the calling thread.
+//
+// Determinism: the chunks depend only on n and the thread count, never on
+// timing. A layer that sums per-chunk partial results in chunk order gets
+// the same bits on every run with the same thread count.
+
+#include <functional>
+
+namespace cortado {
+
+/// The number of threads CPU layers split their work over (at least 1).
+int cpu_threads();
+
+/// How many chunks cpu_parallel_for(n, ...) uses: min(n, cpu_threads()), at
+/// least 1.
+int cpu_chunks(int n);
+
+/// Runs body(chunk, begin, end) for chunk = 0 .. cpu_chunks(n) - 1 over
+/// near-equal contiguous ranges [begin, end) covering [0, n), in parallel.
+/// An exception thrown by a chunk is rethrown here (the first one, by chunk
+/// order) after all chunks have finished.
+void cpu_parallel_for(int n, const std::function<void(int chunk, int begin, int end)>& body);
+
+}  // namespace cortado

@@ -1,0 +1,68 @@
+#include "cortado/util/cpu_parallel.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <exception>
+#include <vector>
+
+namespace cortado {
+
+namespace {
+// Set while this thread runs chunks (or is a worker of a region): nested calls run serially.
+thread_local bool in_region = false;
+
+// openblas_get_parallel(): 0 sequential build, 1 pthreads build, 2 OpenMP build.
+constexpr int kBlasSequential = 0, kBlasPthreads = 1;
+}  // namespace
+
+int cpu_threads() {
+  // OpenBLAS's OpenMP build shares libgomp's threads with the chunks, and it
+  // runs a BLAS call made inside a parallel region on the calling thread.
+  // Its pthreads build keeps a pool of its own whose threads spin for a long
+  // while after each call: chunks on other threads would fight them for the
+  // cores (measured: LeNet's fully connected GEMMs twice as slow), so with
+  // that build the layers stay on one thread and leave the cores to BLAS.
+  // A sequential build has no threads: OpenMP's count (OMP_NUM_THREADS).
+  static const int threads = [] {
+    switch (openblas_get_parallel()) {
+      case kBlasPthreads: return 1;
+      case kBlasSequential: return std::max(1, omp_get_max_threads());
+      default: return std::max(1, openblas_get_num_threads());
+    }
+  }();
+  return threads;
+}
+
+int cpu_chunks(int n) { return std::max(1, std::min(n, cpu_threads())); }
+
+void cpu_parallel_for(int n, const std::function<void(int, int, int)>& body) {
+  if (n <= 0) return;
+  const int chunks = cpu_chunks(n);
+  auto range = [n, chunks](int c) { return static_cast<int>(static_cast<long long>(n) * c / chunks); };
+  if (chunks == 1 || in_region) {
+    for (int c = 0; c < chunks; ++c) body(c, range(c), range(c + 1));
+    return;
+  }
+  std::vector<std::exception_ptr> errors(chunks);
+  {
+    in_region = true;
+#pragma omp parallel for num_threads(chunks) schedule(static, 1)
+    for (int c = 0; c < chunks; ++c) {
+      const bool outer = in_region;
+      in_region = true;
+      try {
+        body(c, range(c), range(c + 1));
+      } catch (...) {
+        errors[c] = std::current_exception();
+      }
+      in_region = outer;
+    }
+    in_region = false;
+  }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace cortado

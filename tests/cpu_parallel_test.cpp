@@ -1,0 +1,135 @@
+// cpu_parallel_for (util/cpu_parallel.hpp): the chunks cover the range once,
+// in order, run on different threads when there are several, a nested call
+// runs in turn on its caller's thread, an exception reaches the caller, and
+// BLAS calls inside chunks give the single-threaded results.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "cortado/util/cpu_parallel.hpp"
+#include "cortado/util/math.hpp"
+
+namespace cortado {
+namespace {
+
+TEST(CpuParallel, ChunksCoverTheRangeOnceInOrder) {
+  ASSERT_GE(cpu_threads(), 1);
+  for (int n : {1, 2, 3, 7, 64, 1001}) {
+    const int chunks = cpu_chunks(n);
+    EXPECT_GE(chunks, 1);
+    EXPECT_LE(chunks, n);
+    EXPECT_LE(chunks, cpu_threads());
+    std::vector<int> seen(n, 0);
+    std::vector<std::pair<int, int>> ranges(chunks, {-1, -1});
+    std::atomic<int> calls{0};
+    cpu_parallel_for(n, [&](int chunk, int begin, int end) {
+      ++calls;
+      ranges[chunk] = {begin, end};
+      for (int i = begin; i < end; ++i) ++seen[i];
+    });
+    EXPECT_EQ(calls.load(), chunks) << "n=" << n;
+    for (int i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << "n=" << n << " i=" << i;
+    // Contiguous, ascending, near-equal.
+    EXPECT_EQ(ranges.front().first, 0);
+    EXPECT_EQ(ranges.back().second, n);
+    for (int c = 1; c < chunks; ++c) EXPECT_EQ(ranges[c].first, ranges[c - 1].second);
+    for (const auto& r : ranges) {
+      EXPECT_GE(r.second - r.first, n / chunks);
+      EXPECT_LE(r.second - r.first, n / chunks + 1);
+    }
+  }
+}
+
+TEST(CpuParallel, NothingToDoCallsNothing) {
+  bool called = false;
+  cpu_parallel_for(0, [&](int, int, int) { called = true; });
+  EXPECT_FALSE(called);
+  EXPECT_EQ(cpu_chunks(0), 1);
+}
+
+TEST(CpuParallel, ChunksRunOnSeveralThreads) {
+  if (cpu_threads() < 2) GTEST_SKIP() << "one CPU thread (OPENBLAS_NUM_THREADS or OpenBLAS's pthreads build)";
+  std::mutex m;
+  std::set<std::thread::id> ids;
+  // Each chunk waits for the others: only concurrent chunks get past it.
+  std::atomic<int> arrived{0};
+  const int chunks = cpu_chunks(cpu_threads());
+  cpu_parallel_for(cpu_threads(), [&](int, int, int) {
+    ++arrived;
+    while (arrived.load() < chunks) std::this_thread::yield();
+    std::lock_guard<std::mutex> lock(m);
+    ids.insert(std::this_thread::get_id());
+  });
+  EXPECT_EQ(static_cast<int>(ids.size()), chunks);
+  EXPECT_EQ(ids.count(std::this_thread::get_id()), 1u) << "the caller runs a chunk itself";
+}
+
+TEST(CpuParallel, NestedCallRunsOnTheCallersThread) {
+  std::atomic<int> inner_total{0};
+  std::atomic<bool> moved{false};
+  cpu_parallel_for(8, [&](int, int begin, int end) {
+    const std::thread::id outer = std::this_thread::get_id();
+    cpu_parallel_for(end - begin, [&](int, int b, int e) {
+      if (std::this_thread::get_id() != outer) moved = true;
+      inner_total += e - b;
+    });
+  });
+  EXPECT_EQ(inner_total.load(), 8);
+  EXPECT_FALSE(moved.load());
+}
+
+TEST(CpuParallel, ExceptionReachesTheCaller) {
+  std::atomic<int> ran{0};
+  const int n = 16;
+  try {
+    cpu_parallel_for(n, [&](int chunk, int, int) {
+      ++ran;
+      if (chunk == cpu_chunks(n) - 1) throw std::runtime_error("chunk failed");
+    });
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "chunk failed");
+  }
+  EXPECT_EQ(ran.load(), cpu_chunks(n)) << "every chunk finishes before the rethrow";
+  // Usable afterwards.
+  std::atomic<int> sum{0};
+  cpu_parallel_for(n, [&](int, int b, int e) { sum += e - b; });
+  EXPECT_EQ(sum.load(), n);
+}
+
+// GEMMs inside chunks (BLAS on the chunk's thread) give the products of
+// their own images: each output checked against a double-precision sum. (Not
+// bit for bit against a multi-threaded GEMM outside: OpenBLAS's kernels for
+// the tile edges depend on how it splits the matrix between threads.)
+TEST(CpuParallel, GemmInsideChunksMatchesOutside) {
+  const int images = 6, M = 50, N = 64, K = 500;
+  std::vector<float> a(static_cast<size_t>(M) * K), b(static_cast<size_t>(images) * K * N);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>((i * 7919 % 1000) / 1000.0 - 0.5);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>((i * 104729 % 1000) / 1000.0 - 0.5);
+  std::vector<float> chunked(static_cast<size_t>(images) * M * N, -1.0f);
+  cpu_parallel_for(images, [&](int, int n0, int n1) {
+    for (int n = n0; n < n1; ++n)
+      cpu_gemm<float>(Trans::No, Trans::No, M, N, K, 1.0f, a.data(), b.data() + static_cast<size_t>(n) * K * N, 0.0f,
+                      chunked.data() + static_cast<size_t>(n) * M * N);
+  });
+  for (int n = 0; n < images; ++n) {
+    for (int i = 0; i < M; ++i) {
+      for (int j = 0; j < N; ++j) {
+        double want = 0;
+        for (int k = 0; k < K; ++k)
+          want += static_cast<double>(a[static_cast<size_t>(i) * K + k]) *
+                  b[static_cast<size_t>(n) * K * N + static_cast<size_t>(k) * N + j];
+        ASSERT_NEAR(chunked[(static_cast<size_t>(n) * M + i) * N + j], want, 1e-4)
+            << "image " << n << " (" << i << ", " << j << ")";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cortado
