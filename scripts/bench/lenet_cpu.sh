@@ -15,6 +15,10 @@
 # 2,000 iterations (Caffe's LeNet recipe) and prints the test accuracies.
 # Last, one key=value line (lenet_cpu: ...).
 #
+# BASELINE_TRAINER names another trainer binary (an earlier commit's build,
+# say) that runs the FP32 net as one more configuration of every round, and
+# the Cortado / baseline speed ratio is printed.
+#
 # Needs a build (BUILD_DIR, default build), the Fashion-MNIST LMDBs
 # (data/fashion_mnist/create.sh), and a Python with PyTorch (PYTHON, default
 # python3; PyTorch from PyPI: pip install torch). Without PyTorch it times
@@ -42,14 +46,22 @@ declare -A model=([cortado_fp32]=models/lenet/lenet_train_test.prototxt
                   [cortado_fp16]=models/lenet/lenet_train_test_fp16.prototxt
                   [cortado_bf16]=models/lenet/lenet_train_test_bf16.prototxt)
 configs=(cortado_fp32 cortado_fp16 cortado_bf16)
+BASELINE_TRAINER=${BASELINE_TRAINER:-}
+if [ -n "$BASELINE_TRAINER" ]; then
+  [ -x "$BASELINE_TRAINER" ] || { echo "lenet_cpu: BASELINE_TRAINER=$BASELINE_TRAINER is not an executable" >&2; exit 1; }
+  model[baseline_fp32]=${model[cortado_fp32]}
+  configs+=(baseline_fp32)
+fi
 [ "$HAVE_TORCH" = 1 ] && configs+=(pytorch_fp32 pytorch_bf16)
 declare -A runs
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for r in $(seq 1 "$REPEATS"); do
   for c in "${configs[@]}"; do
-    if [[ $c == cortado_* ]]; then
-      if ! "$TRAINER" time --model="${model[$c]}" --iterations="$ITERS" --warmup="$WARMUP" >"$log" 2>&1 ||
+    if [[ $c == cortado_* || $c == baseline_* ]]; then
+      bin=$TRAINER
+      [[ $c == baseline_* ]] && bin=$BASELINE_TRAINER
+      if ! "$bin" time --model="${model[$c]}" --iterations="$ITERS" --warmup="$WARMUP" >"$log" 2>&1 ||
           ! out=$(grep '^time:' "$log"); then
         tail -20 "$log" >&2
         echo "lenet_cpu: trainer time failed for ${model[$c]}" >&2
@@ -86,6 +98,12 @@ if [ "$HAVE_TORCH" = 1 ]; then
   echo "  Cortado BF16 / PyTorch autocast BF16 speed: $rbf"
   echo "  Cortado FP16 storage / PyTorch FP32 speed: $r16"
   summary+=" fp32_ratio=$r32 bf16_ratio=$rbf fp16_vs_torch_fp32_ratio=$r16"
+fi
+
+if [ -n "$BASELINE_TRAINER" ]; then
+  rb=$(awk -v a="${med[baseline_fp32]}" -v b="${med[cortado_fp32]}" 'BEGIN { printf "%.2f", a / b }')
+  echo "  Cortado FP32 / baseline FP32 speed: $rb ($BASELINE_TRAINER)"
+  summary+=" baseline_ratio=$rb"
 fi
 
 if [ "${TRAIN:-0}" = 1 ]; then

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "cortado/layer_factory.hpp"
+#include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/hdf5.hpp"
 #include "cortado/util/logging.hpp"
 
@@ -157,6 +158,7 @@ void Net::OutOfMemory(int layer_id, const char* doing) const {
 }
 
 void Net::Init(const NetParameter& in_param) {
+  cpu_threads();  // settles the CPU thread count (and OpenBLAS's, see cpu_parallel.hpp) before any GEMM
   name_ = in_param.name();
   phase_ = in_param.state().phase();
   if (in_param.global_grad_scale_adaptive())

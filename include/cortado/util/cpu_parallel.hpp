@@ -9,15 +9,17 @@
 // Giving every core its own images, each with single-threaded GEMMs, keeps
 // all cores busy on whole units of work.
 //
-// One setting governs both levels: the thread count is OpenBLAS's
-// (OPENBLAS_NUM_THREADS, else every core), read once at the first call. The
-// chunks run on OpenMP's threads, which OpenBLAS's OpenMP build (the one the
-// build links where it is installed) shares; a BLAS call inside a chunk runs
-// on the chunk's thread, and the large GEMMs of other layers (fully
-// connected ones) still use every core. With OpenBLAS's pthreads build, whose
-// own spinning threads would fight the chunks for the cores, there is one
-// chunk: the layers run as they would without this. A cpu_parallel_for
-// inside another runs its chunks in turn on the calling thread.
+// Threads: OpenMP's count (OMP_NUM_THREADS, else every core), capped by
+// OPENBLAS_NUM_THREADS where that is set, read once at the first call (a Net
+// makes it when it is built). The chunks run on OpenMP's threads, which
+// OpenBLAS's OpenMP build (the one the build links where it is installed)
+// shares; a BLAS call inside a chunk runs on the chunk's thread, and the
+// large GEMMs of other layers (fully connected ones) still use every core.
+// That build reads only OMP_NUM_THREADS, so the cap is handed on to it. With
+// OpenBLAS's pthreads build, whose own spinning threads would fight the
+// chunks for the cores, there is one chunk: the layers run as they would
+// without this. A cpu_parallel_for inside another runs its chunks in turn
+// on the calling thread.
 //
 // Determinism: the chunks depend only on n and the thread count, never on
 // timing. A layer that sums per-chunk partial results in chunk order gets
@@ -28,6 +30,7 @@
 namespace cortado {
 
 /// The number of threads CPU layers split their work over (at least 1).
+/// The first call on each thread hands an OPENBLAS_NUM_THREADS cap to OpenBLAS's OpenMP build.
 int cpu_threads();
 
 /// How many chunks cpu_parallel_for(n, ...) uses: min(n, cpu_threads()), at

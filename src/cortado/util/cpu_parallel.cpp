@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <vector>
 
@@ -17,6 +18,15 @@ thread_local bool in_region = false;
 constexpr int kBlasSequential = 0, kBlasPthreads = 1;
 }  // namespace
 
+// OPENBLAS_NUM_THREADS as a positive number, else 0.
+int blas_env_threads() {
+  const char* e = std::getenv("OPENBLAS_NUM_THREADS");
+  if (!e || !*e) return 0;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  return *end == '\0' && v > 0 && v <= (1 << 16) ? static_cast<int>(v) : 0;
+}
+
 int cpu_threads() {
   // OpenBLAS's OpenMP build shares libgomp's threads with the chunks, and it
   // runs a BLAS call made inside a parallel region on the calling thread.
@@ -24,14 +34,23 @@ int cpu_threads() {
   // while after each call: chunks on other threads would fight them for the
   // cores (measured: LeNet's fully connected GEMMs twice as slow), so with
   // that build the layers stay on one thread and leave the cores to BLAS.
-  // A sequential build has no threads: OpenMP's count (OMP_NUM_THREADS).
+  // A sequential build has no threads of its own.
+  static const int parallel = openblas_get_parallel();
   static const int threads = [] {
-    switch (openblas_get_parallel()) {
-      case kBlasPthreads: return 1;
-      case kBlasSequential: return std::max(1, omp_get_max_threads());
-      default: return std::max(1, openblas_get_num_threads());
-    }
+    if (parallel == kBlasPthreads) return 1;
+    int n = std::max(1, omp_get_max_threads());  // OMP_NUM_THREADS, else every core
+    // OPENBLAS_NUM_THREADS caps it, as it caps the pthreads build.
+    if (const int cap = blas_env_threads()) n = std::min(n, cap);
+    return n;
   }();
+  // The OpenMP build itself reads only OMP_NUM_THREADS, per thread: the cap
+  // is handed to it once on every thread that asks.
+  thread_local const bool capped = [] {
+    if (parallel != kBlasPthreads && parallel != kBlasSequential && blas_env_threads() != 0)
+      openblas_set_num_threads(threads);
+    return true;
+  }();
+  (void)capped;
   return threads;
 }
 

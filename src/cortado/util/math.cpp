@@ -2,17 +2,25 @@
 // compiler vectorizes; float16 and bfloat16 widen to float (GEMM/GEMV through a
 // thread-local float scratch) and rounds once on the store.
 #include "cortado/util/math.hpp"
+#include "cortado/util/cpu_parallel.hpp"
 
 #include <cblas.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 namespace cortado {
+
+// One thread's conversion of a range; convert_array (below) splits large
+// arrays over the cores.
+template <typename Src, typename Dst> void convert_run(int64_t n, const Src* src, Dst* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = Dst(math_t<Src>(src[i]));
+}
 
 // float <-> float16 in bulk: the F16C instructions where the CPU has them
 // (8 values per instruction, IEEE round-to-nearest-even like the scalar
@@ -43,12 +51,12 @@ __attribute__((target("avx,f16c"))) int64_t f16c_to_float(int64_t n, const float
 }
 }  // namespace
 
-template <> void convert_array<float, float16>(int64_t n, const float* src, float16* dst) {
+template <> void convert_run<float, float16>(int64_t n, const float* src, float16* dst) {
   const int64_t done = has_f16c() ? f16c_to_half(n, src, dst) : 0;
   for (int64_t i = done; i < n; ++i) dst[i] = float16(src[i]);
 }
 
-template <> void convert_array<float16, float>(int64_t n, const float16* src, float* dst) {
+template <> void convert_run<float16, float>(int64_t n, const float16* src, float* dst) {
   const int64_t done = has_f16c() ? f16c_to_float(n, src, dst) : 0;
   for (int64_t i = done; i < n; ++i) dst[i] = float(src[i]);
 }
@@ -56,11 +64,11 @@ template <> void convert_array<float16, float>(int64_t n, const float16* src, fl
 
 // float <-> bfloat16 in bulk: the scalar conversions are branch-free bit
 // arithmetic, which the compiler vectorizes in these loops.
-template <> void convert_array<float, bfloat16>(int64_t n, const float* src, bfloat16* dst) {
+template <> void convert_run<float, bfloat16>(int64_t n, const float* src, bfloat16* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i].x = detail::float_to_bfloat_bits(src[i]);
 }
 
-template <> void convert_array<bfloat16, float>(int64_t n, const bfloat16* src, float* dst) {
+template <> void convert_run<bfloat16, float>(int64_t n, const bfloat16* src, float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = detail::bfloat_bits_to_float(src[i].x);
 }
 
@@ -231,8 +239,21 @@ template <typename T> bool cpu_has_nonfinite(int64_t n, const T* x) {
   return false;
 }
 
+// A conversion streams memory at a few bytes per value: arrays of 2^17
+// values and more (an activation of a batch, not a bias) are split into
+// pieces of at least 2^16 over the cores. Every value is converted on its
+// own, so the split cannot change a bit.
 template <typename Src, typename Dst> void convert_array(int64_t n, const Src* src, Dst* dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = Dst(math_t<Src>(src[i]));
+  constexpr int64_t kPiece = int64_t{1} << 16;
+  if (n < 2 * kPiece || cpu_threads() == 1) {
+    convert_run(n, src, dst);
+    return;
+  }
+  const int pieces = static_cast<int>(std::min<int64_t>(n / kPiece, 1 << 20));
+  cpu_parallel_for(pieces, [&](int, int p0, int p1) {
+    const int64_t lo = n * p0 / pieces, hi = n * p1 / pieces;
+    convert_run(hi - lo, src + lo, dst + lo);
+  });
 }
 
 
