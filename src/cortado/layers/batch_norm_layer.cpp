@@ -2,10 +2,11 @@
 
 #include <cmath>
 #include <type_traits>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "cortado/filler.hpp"
+#include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/math_buffer.hpp"
 
 namespace cortado {
@@ -113,8 +114,9 @@ template <typename Ftype, typename Btype>
 void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   using M = MF;
   const size_t count = bottom[0]->count();
-  const M* xp = bottom[0]->template cpu_data<M>();
-  const std::vector<M> x(xp, xp + count);  // a copy: top may be bottom
+  // x and y may be one array (in place): every pass below reads x[j] before
+  // it writes y[j] at the same index, so no copy of x is needed.
+  const M* x = bottom[0]->template cpu_data<M>();
   const int64_t s = spatial_;
   const double m = static_cast<double>(num_) * s;
   M* mean = mean_.template mutable_cpu_data<M>();
@@ -130,19 +132,24 @@ void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Blob
       inv_std[c] = M(1) / std::sqrt(run_var[c] * f + static_cast<M>(eps_));
     }
   } else {
-    for (int c = 0; c < channels_; ++c) {
-      M sum = 0;
-      for (int n = 0; n < num_; ++n) for (int64_t i = 0; i < s; ++i) sum += x[at(n, c, i)];
-      const M mu = m > 0 ? sum / static_cast<M>(m) : M(0);
-      M sq = 0;
-      for (int n = 0; n < num_; ++n) for (int64_t i = 0; i < s; ++i) sq += (x[at(n, c, i)] - mu) * (x[at(n, c, i)] - mu);
-      const M var = m > 0 ? sq / static_cast<M>(m) : M(0);
-      mean[c] = mu;
-      inv_std[c] = M(1) / std::sqrt(var + static_cast<M>(eps_));
-      const M unbias = m > 1 ? static_cast<M>(m / (m - 1)) : M(1);
-      run_mean[c] = static_cast<M>(maf_) * run_mean[c] + mu;
-      run_var[c] = static_cast<M>(maf_) * run_var[c] + unbias * var;
-    }
+    // Channels are independent: each chunk of them runs on its own core, in the serial order within a channel.
+    cpu_parallel_for(channels_, [&](int, int c0, int c1) {
+      for (int c = c0; c < c1; ++c) {
+        M sum = 0;
+        for (int n = 0; n < num_; ++n)
+          for (int64_t i = 0; i < s; ++i) sum += x[at(n, c, i)];
+        const M mu = m > 0 ? sum / static_cast<M>(m) : M(0);
+        M sq = 0;
+        for (int n = 0; n < num_; ++n)
+          for (int64_t i = 0; i < s; ++i) sq += (x[at(n, c, i)] - mu) * (x[at(n, c, i)] - mu);
+        const M var = m > 0 ? sq / static_cast<M>(m) : M(0);
+        mean[c] = mu;
+        inv_std[c] = M(1) / std::sqrt(var + static_cast<M>(eps_));
+        const M unbias = m > 1 ? static_cast<M>(m / (m - 1)) : M(1);
+        run_mean[c] = static_cast<M>(maf_) * run_mean[c] + mu;
+        run_var[c] = static_cast<M>(maf_) * run_var[c] + unbias * var;
+      }
+    });
     run_factor[0] = static_cast<M>(maf_) * run_factor[0] + M(1);
   }
   const M* gamma = scale_bias_ ? this->blobs_[3]->template cpu_data<M>() : nullptr;
@@ -150,15 +157,20 @@ void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Blob
   // The backward recomputes xhat from this copy (before y overwrites an in-place x).
   cpu_copy<Ftype>(count, bottom[0]->template cpu_data<Ftype>(), x_saved_.template mutable_cpu_data<Ftype>());
   MathBuffer<Ftype> y(top[0]->template mutable_cpu_data<Ftype>(), count, false);
-  for (int n = 0; n < num_; ++n) {
-    for (int c = 0; c < channels_; ++c) {
-      for (int64_t i = 0; i < s; ++i) {
-        const int64_t j = at(n, c, i);
-        const M xhat = (x[j] - mean[c]) * inv_std[c];
-        y.get()[j] = gamma ? gamma[c] * xhat + beta[c] : xhat;
+  M* out = y.get();
+  cpu_parallel_for(num_ * channels_, [&](int, int p0, int p1) {
+    for (int p = p0; p < p1; ++p) {
+      const int c = p % channels_;
+      const M mu = mean[c], is = inv_std[c];
+      const int64_t j0 = static_cast<int64_t>(p) * s;
+      if (gamma) {
+        const M g = gamma[c], b = beta[c];
+        for (int64_t j = j0; j < j0 + s; ++j) out[j] = g * ((x[j] - mu) * is) + b;
+      } else {
+        for (int64_t j = j0; j < j0 + s; ++j) out[j] = (x[j] - mu) * is;
       }
     }
-  }
+  });
   y.store();
 }
 
@@ -167,8 +179,9 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
                                                 const BlobVec& bottom) {
   using M = math_t<Btype>;
   const size_t count = top[0]->count();
-  const M* dyp = top[0]->template cpu_diff<M>();
-  const std::vector<M> dy(dyp, dyp + count);  // a copy: the bottom diff may be the top diff
+  // dy and dx may be one array (in place): the sums come first, and the last
+  // pass reads dy[j] before it writes dx[j] at the same index.
+  const M* dy = top[0]->template cpu_diff<M>();
   // xhat as the forward computed it, from its saved input and statistics.
   // (Converted into a temporary for float16, not through the tensor's cached
   // float copy, which would outlive the call and cost more than a stored xhat.)
@@ -189,15 +202,17 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
   const M m = static_cast<M>(static_cast<double>(num_) * s);
   std::vector<M> sdy(channels_, M(0)), sdyx(channels_, M(0));
   auto at = [&](int n, int c, int64_t i) { return (static_cast<int64_t>(n) * channels_ + c) * s + i; };
-  for (int n = 0; n < num_; ++n) {
-    for (int c = 0; c < channels_; ++c) {
-      for (int64_t i = 0; i < s; ++i) {
-        const int64_t j = at(n, c, i);
-        sdy[c] += dy[j];
-        sdyx[c] += dy[j] * xhat(j, c);
+  cpu_parallel_for(channels_, [&](int, int c0, int c1) {
+    for (int n = 0; n < num_; ++n) {
+      for (int c = c0; c < c1; ++c) {
+        for (int64_t i = 0; i < s; ++i) {
+          const int64_t j = at(n, c, i);
+          sdy[c] += dy[j];
+          sdyx[c] += dy[j] * xhat(j, c);
+        }
       }
     }
-  }
+  });
   if (scale_bias_) {
     for (int k = 3; k < 5; ++k) {
       if (!this->param_propagate_down(k)) continue;
@@ -208,17 +223,17 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
   }
   if (propagate_down.empty() || !propagate_down[0]) return;
   MathBuffer<Btype> dx(bottom[0]->template mutable_cpu_diff<Btype>(), count, false);
-  for (int n = 0; n < num_; ++n) {
-    for (int c = 0; c < channels_; ++c) {
+  M* out = dx.get();
+  cpu_parallel_for(num_ * channels_, [&](int, int p0, int p1) {
+    for (int p = p0; p < p1; ++p) {
+      const int c = p % channels_;
       const M g = (gamma ? gamma[c] : M(1)) * inv_std[c];
       const M mdy = use_global_stats_ || m == 0 ? M(0) : sdy[c] / m;
       const M mdyx = use_global_stats_ || m == 0 ? M(0) : sdyx[c] / m;
-      for (int64_t i = 0; i < s; ++i) {
-        const int64_t j = at(n, c, i);
-        dx.get()[j] = g * (dy[j] - mdy - xhat(j, c) * mdyx);
-      }
+      const int64_t j0 = static_cast<int64_t>(p) * s;
+      for (int64_t j = j0; j < j0 + s; ++j) out[j] = g * (dy[j] - mdy - xhat(j, c) * mdyx);
     }
-  }
+  });
   dx.store();
 }
 

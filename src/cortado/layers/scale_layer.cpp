@@ -1,6 +1,9 @@
 #include "cortado/layers/scale_layer.hpp"
 
+#include <climits>
+
 #include "cortado/filler.hpp"
+#include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/math_buffer.hpp"
 #ifdef CORTADO_USE_CUDA
@@ -8,6 +11,29 @@
 #endif
 
 namespace cortado {
+
+namespace {
+// body(o, d, j) for every (outer, dim) plane of inner values, j its first
+// index; the planes are split into chunks over the cores.
+template <typename F>
+void for_planes(int64_t outer, int64_t dim, int64_t inner, F&& body) {
+  const int64_t planes = outer * dim;
+  if (planes > INT_MAX) {
+    for (int64_t p = 0; p < planes; ++p) body(p / dim, p % dim, p * inner);
+    return;
+  }
+  cpu_parallel_for(static_cast<int>(planes), [&](int, int p0, int p1) {
+    for (int64_t p = p0; p < p1; ++p) body(p / dim, p % dim, p * inner);
+  });
+}
+
+// body(d0, d1) for chunks [d0, d1) of the dim axis, over the cores.
+template <typename F>
+void for_dims(int64_t dim, F&& body) {
+  if (dim > INT_MAX) return body(int64_t{0}, dim);
+  cpu_parallel_for(static_cast<int>(dim), [&](int, int d0, int d1) { body(int64_t{d0}, int64_t{d1}); });
+}
+}  // namespace
 
 template <typename Ftype, typename Btype>
 std::vector<int> ScaleLayer<Ftype, Btype>::ParamShape(const Blob& x) const {
@@ -108,8 +134,8 @@ void ScaleLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec&
   if (top[0] == bottom[0]) {
     cpu_copy<Ftype>(count, bottom[0]->template cpu_data<Ftype>(), x_copy_.template mutable_cpu_data<Ftype>());
   }
-  const M* xp = saved_x(bottom, top).template cpu_data<M>();
-  const std::vector<M> x(xp, xp + count);
+  // x and y may be one array (in place): each y[j] is written after x[j] is read.
+  const M* x = saved_x(bottom, top).template cpu_data<M>();
   const M* sp = scale(bottom)->template cpu_data<M>();
   const std::vector<M> s(sp, sp + dim_);
   std::vector<M> b(dim_, M(0));
@@ -121,11 +147,10 @@ void ScaleLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec&
   // Nested loops, not an index division per element: this layer follows
   // every BatchNorm of a Caffe-style ResNet.
   M* out = y.get();
-  for (int64_t o = 0, j = 0; o < outer_; ++o)
-    for (int64_t d = 0; d < dim_; ++d) {
-      const M sd = s[d], bd = b[d];
-      for (int64_t i = 0; i < inner_; ++i, ++j) out[j] = x[j] * sd + bd;
-    }
+  for_planes(outer_, dim_, inner_, [&](int64_t o, int64_t d, int64_t j) {
+    const M sd = s[d], bd = b[d];
+    for (int64_t i = 0; i < inner_; ++i) out[j + i] = x[j + i] * sd + bd;
+  });
   y.store();
 }
 
@@ -135,31 +160,37 @@ void ScaleLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vecto
   using M = math_t<Btype>;
   const int64_t count = outer_ * dim_ * inner_;
   const bool second = bottom.size() > 1;
-  const M* dyp = top[0]->template cpu_diff<M>();
-  const std::vector<M> dy(dyp, dyp + count);
+  // dy and dx may be one array (in place): the sums come first, and each dx[j] is written after dy[j] is read.
+  const M* dy = top[0]->template cpu_diff<M>();
   const bool want_s = second ? propagate_down.size() > 1 && propagate_down[1] : this->param_propagate_down(0);
   const bool want_b = bias_term_ && this->param_propagate_down(bias_index(bottom));
   if (want_s) {
     const M* x = saved_x(bottom, top).template cpu_data<M>();
     std::vector<M> sum(dim_, M(0));
-    for (int64_t o = 0, j = 0; o < outer_; ++o)
-      for (int64_t d = 0; d < dim_; ++d) {
-        M acc = 0;
-        for (int64_t i = 0; i < inner_; ++i, ++j) acc += dy[j] * x[j];
-        sum[d] += acc;
-      }
+    for_dims(dim_, [&](int64_t d0, int64_t d1) {
+      for (int64_t o = 0; o < outer_; ++o)
+        for (int64_t d = d0; d < d1; ++d) {
+          const int64_t j = (o * dim_ + d) * inner_;
+          M acc = 0;
+          for (int64_t i = 0; i < inner_; ++i) acc += dy[j + i] * x[j + i];
+          sum[d] += acc;
+        }
+    });
     MathBuffer<Btype> ds(scale(bottom)->template mutable_cpu_diff<Btype>(), dim_, !second);
     for (int64_t d = 0; d < dim_; ++d) ds.get()[d] = (second ? M(0) : ds.get()[d]) + sum[d];
     ds.store();
   }
   if (want_b) {
     std::vector<M> sum(dim_, M(0));
-    for (int64_t o = 0, j = 0; o < outer_; ++o)
-      for (int64_t d = 0; d < dim_; ++d) {
-        M acc = 0;
-        for (int64_t i = 0; i < inner_; ++i, ++j) acc += dy[j];
-        sum[d] += acc;
-      }
+    for_dims(dim_, [&](int64_t d0, int64_t d1) {
+      for (int64_t o = 0; o < outer_; ++o)
+        for (int64_t d = d0; d < d1; ++d) {
+          const int64_t j = (o * dim_ + d) * inner_;
+          M acc = 0;
+          for (int64_t i = 0; i < inner_; ++i) acc += dy[j + i];
+          sum[d] += acc;
+        }
+    });
     MathBuffer<Btype> db(bias_blob(bottom)->template mutable_cpu_diff<Btype>(), dim_, true);
     for (int64_t d = 0; d < dim_; ++d) db.get()[d] += sum[d];
     db.store();
@@ -169,11 +200,10 @@ void ScaleLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vecto
     const std::vector<M> s(sp, sp + dim_);
     MathBuffer<Btype> dx(bottom[0]->template mutable_cpu_diff<Btype>(), count, false);
     M* out = dx.get();
-    for (int64_t o = 0, j = 0; o < outer_; ++o)
-      for (int64_t d = 0; d < dim_; ++d) {
-        const M sd = s[d];
-        for (int64_t i = 0; i < inner_; ++i, ++j) out[j] = dy[j] * sd;
-      }
+    for_planes(outer_, dim_, inner_, [&](int64_t, int64_t d, int64_t j) {
+      const M sd = s[d];
+      for (int64_t i = 0; i < inner_; ++i) out[j + i] = dy[j + i] * sd;
+    });
     dx.store();
   }
 }
