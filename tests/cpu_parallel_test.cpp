@@ -4,6 +4,7 @@
 // BLAS calls inside chunks give the single-threaded results.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -100,6 +101,31 @@ TEST(CpuParallel, ExceptionReachesTheCaller) {
   std::atomic<int> sum{0};
   cpu_parallel_for(n, [&](int, int b, int e) { sum += e - b; });
   EXPECT_EQ(sum.load(), n);
+}
+
+TEST(CpuParallel, RangesCoverOnceAndSmallArraysStayOnTheCaller) {
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{1000}, int64_t{65536}, int64_t{131072}, int64_t{1000003}}) {
+    std::vector<int> seen(static_cast<size_t>(n), 0);
+    std::mutex m;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    std::atomic<bool> other_thread{false};
+    const std::thread::id caller = std::this_thread::get_id();
+    cpu_parallel_range(n, 65536, [&](int64_t lo, int64_t hi) {
+      if (std::this_thread::get_id() != caller) other_thread = true;
+      for (int64_t i = lo; i < hi; ++i) ++seen[static_cast<size_t>(i)];
+      std::lock_guard<std::mutex> lock(m);
+      ranges.push_back({lo, hi});
+    });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[static_cast<size_t>(i)], 1) << "n=" << n << " i=" << i;
+    if (n < 2 * 65536) {
+      EXPECT_LE(ranges.size(), 1u) << "n=" << n << ": below two grains, one call";
+      EXPECT_FALSE(other_thread.load());
+    } else {
+      const int64_t pieces = n / 65536;  // ranges of at least one grain, one chunk of them per thread
+      EXPECT_EQ(static_cast<int64_t>(ranges.size()), std::min<int64_t>(pieces, cpu_threads())) << "n=" << n;
+      for (const auto& r : ranges) EXPECT_GE(r.second - r.first, 65536) << "n=" << n;
+    }
+  }
 }
 
 // GEMMs inside chunks (BLAS on the chunk's thread) give the products of

@@ -25,6 +25,7 @@
 // timing. A layer that sums per-chunk partial results in chunk order gets
 // the same bits on every run with the same thread count.
 
+#include <cstdint>
 #include <functional>
 
 namespace cortado {
@@ -42,5 +43,10 @@ int cpu_chunks(int n);
 /// An exception thrown by a chunk is rethrown here (the first one, by chunk
 /// order) after all chunks have finished.
 void cpu_parallel_for(int n, const std::function<void(int chunk, int begin, int end)>& body);
+
+/// For elementwise loops: runs body(begin, end) over [0, n) in contiguous
+/// ranges of at least `grain` values each (so small arrays run in one call
+/// on the calling thread), one chunk of ranges per core.
+void cpu_parallel_range(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& body);
 
 }  // namespace cortado

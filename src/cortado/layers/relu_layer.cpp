@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "cortado/util/cpu_parallel.hpp"
+
 namespace cortado {
 
 template <typename Ftype, typename Btype>
@@ -25,10 +27,12 @@ void ReLULayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& 
   const Ftype* x = bottom[0]->cpu_data<Ftype>();
   const M slope = static_cast<M>(negative_slope_);
   const int64_t n = static_cast<int64_t>(bottom[0]->count());
-  for (int64_t i = 0; i < n; ++i) {
-    const M v = static_cast<M>(x[i]);
-    y[i] = static_cast<Ftype>(v > M(0) ? v : slope * v);
-  }
+  cpu_parallel_range(n, int64_t{1} << 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const M v = static_cast<M>(x[i]);
+      y[i] = static_cast<Ftype>(v > M(0) ? v : slope * v);
+    }
+  });
 }
 
 template <typename Ftype, typename Btype>
@@ -41,10 +45,12 @@ void ReLULayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector
   const Btype* x = bottom[0]->cpu_data<Btype>();
   const M slope = static_cast<M>(negative_slope_);
   const int64_t n = static_cast<int64_t>(bottom[0]->count());
-  for (int64_t i = 0; i < n; ++i) {
-    const M g = static_cast<M>(dy[i]);
-    dx[i] = static_cast<Btype>(static_cast<M>(x[i]) > M(0) ? g : slope * g);
-  }
+  cpu_parallel_range(n, int64_t{1} << 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const M g = static_cast<M>(dy[i]);
+      dx[i] = static_cast<Btype>(static_cast<M>(x[i]) > M(0) ? g : slope * g);
+    }
+  });
 }
 
 #ifdef CORTADO_USE_CUDA

@@ -1,7 +1,9 @@
 #include "cortado/util/cpu_parallel.hpp"
 
 #include <cblas.h>
+#ifdef _OPENMP
 #include <omp.h>
+#endif
 
 #include <algorithm>
 #include <cstdlib>
@@ -38,7 +40,11 @@ int cpu_threads() {
   static const int parallel = openblas_get_parallel();
   static const int threads = [] {
     if (parallel == kBlasPthreads) return 1;
+#ifdef _OPENMP
     int n = std::max(1, omp_get_max_threads());  // OMP_NUM_THREADS, else every core
+#else
+    int n = 1;  // built without OpenMP: no threads for the chunks
+#endif
     // OPENBLAS_NUM_THREADS caps it, as it caps the pthreads build.
     if (const int cap = blas_env_threads()) n = std::min(n, cap);
     return n;
@@ -67,7 +73,9 @@ void cpu_parallel_for(int n, const std::function<void(int, int, int)>& body) {
   std::vector<std::exception_ptr> errors(chunks);
   {
     in_region = true;
+#ifdef _OPENMP
 #pragma omp parallel for num_threads(chunks) schedule(static, 1)
+#endif
     for (int c = 0; c < chunks; ++c) {
       const bool outer = in_region;
       in_region = true;
@@ -82,6 +90,17 @@ void cpu_parallel_for(int n, const std::function<void(int, int, int)>& body) {
   }
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+void cpu_parallel_range(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
+  if (n <= 0) return;
+  const int64_t pieces = std::min<int64_t>(n / std::max<int64_t>(grain, 1), 1 << 20);
+  if (pieces < 2 || cpu_threads() == 1) {
+    body(0, n);
+    return;
+  }
+  const int p = static_cast<int>(pieces);
+  cpu_parallel_for(p, [&](int, int p0, int p1) { body(n * p0 / p, n * p1 / p); });
 }
 
 }  // namespace cortado

@@ -241,19 +241,12 @@ template <typename T> bool cpu_has_nonfinite(int64_t n, const T* x) {
 
 // A conversion streams memory at a few bytes per value: arrays of 2^17
 // values and more (an activation of a batch, not a bias) are split into
-// pieces of at least 2^16 over the cores. Every value is converted on its
+// ranges of at least 2^16 over the cores. Every value is converted on its
 // own, so the split cannot change a bit.
 template <typename Src, typename Dst> void convert_array(int64_t n, const Src* src, Dst* dst) {
-  constexpr int64_t kPiece = int64_t{1} << 16;
-  if (n < 2 * kPiece || cpu_threads() == 1) {
-    convert_run(n, src, dst);
-    return;
-  }
-  const int pieces = static_cast<int>(std::min<int64_t>(n / kPiece, 1 << 20));
-  cpu_parallel_for(pieces, [&](int, int p0, int p1) {
-    const int64_t lo = n * p0 / pieces, hi = n * p1 / pieces;
-    convert_run(hi - lo, src + lo, dst + lo);
-  });
+  constexpr int64_t kGrain = int64_t{1} << 16;
+  if (n < 2 * kGrain) return convert_run(n, src, dst);  // most calls: no std::function on the way
+  cpu_parallel_range(n, kGrain, [&](int64_t lo, int64_t hi) { convert_run(hi - lo, src + lo, dst + lo); });
 }
 
 
