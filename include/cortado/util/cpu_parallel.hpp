@@ -27,12 +27,16 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace cortado {
 
 /// The number of threads CPU layers split their work over (at least 1).
 /// The first call on each thread hands an OPENBLAS_NUM_THREADS cap to OpenBLAS's OpenMP build.
 int cpu_threads();
+
+/// One line for logs: "2 threads (OpenBLAS: OpenMP build)", say.
+std::string cpu_threads_summary();
 
 /// How many chunks cpu_parallel_for(n, ...) uses: min(n, cpu_threads()), at
 /// least 1.

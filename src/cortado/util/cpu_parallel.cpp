@@ -60,6 +60,16 @@ int cpu_threads() {
   return threads;
 }
 
+std::string cpu_threads_summary() {
+  const int t = cpu_threads();
+  std::string s = std::to_string(t) + (t == 1 ? " thread" : " threads");
+  switch (openblas_get_parallel()) {
+    case kBlasSequential: return s + " (OpenBLAS: sequential build)";
+    case kBlasPthreads: return s + " (OpenBLAS: pthreads build, whose own threads run the GEMMs; the layers stay on one)";
+    default: return s + " (OpenBLAS: OpenMP build, sharing the layers' threads)";
+  }
+}
+
 int cpu_chunks(int n) { return std::max(1, std::min(n, cpu_threads())); }
 
 void cpu_parallel_for(int n, const std::function<void(int, int, int)>& body) {
