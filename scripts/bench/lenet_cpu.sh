@@ -91,9 +91,9 @@ for c in "${configs[@]}"; do
   summary+=" ${c}_ms=${med[$c]}"
 done
 if [ "$HAVE_TORCH" = 1 ]; then
-  r32=$(awk -v a="${med[pytorch_fp32]}" -v b="${med[cortado_fp32]}" 'BEGIN { printf "%.2f", a / b }')
-  rbf=$(awk -v a="${med[pytorch_bf16]}" -v b="${med[cortado_bf16]}" 'BEGIN { printf "%.2f", a / b }')
-  r16=$(awk -v a="${med[pytorch_fp32]}" -v b="${med[cortado_fp16]}" 'BEGIN { printf "%.2f", a / b }')
+  r32=$(ratio "${med[pytorch_fp32]}" "${med[cortado_fp32]}")
+  rbf=$(ratio "${med[pytorch_bf16]}" "${med[cortado_bf16]}")
+  r16=$(ratio "${med[pytorch_fp32]}" "${med[cortado_fp16]}")
   echo "  Cortado FP32 / PyTorch FP32 speed: $r32 (above 1: Cortado is faster)"
   echo "  Cortado BF16 / PyTorch autocast BF16 speed: $rbf"
   echo "  Cortado FP16 storage / PyTorch FP32 speed: $r16"
@@ -101,7 +101,7 @@ if [ "$HAVE_TORCH" = 1 ]; then
 fi
 
 if [ -n "$BASELINE_TRAINER" ]; then
-  rb=$(awk -v a="${med[baseline_fp32]}" -v b="${med[cortado_fp32]}" 'BEGIN { printf "%.2f", a / b }')
+  rb=$(ratio "${med[baseline_fp32]}" "${med[cortado_fp32]}")
   echo "  Cortado FP32 / baseline FP32 speed: $rb ($BASELINE_TRAINER)"
   summary+=" baseline_ratio=$rb"
 fi

@@ -11,3 +11,7 @@ median() {
   sort -g | awk -v fmt="${1:-%.4f}" '{ v[NR] = $1 }
     END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else printf fmt "\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
+
+# ratio A B: A / B with two decimals (a speed ratio from two times: ratio
+# peer_ms ours_ms is above 1 when ours is faster).
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }

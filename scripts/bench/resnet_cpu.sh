@@ -89,7 +89,6 @@ for c in "${configs[@]}"; do
     "$(awk -v m="${med[$c]}" -v b="$BATCH" 'BEGIN { print b * 1000 / m }')"
   summary+=" ${c}_ms=${med[$c]}"
 done
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 if [ "$HAVE_TORCH" = 1 ]; then
   r32=$(ratio "${med[pytorch_fp32]}" "${med[cortado_fp32]}")
   rbf=$(ratio "${med[pytorch_bf16]}" "${med[cortado_bf16]}")

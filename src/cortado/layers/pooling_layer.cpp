@@ -1,9 +1,10 @@
 #include "cortado/layers/pooling_layer.hpp"
 
 #include <algorithm>
+#include <utility>
 
-#include "cortado/util/math_buffer.hpp"
 #include "cortado/util/cpu_parallel.hpp"
+#include "cortado/util/math_buffer.hpp"
 #include "cortado/util/rng.hpp"
 #ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
@@ -28,6 +29,20 @@ inline Window window(int oy, int ox, int height, int width, int kh, int kw, int 
   h1 = std::min(h1, height);
   w1 = std::min(w1, width);
   return {h0, h1, w0, w1, size};
+}
+
+// sum(x) and sum(x^2) over one window of a plane (stochastic pooling's TEST phase).
+template <typename M>
+std::pair<M, M> window_sums(const M* xp, const Window& win, int width) {
+  M sum = 0, sq = 0;
+  for (int h = win.h0; h < win.h1; ++h) {
+    for (int w = win.w0; w < win.w1; ++w) {
+      const M v = xp[h * width + w];
+      sum += v;
+      sq += v * v;
+    }
+  }
+  return {sum, sq};
 }
 
 // Caffe's ceil-mode output extent; the last window must start inside the
@@ -178,14 +193,7 @@ void PoolingLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVe
             mask_[o] = pick;
           } else if (stochastic_) {
             // TEST: the probability-weighted average sum(x^2) / sum(x) (0 when sum(x) <= 0).
-            M sum = 0, sq = 0;
-            for (int h = win.h0; h < win.h1; ++h) {
-              for (int w = win.w0; w < win.w1; ++w) {
-                const M v = xp[h * width_ + w];
-                sum += v;
-                sq += v * v;
-              }
-            }
+            const auto [sum, sq] = window_sums(xp, win, width_);
             y[o] = sum > M(0) ? sq / sum : M(0);
           } else {
             M sum = 0;
@@ -233,14 +241,7 @@ void PoolingLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vec
           if (stochastic_) {
             // TEST: d(Q / S) / dx = (2 x - Q / S) / S, with S = sum(x), Q = sum(x^2); 0 when S <= 0.
             const M* xp = x + plane * in_plane;
-            M sum = 0, sq = 0;
-            for (int h = win.h0; h < win.h1; ++h) {
-              for (int w = win.w0; w < win.w1; ++w) {
-                const M v = xp[h * width_ + w];
-                sum += v;
-                sq += v * v;
-              }
-            }
+            const auto [sum, sq] = window_sums(xp, win, width_);
             if (!(sum > M(0))) continue;
             const M avg = sq / sum;
             for (int h = win.h0; h < win.h1; ++h) {

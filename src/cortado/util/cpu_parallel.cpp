@@ -17,7 +17,7 @@ namespace {
 thread_local bool in_region = false;
 
 // openblas_get_parallel(): 0 sequential build, 1 pthreads build, 2 OpenMP build.
-constexpr int kBlasSequential = 0, kBlasPthreads = 1;
+constexpr int kBlasSequential = 0, kBlasPthreads = 1, kBlasOpenMp = 2;
 }  // namespace
 
 // OPENBLAS_NUM_THREADS as a positive number, else 0.
@@ -52,8 +52,7 @@ int cpu_threads() {
   // The OpenMP build itself reads only OMP_NUM_THREADS, per thread: the cap
   // is handed to it once on every thread that asks.
   thread_local const bool capped = [] {
-    if (parallel != kBlasPthreads && parallel != kBlasSequential && blas_env_threads() != 0)
-      openblas_set_num_threads(threads);
+    if (parallel == kBlasOpenMp && blas_env_threads() != 0) openblas_set_num_threads(threads);
     return true;
   }();
   (void)capped;
@@ -66,7 +65,10 @@ std::string cpu_threads_summary() {
   switch (openblas_get_parallel()) {
     case kBlasSequential: return s + " (OpenBLAS: sequential build)";
     case kBlasPthreads: return s + " (OpenBLAS: pthreads build, whose own threads run the GEMMs; the layers stay on one)";
-    default: return s + " (OpenBLAS: OpenMP build, sharing the layers' threads)";
+    case kBlasOpenMp:
+      return s + " (OpenBLAS: OpenMP build, sharing the layers' threads)";
+    default:
+      return s + " (OpenBLAS: unknown build)";
   }
 }
 
@@ -80,21 +82,17 @@ void cpu_parallel_for(int n, const std::function<void(int, int, int)>& body) {
     for (int c = 0; c < chunks; ++c) body(c, range(c), range(c + 1));
     return;
   }
+  // Only reached with in_region false: a worker (or the caller running chunk 0) marks itself for the chunk.
   std::vector<std::exception_ptr> errors(chunks);
-  {
-    in_region = true;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(chunks) schedule(static, 1)
 #endif
-    for (int c = 0; c < chunks; ++c) {
-      const bool outer = in_region;
-      in_region = true;
-      try {
-        body(c, range(c), range(c + 1));
-      } catch (...) {
-        errors[c] = std::current_exception();
-      }
-      in_region = outer;
+  for (int c = 0; c < chunks; ++c) {
+    in_region = true;
+    try {
+      body(c, range(c), range(c + 1));
+    } catch (...) {
+      errors[c] = std::current_exception();
     }
     in_region = false;
   }
