@@ -33,6 +33,7 @@
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/cuda.hpp"
 #include "cortado/util/device.hpp"
+#include "cortado/util/gemm_bf16.hpp"
 #include "cortado/util/grad_stats.hpp"
 #include "cortado/util/logging.hpp"
 #include "cortado/util/signals.hpp"
@@ -154,7 +155,7 @@ int train() {
   if (several_ranks())
     LOG(INFO) << "Training on " << g_comm->size() << " ranks (" << setup.comm->engine()
               << (setup.comm != g_comm ? " over MPI" : "") << "); the log is rank 0's";
-  if (ids.empty()) LOG(INFO) << "Training on the CPU: " << cpu_threads_summary();
+  if (ids.empty()) LOG(INFO) << "Training on the CPU: " << cpu_threads_summary() << ", " << cpu_bf16_summary();
   SignalHandler signals(on_int, on_hup);
   train_rank(param, info, setup, &signals);
   return 0;
@@ -336,7 +337,7 @@ int time_net() {
     if (net->params_lr()[i] != 0) trained += net->learnable_params()[i]->count();
   }
   LOG(INFO) << "Timing " << model << " on "
-            << (ctx.on_gpu() ? "GPU " + std::to_string(ctx.device()) : "the CPU, " + cpu_threads_summary())
+            << (ctx.on_gpu() ? "GPU " + std::to_string(ctx.device()) : "the CPU, " + cpu_threads_summary() + ", " + cpu_bf16_summary())
             << ": " << L << " layers, " << params << " parameters (" << trained << " trained), batch " << batch
             << (solver ? str_cat(", update: ", solver->type()) : std::string(", TEST phase: no update"));
 

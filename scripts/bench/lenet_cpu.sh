@@ -4,7 +4,11 @@
 #   Cortado: `trainer time` (forward + backward + the SGD update, batch 64, the
 #            Data layer included) on models/lenet/lenet_train_test.prototxt and
 #            its FP16 and BF16 variants (16-bit storage computes in FP32 on
-#            the CPU).
+#            the CPU; BF16 GEMMs multiply bfloat16 pairs where the CPU has
+#            AVX-512 BF16). cortado_bf16_widen runs the BF16 net with
+#            CORTADO_CPU_BF16_DOT=0 (operands widened to float, the path
+#            before the AVX-512 BF16 kernel), and the ratio of the two is
+#            printed.
 #   PyTorch: scripts/bench/lenet_pytorch.py --mode time (forward, loss,
 #            backward, SGD step, zero_grad on one batch in memory), FP32 and
 #            autocast bfloat16.
@@ -44,8 +48,9 @@ fi
 
 declare -A model=([cortado_fp32]=models/lenet/lenet_train_test.prototxt
                   [cortado_fp16]=models/lenet/lenet_train_test_fp16.prototxt
-                  [cortado_bf16]=models/lenet/lenet_train_test_bf16.prototxt)
-configs=(cortado_fp32 cortado_fp16 cortado_bf16)
+                  [cortado_bf16]=models/lenet/lenet_train_test_bf16.prototxt
+                  [cortado_bf16_widen]=models/lenet/lenet_train_test_bf16.prototxt)
+configs=(cortado_fp32 cortado_fp16 cortado_bf16 cortado_bf16_widen)
 BASELINE_TRAINER=${BASELINE_TRAINER:-}
 if [ -n "$BASELINE_TRAINER" ]; then
   [ -x "$BASELINE_TRAINER" ] || { echo "lenet_cpu: BASELINE_TRAINER=$BASELINE_TRAINER is not an executable" >&2; exit 1; }
@@ -61,13 +66,17 @@ for r in $(seq 1 "$REPEATS"); do
     if [[ $c == cortado_* || $c == baseline_* ]]; then
       bin=$TRAINER
       [[ $c == baseline_* ]] && bin=$BASELINE_TRAINER
-      if ! "$bin" time --model="${model[$c]}" --iterations="$ITERS" --warmup="$WARMUP" >"$log" 2>&1 ||
+      dot=1
+      [[ $c == *_widen ]] && dot=0
+      if ! CORTADO_CPU_BF16_DOT=$dot "$bin" time --model="${model[$c]}" --iterations="$ITERS" --warmup="$WARMUP" \
+          >"$log" 2>&1 ||
           ! out=$(grep '^time:' "$log"); then
         tail -20 "$log" >&2
         echo "lenet_cpu: trainer time failed for ${model[$c]}" >&2
         exit 1
       fi
       ms=$(kv total_ms_median "$out")
+      [ "$c" = cortado_bf16 ] && bf16_gemms=$(grep -o 'bfloat16 GEMMs: [^:]*' "$log" | head -1)
     else
       if ! out=$("$PYTHON" scripts/bench/lenet_pytorch.py --mode time --precision "${c#pytorch_}" \
           --iters "$ITERS" --warmup "$WARMUP" --threads "$THREADS" 2>"$log"); then
@@ -78,7 +87,7 @@ for r in $(seq 1 "$REPEATS"); do
       ms=$(kv ms_median "$out")
     fi
     runs[$c]+="$ms "
-    printf 'run %d %-13s %8.3f ms/iter  %6.0f images/s\n' "$r" "$c" "$ms" "$(awk -v m="$ms" 'BEGIN { print 64000 / m }')"
+    printf 'run %d %-18s %8.3f ms/iter  %6.0f images/s\n' "$r" "$c" "$ms" "$(awk -v m="$ms" 'BEGIN { print 64000 / m }')"
   done
 done
 
@@ -87,7 +96,7 @@ echo "LeNet on the CPU ($THREADS threads), batch 64, median of $REPEATS runs x $
 summary="lenet_cpu: threads=$THREADS repeats=$REPEATS iterations=$ITERS"
 for c in "${configs[@]}"; do
   med[$c]=$(echo "${runs[$c]}" | tr ' ' '\n' | grep . | median)
-  printf '  %-13s %8.3f ms/iter  %6.0f images/s\n' "$c" "${med[$c]}" "$(awk -v m="${med[$c]}" 'BEGIN { print 64000 / m }')"
+  printf '  %-18s %8.3f ms/iter  %6.0f images/s\n' "$c" "${med[$c]}" "$(awk -v m="${med[$c]}" 'BEGIN { print 64000 / m }')"
   summary+=" ${c}_ms=${med[$c]}"
 done
 if [ "$HAVE_TORCH" = 1 ]; then
@@ -100,6 +109,9 @@ if [ "$HAVE_TORCH" = 1 ]; then
   summary+=" fp32_ratio=$r32 bf16_ratio=$rbf fp16_vs_torch_fp32_ratio=$r16"
 fi
 
+rw=$(ratio "${med[cortado_bf16_widen]}" "${med[cortado_bf16]}")
+echo "  Cortado BF16 / BF16 widened to float (CORTADO_CPU_BF16_DOT=0) speed: $rw (${bf16_gemms:-})"
+summary+=" bf16_dot_ratio=$rw"
 if [ -n "$BASELINE_TRAINER" ]; then
   rb=$(ratio "${med[baseline_fp32]}" "${med[cortado_fp32]}")
   echo "  Cortado FP32 / baseline FP32 speed: $rb ($BASELINE_TRAINER)"

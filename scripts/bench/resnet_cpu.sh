@@ -46,8 +46,9 @@ fi
 
 declare -A model=([cortado_fp32]=models/$ARCH/train_val_dummy.prototxt
                   [cortado_bf16]=models/$ARCH/train_val_dummy_bf16.prototxt
+                  [cortado_bf16_widen]=models/$ARCH/train_val_dummy_bf16.prototxt
                   [baseline_fp32]=models/$ARCH/train_val_dummy.prototxt)
-configs=(cortado_fp32 cortado_bf16)
+configs=(cortado_fp32 cortado_bf16 cortado_bf16_widen)
 [ -n "$BASELINE_TRAINER" ] && configs+=(baseline_fp32)
 [ "$HAVE_TORCH" = 1 ] && configs+=(pytorch_fp32 pytorch_bf16)
 declare -A runs
@@ -66,16 +67,19 @@ for r in $(seq 1 "$REPEATS"); do
     else
       bin=$TRAINER
       [[ $c == baseline_* ]] && bin=$BASELINE_TRAINER
-      if ! "$bin" time --model="${model[$c]}" --batch_size="$BATCH" --iterations="$ITERS" --warmup="$WARMUP" \
-          >"$log" 2>&1 || ! out=$(grep '^time:' "$log"); then
+      dot=1
+      [[ $c == *_widen ]] && dot=0
+      if ! CORTADO_CPU_BF16_DOT=$dot "$bin" time --model="${model[$c]}" --batch_size="$BATCH" --iterations="$ITERS" \
+          --warmup="$WARMUP" >"$log" 2>&1 || ! out=$(grep '^time:' "$log"); then
         tail -20 "$log" >&2
         echo "resnet_cpu: trainer time failed for ${model[$c]}" >&2
         exit 1
       fi
       ms=$(kv total_ms_median "$out")
+      [ "$c" = cortado_bf16 ] && bf16_gemms=$(grep -o 'bfloat16 GEMMs: [^:]*' "$log" | head -1)
     fi
     runs[$c]+="$ms "
-    printf 'run %d %-13s %9.1f ms/iter  %6.2f images/s\n' "$r" "$c" "$ms" \
+    printf 'run %d %-18s %9.1f ms/iter  %6.2f images/s\n' "$r" "$c" "$ms" \
       "$(awk -v m="$ms" -v b="$BATCH" 'BEGIN { print b * 1000 / m }')"
   done
 done
@@ -85,7 +89,7 @@ echo "$ARCH on the CPU ($THREADS threads), batch $BATCH, median of $REPEATS runs
 summary="resnet_cpu: arch=$ARCH threads=$THREADS batch=$BATCH repeats=$REPEATS iterations=$ITERS"
 for c in "${configs[@]}"; do
   med[$c]=$(echo "${runs[$c]}" | tr ' ' '\n' | grep . | median)
-  printf '  %-13s %9.1f ms/iter  %6.2f images/s\n' "$c" "${med[$c]}" \
+  printf '  %-18s %9.1f ms/iter  %6.2f images/s\n' "$c" "${med[$c]}" \
     "$(awk -v m="${med[$c]}" -v b="$BATCH" 'BEGIN { print b * 1000 / m }')"
   summary+=" ${c}_ms=${med[$c]}"
 done
@@ -96,6 +100,9 @@ if [ "$HAVE_TORCH" = 1 ]; then
   echo "  Cortado BF16 / PyTorch autocast BF16 speed: $rbf"
   summary+=" fp32_ratio=$r32 bf16_ratio=$rbf"
 fi
+rw=$(ratio "${med[cortado_bf16_widen]}" "${med[cortado_bf16]}")
+echo "  Cortado BF16 / BF16 widened to float (CORTADO_CPU_BF16_DOT=0) speed: $rw (${bf16_gemms:-})"
+summary+=" bf16_dot_ratio=$rw"
 if [ -n "$BASELINE_TRAINER" ]; then
   rb=$(ratio "${med[baseline_fp32]}" "${med[cortado_fp32]}")
   echo "  Cortado FP32 / baseline FP32 speed: $rb ($BASELINE_TRAINER)"

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "cortado/filler.hpp"
+#include "cortado/util/gemm_bf16.hpp"
 #include "cortado/util/im2col.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/math_buffer.hpp"
@@ -95,12 +96,12 @@ void add_bias(int rows, int cols, const M* b, M* y) {
 }
 
 // s[o] += sum of row o of x (rows, cols).
-template <typename M>
-void add_row_sums(int rows, int cols, const M* x, M* s) {
+template <typename X, typename M>
+void add_row_sums(int rows, int cols, const X* x, M* s) {
   for (int o = 0; o < rows; ++o) {
-    const M* row = x + static_cast<size_t>(o) * cols;
+    const X* row = x + static_cast<size_t>(o) * cols;
     M sum = 0;
-    for (int j = 0; j < cols; ++j) sum += row[j];
+    for (int j = 0; j < cols; ++j) sum += M(row[j]);
     s[o] += sum;
   }
 }
@@ -284,37 +285,49 @@ void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Bl
   const size_t chw = static_cast<size_t>(channels_) * height_ * width_;
   const size_t top_image = static_cast<size_t>(num_output_) * ohw;
   const size_t col_size = is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(kg) * group_ * ohw;
-  const M* w = this->blobs_[0]->template cpu_data<M>();
   const M* b = bias_term_ ? this->blobs_[1]->template cpu_data<M>() : nullptr;
-  for (size_t i = 0; i < bottom.size(); ++i) {
-    const M* x = bottom[i]->template cpu_data<M>();
-    MathBuffer<Ftype> y(top[i]->template mutable_cpu_data<Ftype>(), top[i]->count(), false);
-    // Images are independent: each chunk of them runs on its own core with its own column buffer.
-    cpu_parallel_for(num_, [&](int, int n0, int n1) {
-      std::vector<M> col(col_size);
-      for (int n = n0; n < n1; ++n) {
-        const M* xn = x + n * chw;
-        M* yn = y.get() + n * top_image;
-        if (depthwise_) {
-          depthwise_forward_cpu<M>(depthwise_geometry(), xn, w, yn);
+  // O: the type of the GEMM operands (input, columns, weights). bfloat16
+  // itself where the CPU multiplies bfloat16 pairs (gemm_bf16.hpp), the math
+  // type otherwise; the outputs are summed in the math type either way.
+  auto run = [&](auto operand) {
+    using O = decltype(operand);
+    const O* w = this->blobs_[0]->template cpu_data<O>();
+    for (size_t i = 0; i < bottom.size(); ++i) {
+      const O* x = bottom[i]->template cpu_data<O>();
+      MathBuffer<Ftype> y(top[i]->template mutable_cpu_data<Ftype>(), top[i]->count(), false);
+      // Images are independent: each chunk of them runs on its own core with its own column buffer.
+      cpu_parallel_for(num_, [&](int, int n0, int n1) {
+        std::vector<O> col(col_size);
+        for (int n = n0; n < n1; ++n) {
+          const O* xn = x + n * chw;
+          M* yn = y.get() + n * top_image;
+          if constexpr (std::is_same_v<O, M>) {
+            if (depthwise_) {
+              depthwise_forward_cpu<M>(depthwise_geometry(), xn, w, yn);
+              if (b) add_bias(num_output_, ohw, b, yn);
+              continue;
+            }
+          }
+          const O* c = xn;
+          if (!is_1x1_) {
+            im2col_cpu<O>(xn, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col.data());
+            c = col.data();
+          }
+          // (mg, ohw) = (mg, kg) x (kg, ohw) per group
+          for (int g = 0; g < group_; ++g) {
+            cpu_gemm_to_math<O>(Trans::No, Trans::No, mg, ohw, kg, M(1), w + static_cast<size_t>(g) * mg * kg,
+                                c + static_cast<size_t>(g) * kg * ohw, M(0), yn + static_cast<size_t>(g) * mg * ohw);
+          }
           if (b) add_bias(num_output_, ohw, b, yn);
-          continue;
         }
-        const M* c = xn;
-        if (!is_1x1_) {
-          im2col_cpu<M>(xn, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col.data());
-          c = col.data();
-        }
-        // (mg, ohw) = (mg, kg) x (kg, ohw) per group
-        for (int g = 0; g < group_; ++g) {
-          cpu_gemm<M>(Trans::No, Trans::No, mg, ohw, kg, M(1), w + static_cast<size_t>(g) * mg * kg,
-                      c + static_cast<size_t>(g) * kg * ohw, M(0), yn + static_cast<size_t>(g) * mg * ohw);
-        }
-        if (b) add_bias(num_output_, ohw, b, yn);
-      }
-    });
-    y.store();
+      });
+      y.store();
+    }
+  };
+  if constexpr (std::is_same_v<Ftype, bfloat16>) {
+    if (!depthwise_ && detail::bf16_dot_enabled()) return run(bfloat16());
   }
+  run(M());
 }
 
 template <typename Ftype, typename Btype>
@@ -341,55 +354,74 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
   std::vector<M> w_part(w_count * (chunks - 1)), b_part(b_count * (chunks - 1));
   auto w_sum = [&](int chunk) { return chunk == 0 ? wd->get() : w_part.data() + (chunk - 1) * w_count; };
   auto b_sum = [&](int chunk) { return chunk == 0 ? bd->get() : b_part.data() + (chunk - 1) * b_count; };
-  const M* w = this->blobs_[0]->template cpu_data<M>();
-  for (size_t i = 0; i < top.size(); ++i) {
-    const bool do_x = i < propagate_down.size() && propagate_down[i];
-    if (!do_w && !do_b && !do_x) continue;
-    const M* td = top[i]->template cpu_diff<M>();
-    const M* x = do_w ? bottom[i]->template cpu_data<M>() : nullptr;
-    std::optional<MathBuffer<Btype>> xd;
-    if (do_x) xd.emplace(bottom[i]->template mutable_cpu_diff<Btype>(), bottom[i]->count(), false);
-    cpu_parallel_for(num_, [&](int chunk, int n0, int n1) {
-      std::vector<M> col(do_w ? col_size : 0), col_diff(do_x ? col_size : 0);
-      M* w_acc = do_w ? w_sum(chunk) : nullptr;
-      M* b_acc = do_b ? b_sum(chunk) : nullptr;
-      for (int n = n0; n < n1; ++n) {
-        const M* tdn = td + n * top_image;
-        if (do_b) add_row_sums(num_output_, ohw, tdn, b_acc);
-        if (depthwise_) {
-          if (do_w || do_x)
-            depthwise_backward_cpu<M>(depthwise_geometry(), do_w ? x + n * chw : nullptr, w, tdn, w_acc,
-                                      do_x ? xd->get() + n * chw : nullptr);
-          continue;
+  // O: the type of the GEMM operands (weights, top gradient, columns), as in
+  // Forward_cpu; the gradients the GEMMs produce are in M.
+  auto run = [&](auto operand) {
+    using O = decltype(operand);
+    const O* w = this->blobs_[0]->template cpu_data<O>();
+    for (size_t i = 0; i < top.size(); ++i) {
+      const bool do_x = i < propagate_down.size() && propagate_down[i];
+      if (!do_w && !do_b && !do_x) continue;
+      const O* td = top[i]->template cpu_diff<O>();
+      const O* x = do_w ? bottom[i]->template cpu_data<O>() : nullptr;
+      std::optional<MathBuffer<Btype>> xd;
+      if (do_x) xd.emplace(bottom[i]->template mutable_cpu_diff<Btype>(), bottom[i]->count(), false);
+      cpu_parallel_for(num_, [&](int chunk, int n0, int n1) {
+        std::vector<O> col(do_w ? col_size : 0);
+        std::vector<M> col_diff(do_x ? col_size : 0);
+        M* w_acc = do_w ? w_sum(chunk) : nullptr;
+        M* b_acc = do_b ? b_sum(chunk) : nullptr;
+        for (int n = n0; n < n1; ++n) {
+          const O* tdn = td + n * top_image;
+          if (do_b) add_row_sums(num_output_, ohw, tdn, b_acc);
+          if constexpr (std::is_same_v<O, M>) {
+            if (depthwise_) {
+              if (do_w || do_x)
+                depthwise_backward_cpu<M>(depthwise_geometry(), do_w ? x + n * chw : nullptr, w, tdn, w_acc,
+                                          do_x ? xd->get() + n * chw : nullptr);
+              continue;
+            }
+          }
+          if (do_w) {
+            const O* c = x + n * chw;
+            if (!is_1x1_) {
+              im2col_cpu<O>(c, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col.data());
+              c = col.data();
+            }
+            // dW_g (mg, kg) += dY_g (mg, ohw) x col_g^T (ohw, kg)
+            for (int g = 0; g < group_; ++g) {
+              cpu_gemm_to_math<O>(Trans::No, Trans::Yes, mg, kg, ohw, M(1), tdn + static_cast<size_t>(g) * mg * ohw,
+                                  c + static_cast<size_t>(g) * kg * ohw, M(1),
+                                  w_acc + static_cast<size_t>(g) * mg * kg);
+            }
+          }
+          if (do_x) {
+            M* xdn = xd->get() + n * chw;
+            M* dst = is_1x1_ ? xdn : col_diff.data();
+            // dcol_g (kg, ohw) = W_g^T (kg, mg) x dY_g (mg, ohw)
+            for (int g = 0; g < group_; ++g) {
+              cpu_gemm_to_math<O>(Trans::Yes, Trans::No, kg, ohw, mg, M(1), w + static_cast<size_t>(g) * mg * kg,
+                                  tdn + static_cast<size_t>(g) * mg * ohw, M(0),
+                                  dst + static_cast<size_t>(g) * kg * ohw);
+            }
+            if (!is_1x1_) {
+              col2im_cpu<M>(col_diff.data(), channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_,
+                            xdn);
+            }
+          }
         }
-        if (do_w) {
-          const M* c = x + n * chw;
-          if (!is_1x1_) {
-            im2col_cpu<M>(c, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col.data());
-            c = col.data();
-          }
-          // dW_g (mg, kg) += dY_g (mg, ohw) x col_g^T (ohw, kg)
-          for (int g = 0; g < group_; ++g) {
-            cpu_gemm<M>(Trans::No, Trans::Yes, mg, kg, ohw, M(1), tdn + static_cast<size_t>(g) * mg * ohw,
-                        c + static_cast<size_t>(g) * kg * ohw, M(1), w_acc + static_cast<size_t>(g) * mg * kg);
-          }
-        }
-        if (do_x) {
-          M* xdn = xd->get() + n * chw;
-          M* dst = is_1x1_ ? xdn : col_diff.data();
-          // dcol_g (kg, ohw) = W_g^T (kg, mg) x dY_g (mg, ohw)
-          for (int g = 0; g < group_; ++g) {
-            cpu_gemm<M>(Trans::Yes, Trans::No, kg, ohw, mg, M(1), w + static_cast<size_t>(g) * mg * kg,
-                        tdn + static_cast<size_t>(g) * mg * ohw, M(0), dst + static_cast<size_t>(g) * kg * ohw);
-          }
-          if (!is_1x1_) {
-            col2im_cpu<M>(col_diff.data(), channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, xdn);
-          }
-        }
-      }
-    });
-    if (xd) xd->store();
+      });
+      if (xd) xd->store();
+    }
+  };
+  bool done = false;
+  if constexpr (std::is_same_v<Btype, bfloat16>) {
+    if (!depthwise_ && detail::bf16_dot_enabled()) {
+      run(bfloat16());
+      done = true;
+    }
   }
+  if (!done) run(M());
   for (int chunk = 1; chunk < chunks; ++chunk) {
     if (do_w) cpu_axpy<M>(static_cast<int64_t>(w_count), M(1), w_sum(chunk), wd->get());
     if (do_b) cpu_axpy<M>(static_cast<int64_t>(b_count), M(1), b_sum(chunk), bd->get());

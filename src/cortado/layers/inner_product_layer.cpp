@@ -2,8 +2,10 @@
 
 #include <climits>
 #include <optional>
+#include <type_traits>
 
 #include "cortado/filler.hpp"
+#include "cortado/util/gemm_bf16.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/math_buffer.hpp"
 #ifdef CORTADO_USE_CUDA
@@ -94,11 +96,22 @@ void InnerProductLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobV
 template <typename Ftype, typename Btype>
 void InnerProductLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   using M = math_t<Ftype>;
-  const M* x = bottom[0]->template cpu_data<M>();
-  const M* w = this->blobs_[0]->template cpu_data<M>();
   MathBuffer<Ftype> y(top[0]->template mutable_cpu_data<Ftype>(), top[0]->count(), false);
-  // (M, N) = (M, K) x op(W) (K, N)
-  cpu_gemm<M>(Trans::No, transpose_ ? Trans::No : Trans::Yes, m_, num_output_, k_, M(1), x, w, M(0), y.get());
+  // O: the type of the GEMM operands, bfloat16 itself where the CPU
+  // multiplies bfloat16 pairs (gemm_bf16.hpp), the math type otherwise.
+  auto run = [&](auto operand) {
+    using O = decltype(operand);
+    const O* x = bottom[0]->template cpu_data<O>();
+    const O* w = this->blobs_[0]->template cpu_data<O>();
+    // (M, N) = (M, K) x op(W) (K, N)
+    cpu_gemm_to_math<O>(Trans::No, transpose_ ? Trans::No : Trans::Yes, m_, num_output_, k_, M(1), x, w, M(0),
+                        y.get());
+  };
+  if constexpr (std::is_same_v<Ftype, bfloat16>) {
+    if (detail::bf16_dot_enabled()) run(bfloat16()); else run(M());
+  } else {
+    run(M());
+  }
   if (bias_term_) {
     const M* b = this->blobs_[1]->template cpu_data<M>();
     M* yp = y.get();
@@ -113,33 +126,44 @@ template <typename Ftype, typename Btype>
 void InnerProductLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                                    const BlobVec& bottom) {
   using M = math_t<Btype>;
-  const M* dy = top[0]->template cpu_diff<M>();
-  if (this->param_propagate_down(0)) {
-    const M* x = bottom[0]->template cpu_data<M>();
-    MathBuffer<Btype> dw(this->blobs_[0]->template mutable_cpu_diff<Btype>(), this->blobs_[0]->count(), true);
-    if (transpose_) {
-      // (K, N) += X^T (K, M) x dY (M, N)
-      cpu_gemm<M>(Trans::Yes, Trans::No, k_, num_output_, m_, M(1), x, dy, M(1), dw.get());
-    } else {
-      // (N, K) += dY^T (N, M) x X (M, K)
-      cpu_gemm<M>(Trans::Yes, Trans::No, num_output_, k_, m_, M(1), dy, x, M(1), dw.get());
+  // O: the type of the GEMM operands, as in Forward_cpu; the gradients are
+  // summed in M.
+  auto run = [&](auto operand) {
+    using O = decltype(operand);
+    const O* dy = top[0]->template cpu_diff<O>();
+    if (this->param_propagate_down(0)) {
+      const O* x = bottom[0]->template cpu_data<O>();
+      MathBuffer<Btype> dw(this->blobs_[0]->template mutable_cpu_diff<Btype>(), this->blobs_[0]->count(), true);
+      if (transpose_) {
+        // (K, N) += X^T (K, M) x dY (M, N)
+        cpu_gemm_to_math<O>(Trans::Yes, Trans::No, k_, num_output_, m_, M(1), x, dy, M(1), dw.get());
+      } else {
+        // (N, K) += dY^T (N, M) x X (M, K)
+        cpu_gemm_to_math<O>(Trans::Yes, Trans::No, num_output_, k_, m_, M(1), dy, x, M(1), dw.get());
+      }
+      dw.store();
     }
-    dw.store();
-  }
-  if (bias_term_ && this->param_propagate_down(1)) {
-    MathBuffer<Btype> db(this->blobs_[1]->template mutable_cpu_diff<Btype>(), this->blobs_[1]->count(), true);
-    M* d = db.get();
-    for (int i = 0; i < m_; ++i) {
-      for (int j = 0; j < num_output_; ++j) d[j] += dy[static_cast<size_t>(i) * num_output_ + j];
+    if (bias_term_ && this->param_propagate_down(1)) {
+      MathBuffer<Btype> db(this->blobs_[1]->template mutable_cpu_diff<Btype>(), this->blobs_[1]->count(), true);
+      M* d = db.get();
+      for (int i = 0; i < m_; ++i) {
+        for (int j = 0; j < num_output_; ++j) d[j] += M(dy[static_cast<size_t>(i) * num_output_ + j]);
+      }
+      db.store();
     }
-    db.store();
-  }
-  if (!propagate_down.empty() && propagate_down[0]) {
-    const M* w = this->blobs_[0]->template cpu_data<M>();
-    MathBuffer<Btype> dx(bottom[0]->template mutable_cpu_diff<Btype>(), bottom[0]->count(), false);
-    // (M, K) = dY (M, N) x op(W) (N, K)
-    cpu_gemm<M>(Trans::No, transpose_ ? Trans::Yes : Trans::No, m_, k_, num_output_, M(1), dy, w, M(0), dx.get());
-    dx.store();
+    if (!propagate_down.empty() && propagate_down[0]) {
+      const O* w = this->blobs_[0]->template cpu_data<O>();
+      MathBuffer<Btype> dx(bottom[0]->template mutable_cpu_diff<Btype>(), bottom[0]->count(), false);
+      // (M, K) = dY (M, N) x op(W) (N, K)
+      cpu_gemm_to_math<O>(Trans::No, transpose_ ? Trans::Yes : Trans::No, m_, k_, num_output_, M(1), dy, w, M(0),
+                          dx.get());
+      dx.store();
+    }
+  };
+  if constexpr (std::is_same_v<Btype, bfloat16>) {
+    if (detail::bf16_dot_enabled()) run(bfloat16()); else run(M());
+  } else {
+    run(M());
   }
 }
 

@@ -1,8 +1,11 @@
 // CPU math. float and double go straight to OpenBLAS or to plain loops the
 // compiler vectorizes; float16 and bfloat16 widen to float (GEMM/GEMV through a
-// thread-local float scratch) and rounds once on the store.
+// thread-local float scratch) and rounds once on the store, except bfloat16
+// GEMMs on CPUs with AVX-512 BF16 (gemm_bf16.hpp), which read the operands
+// as they are.
 #include "cortado/util/math.hpp"
 #include "cortado/util/cpu_parallel.hpp"
+#include "cortado/util/gemm_bf16.hpp"
 
 #include <cblas.h>
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -138,6 +141,14 @@ void cpu_gemm<float16>(Trans ta, Trans tb, int M, int N, int K, float alpha, con
 template <>
 void cpu_gemm<bfloat16>(Trans ta, Trans tb, int M, int N, int K, float alpha, const bfloat16* A,
                         const bfloat16* B, float beta, bfloat16* C) {
+  if (detail::bf16_dot_enabled()) {  // the operands as they are, C summed in float and rounded once
+    auto& c = scratch(2);
+    c.resize(static_cast<size_t>(M) * N);
+    if (beta != 0.f) convert_array(static_cast<int64_t>(c.size()), C, c.data());
+    detail::gemm_bf16_dot(ta, tb, M, N, K, alpha, A, B, beta, c.data());
+    convert_array(static_cast<int64_t>(c.size()), c.data(), C);
+    return;
+  }
   half_gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
 }
 

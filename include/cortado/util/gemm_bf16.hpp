@@ -1,0 +1,76 @@
+#pragma once
+// bfloat16 GEMM on CPUs with AVX-512 BF16 (VDPBF16PS: 16 lanes, each adding
+// the products of two bfloat16 pairs to a float accumulator).
+//
+// Why: without it, cpu_gemm<bfloat16> widens both operands into float
+// scratch, runs sgemm and narrows C again: three extra passes over memory,
+// and float math at float's speed. Here the operands are packed as bfloat16
+// pairs (the packing is the only pass over them), the products are exact in
+// float, the sums are float, and C is rounded once on the store: the result
+// matches the widening path up to the order of the float additions. C is
+// float: the layers keep their sums in the math type (MathBuffer) and round
+// to bfloat16 once, after every GEMM of the pass.
+//
+// Layout (the BLIS/GotoBLAS scheme): K is cut into blocks of kKc, N into
+// blocks of kNc; a block of B is packed into panels of 32 columns
+// (k-pairs interleaved, one 32-bit lane per column), a block of A into
+// panels of 12 rows (one k-pair per 32-bit word, broadcast); a 12 x 32
+// micro-kernel keeps 24 accumulators in registers and adds them to C (the
+// first K block applies beta). N is split over cpu_parallel_for's
+// chunks (serial inside another parallel loop, as in a convolution's
+// per-image chunks).
+//
+// Caveat of the instruction: it treats subnormal inputs as zero and
+// flushes subnormal results (below 2^-126, far under any gradient a loss
+// scale would keep), and always rounds to nearest even.
+
+#include <string>
+#include <type_traits>
+
+#include "cortado/bfloat16.hpp"
+#include "cortado/util/math.hpp"
+
+namespace cortado::detail {
+
+/// Whether bfloat16 layers use the kernel: where this CPU has AVX-512 BF16
+/// and the build compiled it, unless CORTADO_CPU_BF16_DOT=0 is set in the
+/// environment (read at the first call), which keeps them on the widening
+/// path (for side-by-side benchmarks).
+bool bf16_dot_enabled();
+
+/// Turns the kernel on (where supported) or off for the layers from now on;
+/// returns the previous setting. For tests that compare both paths.
+bool set_bf16_dot(bool on);
+
+/// Whether the CPU and the build could run the kernel at all (ignores the
+/// environment switch): tests call gemm_bf16_dot only where this holds.
+bool bf16_dot_supported();
+
+/// C = alpha * op(A) * op(B) + beta * C with bfloat16 A and B and float C, in
+/// the layout of cpu_gemm (row-major, A is M x K after op, B is K x N, C is
+/// M x N). beta == 0 does not read C. Requires bf16_dot_supported().
+void gemm_bf16_dot(Trans ta, Trans tb, int M, int N, int K, float alpha, const bfloat16* A, const bfloat16* B,
+                   float beta, float* C);
+
+}  // namespace cortado::detail
+
+namespace cortado {
+
+/// For logs: "bfloat16 GEMMs: AVX-512 BF16", or why they are widened to float.
+std::string cpu_bf16_summary();
+
+/// C = alpha * op(A) * op(B) + beta * C with C in O's math type: cpu_gemm for
+/// float and double operands, gemm_bf16_dot for bfloat16 ones. A CPU layer
+/// keeps its operands in bfloat16 only where detail::bf16_dot_enabled().
+template <typename O>
+inline void cpu_gemm_to_math(Trans ta, Trans tb, int M, int N, int K, math_t<O> alpha, const O* A, const O* B,
+                             math_t<O> beta, math_t<O>* C) {
+  if constexpr (std::is_same_v<O, bfloat16>) {
+    detail::gemm_bf16_dot(ta, tb, M, N, K, alpha, A, B, beta, C);
+  } else {
+    static_assert(std::is_same_v<O, math_t<O>>, "float16 operands are widened by the caller");
+    cpu_gemm<O>(ta, tb, M, N, K, alpha, A, B, beta, C);
+  }
+}
+
+}  // namespace cortado
