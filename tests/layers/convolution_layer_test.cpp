@@ -414,6 +414,50 @@ TEST(Im2col, AdjointAndLayout) {
   EXPECT_EQ(static_cast<float>(him[0]), 2050.0f);
 }
 
+// im2col and col2im (which copy a row of taps at a time) against the
+// definition, one value at a time, over geometries where the padding covers
+// whole rows, both ends of a row, or more than the image, with strides and
+// dilations of 1 to 3.
+TEST(Im2col, MatchesTheDefinition) {
+  int checked = 0;
+  for (int W : {1, 4, 7}) {
+    for (int KW : {1, 2, 3}) {
+      for (int PW : {0, 1, 3}) {
+        for (int SW : {1, 2, 3}) {
+          for (int DW : {1, 3}) {
+            const int C = 2, H = 3, KH = 2, PH = 2, SH = 2, DH = 1;
+            if (W + 2 * PW < DW * (KW - 1) + 1) continue;
+            const int OH = (H + 2 * PH - (DH * (KH - 1) + 1)) / SH + 1;
+            const int OW = (W + 2 * PW - (DW * (KW - 1) + 1)) / SW + 1;
+            const std::vector<double> x = test::RandomVector(C * H * W, 7);
+            const std::vector<double> c = test::RandomVector(C * KH * KW * OH * OW, 8);
+            std::vector<double> col(c.size(), -99), im(x.size(), -99), want_col(c.size()), want_im(x.size(), 0);
+            for (int ch = 0; ch < C; ++ch)
+              for (int ky = 0; ky < KH; ++ky)
+                for (int kx = 0; kx < KW; ++kx)
+                  for (int y = 0; y < OH; ++y)
+                    for (int xo = 0; xo < OW; ++xo) {
+                      const int iy = y * SH - PH + ky * DH, ix = xo * SW - PW + kx * DW;
+                      const size_t at = ((static_cast<size_t>(ch * KH + ky) * KW + kx) * OH + y) * OW + xo;
+                      const bool in = iy >= 0 && iy < H && ix >= 0 && ix < W;
+                      want_col[at] = in ? x[(ch * H + iy) * W + ix] : 0.0;
+                      if (in) want_im[(ch * H + iy) * W + ix] += c[at];
+                    }
+            im2col_cpu<double>(x.data(), C, H, W, KH, KW, PH, PW, SH, SW, DH, DW, col.data());
+            col2im_cpu<double>(c.data(), C, H, W, KH, KW, PH, PW, SH, SW, DH, DW, im.data());
+            SCOPED_TRACE(::testing::Message() << "W=" << W << " KW=" << KW << " PW=" << PW << " SW=" << SW
+                                              << " DW=" << DW);
+            for (size_t i = 0; i < col.size(); ++i) ASSERT_EQ(col[i], want_col[i]) << "col " << i;
+            for (size_t i = 0; i < im.size(); ++i) ASSERT_NEAR(im[i], want_im[i], 1e-12) << "im " << i;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
 // im2col_gpu / col2im_gpu give the CPU's results: the same column matrix,
 // bit for bit, and col2im within a few double ulps (another summation order);
 // float16 col2im sums in float on the GPU too.

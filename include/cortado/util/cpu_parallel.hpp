@@ -25,6 +25,7 @@
 // timing. A layer that sums per-chunk partial results in chunk order gets
 // the same bits on every run with the same thread count.
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -52,5 +53,25 @@ void cpu_parallel_for(int n, const std::function<void(int chunk, int begin, int 
 /// ranges of at least `grain` values each (so small arrays run in one call
 /// on the calling thread), one chunk of ranges per core.
 void cpu_parallel_range(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& body);
+
+}  // namespace cortado
+
+namespace cortado {
+
+/// Per-thread scratch for the work inside a chunk: at least n values of T in
+/// buffer `slot` (0 .. 3) of the calling thread, 64-byte aligned, not
+/// initialized. It grows and is kept for the thread's lifetime, so that a
+/// layer's column buffers cost neither an allocation nor the kernel's page
+/// zeroing on every pass; it is valid until the same thread asks for the
+/// same slot again.
+template <typename T> T* thread_scratch(int slot, size_t n);
+
+namespace detail {
+void* thread_scratch_bytes(int slot, size_t bytes);
+}  // namespace detail
+
+template <typename T> T* thread_scratch(int slot, size_t n) {
+  return static_cast<T*>(detail::thread_scratch_bytes(slot, n * sizeof(T)));
+}
 
 }  // namespace cortado

@@ -9,6 +9,7 @@
 // The T array must stay valid until store().
 
 #include <cstddef>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -25,8 +26,8 @@ class MathBuffer {
 
   MathBuffer(T* dst, size_t n, bool load) : dst_(dst), n_(n) {
     if constexpr (!kSame) {
-      scratch_.resize(n);
-      if (load) convert_array(static_cast<int64_t>(n), dst, scratch_.data());
+      scratch_.reset(new M[n]);  // not value-initialized: a large buffer is not zeroed first
+      if (load) convert_array(static_cast<int64_t>(n), dst, scratch_.get());
     }
   }
 
@@ -34,18 +35,18 @@ class MathBuffer {
     if constexpr (kSame) {
       return dst_;
     } else {
-      return scratch_.data();
+      return scratch_.get();
     }
   }
 
   void store() {
-    if constexpr (!kSame) convert_array(static_cast<int64_t>(n_), scratch_.data(), dst_);
+    if constexpr (!kSame) convert_array(static_cast<int64_t>(n_), scratch_.get(), dst_);
   }
 
  private:
   T* dst_;
   size_t n_;
-  std::vector<M> scratch_;
+  std::unique_ptr<M[]> scratch_;
 };
 
 }  // namespace cortado

@@ -295,9 +295,10 @@ void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Bl
     for (size_t i = 0; i < bottom.size(); ++i) {
       const O* x = bottom[i]->template cpu_data<O>();
       MathBuffer<Ftype> y(top[i]->template mutable_cpu_data<Ftype>(), top[i]->count(), false);
-      // Images are independent: each chunk of them runs on its own core with its own column buffer.
+      // Images are independent: each chunk of them runs on its own core with its own column buffer
+      // (the thread's scratch, kept from pass to pass).
       cpu_parallel_for(num_, [&](int, int n0, int n1) {
-        std::vector<O> col(col_size);
+        O* col = thread_scratch<O>(0, col_size);
         for (int n = n0; n < n1; ++n) {
           const O* xn = x + n * chw;
           M* yn = y.get() + n * top_image;
@@ -310,8 +311,8 @@ void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Bl
           }
           const O* c = xn;
           if (!is_1x1_) {
-            im2col_cpu<O>(xn, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col.data());
-            c = col.data();
+            im2col_cpu<O>(xn, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col);
+            c = col;
           }
           // (mg, ohw) = (mg, kg) x (kg, ohw) per group
           for (int g = 0; g < group_; ++g) {
@@ -367,8 +368,8 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
       std::optional<MathBuffer<Btype>> xd;
       if (do_x) xd.emplace(bottom[i]->template mutable_cpu_diff<Btype>(), bottom[i]->count(), false);
       cpu_parallel_for(num_, [&](int chunk, int n0, int n1) {
-        std::vector<O> col(do_w ? col_size : 0);
-        std::vector<M> col_diff(do_x ? col_size : 0);
+        O* col = do_w ? thread_scratch<O>(0, col_size) : nullptr;
+        M* col_diff = do_x ? thread_scratch<M>(1, col_size) : nullptr;
         M* w_acc = do_w ? w_sum(chunk) : nullptr;
         M* b_acc = do_b ? b_sum(chunk) : nullptr;
         for (int n = n0; n < n1; ++n) {
@@ -385,8 +386,8 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
           if (do_w) {
             const O* c = x + n * chw;
             if (!is_1x1_) {
-              im2col_cpu<O>(c, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col.data());
-              c = col.data();
+              im2col_cpu<O>(c, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col);
+              c = col;
             }
             // dW_g (mg, kg) += dY_g (mg, ohw) x col_g^T (ohw, kg)
             for (int g = 0; g < group_; ++g) {
@@ -397,7 +398,7 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
           }
           if (do_x) {
             M* xdn = xd->get() + n * chw;
-            M* dst = is_1x1_ ? xdn : col_diff.data();
+            M* dst = is_1x1_ ? xdn : col_diff;
             // dcol_g (kg, ohw) = W_g^T (kg, mg) x dY_g (mg, ohw)
             for (int g = 0; g < group_; ++g) {
               cpu_gemm_to_math<O>(Trans::Yes, Trans::No, kg, ohw, mg, M(1), w + static_cast<size_t>(g) * mg * kg,
@@ -405,7 +406,7 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
                                   dst + static_cast<size_t>(g) * kg * ohw);
             }
             if (!is_1x1_) {
-              col2im_cpu<M>(col_diff.data(), channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_,
+              col2im_cpu<M>(col_diff, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_,
                             xdn);
             }
           }

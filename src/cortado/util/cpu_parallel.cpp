@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
+#include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace cortado {
@@ -110,5 +113,26 @@ void cpu_parallel_range(int64_t n, int64_t grain, const std::function<void(int64
   const int p = static_cast<int>(pieces);
   cpu_parallel_for(p, [&](int, int p0, int p1) { body(n * p0 / p, n * p1 / p); });
 }
+
+namespace detail {
+
+void* thread_scratch_bytes(int slot, size_t bytes) {
+  constexpr int kSlots = 4;
+  struct Buffer {
+    std::unique_ptr<unsigned char[]> data;
+    size_t size = 0;
+  };
+  thread_local Buffer buffers[kSlots];
+  if (slot < 0 || slot >= kSlots) throw std::out_of_range("thread_scratch: slot " + std::to_string(slot));
+  Buffer& b = buffers[slot];
+  if (b.size < bytes + 64) {
+    b.size = std::max(bytes + 64, b.size + b.size / 2);
+    b.data.reset(new unsigned char[b.size]);  // not value-initialized: no zeroing
+  }
+  const auto at = reinterpret_cast<uintptr_t>(b.data.get());
+  return b.data.get() + ((64 - at % 64) % 64);
+}
+
+}  // namespace detail
 
 }  // namespace cortado

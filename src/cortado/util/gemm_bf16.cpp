@@ -16,6 +16,11 @@
 #if defined(__x86_64__) && defined(__GNUC__) && (defined(__clang__) || __GNUC__ >= 10)
 #define CORTADO_HAVE_BF16_DOT 1
 #include <immintrin.h>
+#if !defined(__clang__)
+// GCC 12's AVX-512 shuffles start from _mm512_undefined_epi32(), which
+// -Wmaybe-uninitialized reports as uninitialized in every caller.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace cortado::detail {
