@@ -91,6 +91,29 @@ TEST(Bf16Gemm, MatchesDoubleReferenceForEveryTransposeAndBlockEdge) {
   }
 }
 
+TEST(Bf16Gemm, PackedAGivesTheSameBits) {
+  SKIP_WITHOUT_BF16_DOT();
+  const int sizes[][3] = {{1, 1, 1}, {13, 37, 29}, {97, 70, 770}, {200, 5, 385}, {5, 0, 3}};
+  uint32_t seed = 40;
+  for (Trans ta : {Trans::No, Trans::Yes}) {
+    for (Trans tb : {Trans::No, Trans::Yes}) {
+      for (const auto& s : sizes) {
+        SCOPED_TRACE(::testing::Message() << "ta=" << int(ta) << " tb=" << int(tb) << " M=" << s[0] << " N=" << s[1]
+                                          << " K=" << s[2]);
+        Problem p(ta, tb, s[0], s[1], s[2], seed++);
+        detail::Bf16PackedA packed;
+        packed.pack(ta, p.M, p.K, p.A.data());
+        EXPECT_EQ(packed.rows(), p.M);
+        EXPECT_EQ(packed.depth(), p.K);
+        std::vector<float> c0(static_cast<size_t>(p.M) * p.N, 0.25f), c1 = c0;
+        detail::gemm_bf16_dot(ta, tb, p.M, p.N, p.K, 1.5f, p.A.data(), p.B.data(), -1.f, c0.data());
+        detail::gemm_bf16_dot(packed, tb, p.N, 1.5f, p.B.data(), -1.f, c1.data());
+        for (size_t i = 0; i < c0.size(); ++i) ASSERT_EQ(c0[i], c1[i]) << "index " << i;
+      }
+    }
+  }
+}
+
 TEST(Bf16Gemm, BetaZeroDoesNotReadC) {
   SKIP_WITHOUT_BF16_DOT();
   Problem p(Trans::No, Trans::No, 14, 40, 400, 7);  // two K blocks: the second adds to what the first wrote

@@ -24,8 +24,11 @@
 // flushes subnormal results (below 2^-126, far under any gradient a loss
 // scale would keep), and always rounds to nearest even.
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "cortado/bfloat16.hpp"
 #include "cortado/util/math.hpp"
@@ -51,6 +54,28 @@ bool bf16_dot_supported();
 /// M x N). beta == 0 does not read C. Requires bf16_dot_supported().
 void gemm_bf16_dot(Trans ta, Trans tb, int M, int N, int K, float alpha, const bfloat16* A, const bfloat16* B,
                    float beta, float* C);
+
+/// op(A) packed once for several products with the same A: a convolution's
+/// weights, which every image of the batch multiplies (for small images,
+/// packing the weights again per image cost as much as the products).
+class Bf16PackedA {
+ public:
+  /// Packs op(A) (M x K after op, row-major before it). Requires bf16_dot_supported().
+  void pack(Trans ta, int M, int K, const bfloat16* A);
+  int rows() const { return M_; }
+  int depth() const { return K_; }
+  /// The packed block of k-block k_block and row block m_block (internal).
+  const uint32_t* block(int k_block, int m_block) const;
+
+ private:
+  int M_ = 0, K_ = 0, m_blocks_ = 0;
+  std::vector<uint32_t> data_;
+  std::vector<size_t> offsets_;
+};
+
+/// C = alpha * op(A) * op(B) + beta * C with A packed beforehand (rows() x
+/// depth()); the same bits as the call that packs A itself.
+void gemm_bf16_dot(const Bf16PackedA& A, Trans tb, int N, float alpha, const bfloat16* B, float beta, float* C);
 
 }  // namespace cortado::detail
 

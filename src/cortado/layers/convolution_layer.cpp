@@ -292,6 +292,12 @@ void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Bl
   auto run = [&](auto operand) {
     using O = decltype(operand);
     const O* w = this->blobs_[0]->template cpu_data<O>();
+    // The bfloat16 kernel packs each group's weights once for all images.
+    std::vector<detail::Bf16PackedA> packed;
+    if constexpr (std::is_same_v<O, bfloat16>) {
+      packed.resize(group_);
+      for (int g = 0; g < group_; ++g) packed[g].pack(Trans::No, mg, kg, w + static_cast<size_t>(g) * mg * kg);
+    }
     for (size_t i = 0; i < bottom.size(); ++i) {
       const O* x = bottom[i]->template cpu_data<O>();
       MathBuffer<Ftype> y(top[i]->template mutable_cpu_data<Ftype>(), top[i]->count(), false);
@@ -316,8 +322,13 @@ void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Bl
           }
           // (mg, ohw) = (mg, kg) x (kg, ohw) per group
           for (int g = 0; g < group_; ++g) {
-            cpu_gemm_to_math<O>(Trans::No, Trans::No, mg, ohw, kg, M(1), w + static_cast<size_t>(g) * mg * kg,
-                                c + static_cast<size_t>(g) * kg * ohw, M(0), yn + static_cast<size_t>(g) * mg * ohw);
+            const O* cg = c + static_cast<size_t>(g) * kg * ohw;
+            M* yg = yn + static_cast<size_t>(g) * mg * ohw;
+            if constexpr (std::is_same_v<O, bfloat16>) {
+              detail::gemm_bf16_dot(packed[g], Trans::No, ohw, M(1), cg, M(0), yg);
+            } else {
+              cpu_gemm<M>(Trans::No, Trans::No, mg, ohw, kg, M(1), w + static_cast<size_t>(g) * mg * kg, cg, M(0), yg);
+            }
           }
           if (b) add_bias(num_output_, ohw, b, yn);
         }
@@ -360,6 +371,13 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
   auto run = [&](auto operand) {
     using O = decltype(operand);
     const O* w = this->blobs_[0]->template cpu_data<O>();
+    // The bfloat16 kernel packs each group's W^T once for all images.
+    std::vector<detail::Bf16PackedA> packed;
+    if constexpr (std::is_same_v<O, bfloat16>) {
+      const bool any_x = std::find(propagate_down.begin(), propagate_down.end(), true) != propagate_down.end();
+      if (any_x) packed.resize(group_);
+      for (size_t g = 0; g < packed.size(); ++g) packed[g].pack(Trans::Yes, kg, mg, w + g * static_cast<size_t>(mg) * kg);
+    }
     for (size_t i = 0; i < top.size(); ++i) {
       const bool do_x = i < propagate_down.size() && propagate_down[i];
       if (!do_w && !do_b && !do_x) continue;
@@ -401,9 +419,14 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
             M* dst = is_1x1_ ? xdn : col_diff;
             // dcol_g (kg, ohw) = W_g^T (kg, mg) x dY_g (mg, ohw)
             for (int g = 0; g < group_; ++g) {
-              cpu_gemm_to_math<O>(Trans::Yes, Trans::No, kg, ohw, mg, M(1), w + static_cast<size_t>(g) * mg * kg,
-                                  tdn + static_cast<size_t>(g) * mg * ohw, M(0),
-                                  dst + static_cast<size_t>(g) * kg * ohw);
+              const O* dyg = tdn + static_cast<size_t>(g) * mg * ohw;
+              M* dg = dst + static_cast<size_t>(g) * kg * ohw;
+              if constexpr (std::is_same_v<O, bfloat16>) {
+                detail::gemm_bf16_dot(packed[g], Trans::No, ohw, M(1), dyg, M(0), dg);
+              } else {
+                cpu_gemm<M>(Trans::Yes, Trans::No, kg, ohw, mg, M(1), w + static_cast<size_t>(g) * mg * kg, dyg, M(0),
+                            dg);
+              }
             }
             if (!is_1x1_) {
               col2im_cpu<M>(col_diff, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_,

@@ -174,9 +174,17 @@ CORTADO_BF16_TARGET void micro_kernel(int kp, const uint32_t* a, const uint32_t*
   }
 }
 
+// Where the packed blocks of op(A) come from: packed here, block by block,
+// from A (ta, A), or taken from a Bf16PackedA.
+struct ASource {
+  Trans ta;
+  const uint16_t* A;
+  const Bf16PackedA* packed;
+};
+
 // Columns [j_begin, j_end) of C, on the calling thread.
-void gemm_columns(Trans ta, Trans tb, int M, int N, int K, float alpha, const uint16_t* A, const uint16_t* B,
-                  float beta, float* C, int j_begin, int j_end) {
+void gemm_columns(const ASource& src, Trans tb, int M, int N, int K, float alpha, const uint16_t* B, float beta,
+                  float* C, int j_begin, int j_end) {
   thread_local std::vector<uint32_t> a_pack, b_pack;
   for (int jc = j_begin; jc < j_end; jc += kNc) {
     const int nc = std::min(kNc, j_end - jc);
@@ -186,18 +194,44 @@ void gemm_columns(Trans ta, Trans tb, int M, int N, int K, float alpha, const ui
       pack_b(tb, B, N, K, jc, nc, pc, kc, b_pack.data());
       for (int ic = 0; ic < M; ic += kMc) {
         const int mc = std::min(kMc, M - ic);
-        a_pack.resize(static_cast<size_t>(kp) * ((mc + kMr - 1) / kMr * kMr));
-        pack_a(ta, A, M, K, ic, mc, pc, kc, a_pack.data());
+        const uint32_t* ap = nullptr;
+        if (src.packed) {
+          ap = src.packed->block(pc / kKc, ic / kMc);
+        } else {
+          a_pack.resize(static_cast<size_t>(kp) * ((mc + kMr - 1) / kMr * kMr));
+          pack_a(src.ta, src.A, M, K, ic, mc, pc, kc, a_pack.data());
+          ap = a_pack.data();
+        }
         for (int jr = 0; jr < nc; jr += kNr) {
           for (int ir = 0; ir < mc; ir += kMr) {
-            micro_kernel(kp, a_pack.data() + static_cast<size_t>(ir) * kp, b_pack.data() + static_cast<size_t>(jr) * kp,
-                         alpha, beta, pc == 0, C + static_cast<size_t>(ic + ir) * N + jc + jr, N,
-                         std::min(kMr, mc - ir), std::min(kNr, nc - jr));
+            micro_kernel(kp, ap + static_cast<size_t>(ir) * kp, b_pack.data() + static_cast<size_t>(jr) * kp, alpha,
+                         beta, pc == 0, C + static_cast<size_t>(ic + ir) * N + jc + jr, N, std::min(kMr, mc - ir),
+                         std::min(kNr, nc - jr));
           }
         }
       }
     }
   }
+}
+
+void gemm(const ASource& src, Trans tb, int M, int N, int K, float alpha, const bfloat16* B, float beta, float* C) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {  // no products: C = beta * C
+    const size_t n = static_cast<size_t>(M) * N;
+    for (size_t i = 0; i < n; ++i) C[i] = beta == 0.f ? 0.f : beta * C[i];
+    return;
+  }
+  const auto* b = reinterpret_cast<const uint16_t*>(B);
+  // Small products are not worth a fork-join; the split is in whole panels.
+  constexpr int64_t kSerialFlops = int64_t{1} << 20;
+  const int panels = (N + kNr - 1) / kNr;
+  if (2 * int64_t{M} * N * K < kSerialFlops || panels == 1) {
+    gemm_columns(src, tb, M, N, K, alpha, b, beta, C, 0, N);
+    return;
+  }
+  cpu_parallel_for(panels, [&](int, int p0, int p1) {
+    gemm_columns(src, tb, M, N, K, alpha, b, beta, C, p0 * kNr, std::min(N, p1 * kNr));
+  });
 }
 
 }  // namespace
@@ -210,33 +244,49 @@ bool bf16_dot_supported() {
 
 void gemm_bf16_dot(Trans ta, Trans tb, int M, int N, int K, float alpha, const bfloat16* A, const bfloat16* B,
                    float beta, float* C) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) {  // no products: C = beta * C
-    const size_t n = static_cast<size_t>(M) * N;
-    for (size_t i = 0; i < n; ++i) C[i] = beta == 0.f ? 0.f : beta * C[i];
-    return;
+  gemm(ASource{ta, reinterpret_cast<const uint16_t*>(A), nullptr}, tb, M, N, K, alpha, B, beta, C);
+}
+
+void Bf16PackedA::pack(Trans ta, int M, int K, const bfloat16* A) {
+  M_ = std::max(M, 0);
+  K_ = std::max(K, 0);
+  m_blocks_ = (M_ + kMc - 1) / kMc;
+  offsets_.clear();
+  size_t total = 0;
+  for (int pc = 0; pc < K_; pc += kKc) {
+    const int kp = (std::min(kKc, K_ - pc) + 1) / 2;
+    for (int ic = 0; ic < M_; ic += kMc) {
+      offsets_.push_back(total);
+      total += static_cast<size_t>(kp) * ((std::min(kMc, M_ - ic) + kMr - 1) / kMr * kMr);
+    }
   }
+  data_.resize(total);
   const auto* a = reinterpret_cast<const uint16_t*>(A);
-  const auto* b = reinterpret_cast<const uint16_t*>(B);
-  // Small products are not worth a fork-join; the split is in whole panels.
-  constexpr int64_t kSerialFlops = int64_t{1} << 20;
-  const int panels = (N + kNr - 1) / kNr;
-  if (2 * int64_t{M} * N * K < kSerialFlops || panels == 1) {
-    gemm_columns(ta, tb, M, N, K, alpha, a, b, beta, C, 0, N);
-    return;
+  size_t block = 0;
+  for (int pc = 0; pc < K_; pc += kKc) {
+    for (int ic = 0; ic < M_; ic += kMc) {
+      pack_a(ta, a, M_, K_, ic, std::min(kMc, M_ - ic), pc, std::min(kKc, K_ - pc), data_.data() + offsets_[block++]);
+    }
   }
-  cpu_parallel_for(panels, [&](int, int p0, int p1) {
-    gemm_columns(ta, tb, M, N, K, alpha, a, b, beta, C, p0 * kNr, std::min(N, p1 * kNr));
-  });
+}
+
+const uint32_t* Bf16PackedA::block(int k_block, int m_block) const {
+  return data_.data() + offsets_[static_cast<size_t>(k_block) * m_blocks_ + m_block];
+}
+
+void gemm_bf16_dot(const Bf16PackedA& A, Trans tb, int N, float alpha, const bfloat16* B, float beta, float* C) {
+  gemm(ASource{Trans::No, nullptr, &A}, tb, A.rows(), N, A.depth(), alpha, B, beta, C);
 }
 
 #else  // no x86-64 AVX-512 BF16 in this build
 
 bool bf16_dot_supported() { return false; }
 
-void gemm_bf16_dot(Trans, Trans, int, int, int, float, const bfloat16*, const bfloat16*, float, float*) {
-  std::abort();  // callers check bf16_dot_supported() first
-}
+// Callers check bf16_dot_supported() first.
+void gemm_bf16_dot(Trans, Trans, int, int, int, float, const bfloat16*, const bfloat16*, float, float*) { std::abort(); }
+void Bf16PackedA::pack(Trans, int, int, const bfloat16*) { std::abort(); }
+const uint32_t* Bf16PackedA::block(int, int) const { std::abort(); }
+void gemm_bf16_dot(const Bf16PackedA&, Trans, int, float, const bfloat16*, float, float*) { std::abort(); }
 
 #endif
 
