@@ -22,7 +22,7 @@
 namespace cortado {
 namespace {
 
-#define SKIP_WITHOUT_BF16_DOT()                                                     \
+#define SKIP_WITHOUT_BF16_DOT() \
   if (!detail::bf16_dot_supported()) GTEST_SKIP() << "this CPU has no AVX-512 BF16"
 
 struct Problem {
@@ -78,8 +78,8 @@ TEST(Bf16Gemm, MatchesDoubleReferenceForEveryTransposeAndBlockEdge) {
   for (Trans ta : {Trans::No, Trans::Yes}) {
     for (Trans tb : {Trans::No, Trans::Yes}) {
       for (const auto& s : sizes) {
-        SCOPED_TRACE(::testing::Message() << "ta=" << int(ta) << " tb=" << int(tb) << " M=" << s[0] << " N=" << s[1]
-                                          << " K=" << s[2]);
+        SCOPED_TRACE(::testing::Message()
+                     << "ta=" << int(ta) << " tb=" << int(tb) << " M=" << s[0] << " N=" << s[1] << " K=" << s[2]);
         Problem p(ta, tb, s[0], s[1], s[2], seed++);
         std::vector<float> c0(static_cast<size_t>(p.M) * p.N);
         for (size_t i = 0; i < c0.size(); ++i) c0[i] = float(i % 7) - 3.f;
@@ -98,8 +98,8 @@ TEST(Bf16Gemm, PackedAGivesTheSameBits) {
   for (Trans ta : {Trans::No, Trans::Yes}) {
     for (Trans tb : {Trans::No, Trans::Yes}) {
       for (const auto& s : sizes) {
-        SCOPED_TRACE(::testing::Message() << "ta=" << int(ta) << " tb=" << int(tb) << " M=" << s[0] << " N=" << s[1]
-                                          << " K=" << s[2]);
+        SCOPED_TRACE(::testing::Message()
+                     << "ta=" << int(ta) << " tb=" << int(tb) << " M=" << s[0] << " N=" << s[1] << " K=" << s[2]);
         Problem p(ta, tb, s[0], s[1], s[2], seed++);
         detail::Bf16PackedA packed;
         packed.pack(ta, p.M, p.K, p.A.data());
@@ -194,20 +194,23 @@ TEST_P(Bf16Layers, Convolution) {
   ASSERT_EQ(detail::bf16_dot_enabled(), GetParam());
   // Grouped, strided, padded; then 1x1 with two bottoms.
   test::CheckAgainstDouble<Bf16Pair>(std::string("type: 'Convolution' convolution_param { num_output: 6 group: 2 "
-                                                 "kernel_size: 3 pad: 1 stride: 2") + kFillers + " }",
+                                                 "kernel_size: 3 pad: 1 stride: 2") +
+                                         kFillers + " }",
                                      {{3, 4, 9, 7}}, kFill, test::ReferenceTolerance{2, 4});
   test::CheckAgainstDouble<Bf16Pair>(std::string("type: 'Convolution' convolution_param { num_output: 5 "
-                                                 "kernel_size: 1") + kFillers + " }",
+                                                 "kernel_size: 1") +
+                                         kFillers + " }",
                                      {{2, 3, 4, 4}, {2, 3, 4, 4}}, kFill, test::ReferenceTolerance{2, 4}, {}, 2);
 }
 
 TEST_P(Bf16Layers, InnerProduct) {
   ASSERT_EQ(detail::bf16_dot_enabled(), GetParam());
-  test::CheckAgainstDouble<Bf16Pair>(std::string("type: 'InnerProduct' inner_product_param { num_output: 37") +
-                                         kFillers + " }",
-                                     {{5, 3, 2, 7}}, kFill, test::ReferenceTolerance{2, 4});
+  test::CheckAgainstDouble<Bf16Pair>(
+      std::string("type: 'InnerProduct' inner_product_param { num_output: 37") + kFillers + " }", {{5, 3, 2, 7}}, kFill,
+      test::ReferenceTolerance{2, 4});
   test::CheckAgainstDouble<Bf16Pair>(std::string("type: 'InnerProduct' inner_product_param { num_output: 9 "
-                                                 "transpose: true") + kFillers + " }",
+                                                 "transpose: true") +
+                                         kFillers + " }",
                                      {{4, 33}}, kFill, test::ReferenceTolerance{2, 4});
 }
 

@@ -98,4 +98,15 @@ inline void cpu_gemm_to_math(Trans ta, Trans tb, int M, int N, int K, math_t<O> 
   }
 }
 
+/// Runs run(O()) with O the type a CPU layer of storage type S keeps its GEMM
+/// operands in: bfloat16 where S is bfloat16, `allowed` holds and the kernel
+/// is enabled; math_t<S> otherwise.
+template <typename S, typename Run>
+void with_gemm_operands(Run&& run, bool allowed = true) {
+  if constexpr (std::is_same_v<S, bfloat16>) {
+    if (allowed && detail::bf16_dot_enabled()) return run(bfloat16());
+  }
+  run(math_t<S>());
+}
+
 }  // namespace cortado

@@ -336,10 +336,7 @@ void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Bl
       y.store();
     }
   };
-  if constexpr (std::is_same_v<Ftype, bfloat16>) {
-    if (!depthwise_ && detail::bf16_dot_enabled()) return run(bfloat16());
-  }
-  run(M());
+  with_gemm_operands<Ftype>(run, !depthwise_);
 }
 
 template <typename Ftype, typename Btype>
@@ -376,7 +373,9 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
     if constexpr (std::is_same_v<O, bfloat16>) {
       const bool any_x = std::find(propagate_down.begin(), propagate_down.end(), true) != propagate_down.end();
       if (any_x) packed.resize(group_);
-      for (size_t g = 0; g < packed.size(); ++g) packed[g].pack(Trans::Yes, kg, mg, w + g * static_cast<size_t>(mg) * kg);
+      for (size_t g = 0; g < packed.size(); ++g) {
+        packed[g].pack(Trans::Yes, kg, mg, w + g * static_cast<size_t>(mg) * kg);
+      }
     }
     for (size_t i = 0; i < top.size(); ++i) {
       const bool do_x = i < propagate_down.size() && propagate_down[i];
@@ -429,8 +428,7 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
               }
             }
             if (!is_1x1_) {
-              col2im_cpu<M>(col_diff, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_,
-                            xdn);
+              col2im_cpu<M>(col_diff, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, xdn);
             }
           }
         }
@@ -438,14 +436,7 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
       if (xd) xd->store();
     }
   };
-  bool done = false;
-  if constexpr (std::is_same_v<Btype, bfloat16>) {
-    if (!depthwise_ && detail::bf16_dot_enabled()) {
-      run(bfloat16());
-      done = true;
-    }
-  }
-  if (!done) run(M());
+  with_gemm_operands<Btype>(run, !depthwise_);
   for (int chunk = 1; chunk < chunks; ++chunk) {
     if (do_w) cpu_axpy<M>(static_cast<int64_t>(w_count), M(1), w_sum(chunk), wd->get());
     if (do_b) cpu_axpy<M>(static_cast<int64_t>(b_count), M(1), b_sum(chunk), bd->get());

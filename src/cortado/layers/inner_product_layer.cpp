@@ -2,7 +2,6 @@
 
 #include <climits>
 #include <optional>
-#include <type_traits>
 
 #include "cortado/filler.hpp"
 #include "cortado/util/gemm_bf16.hpp"
@@ -104,14 +103,9 @@ void InnerProductLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const B
     const O* x = bottom[0]->template cpu_data<O>();
     const O* w = this->blobs_[0]->template cpu_data<O>();
     // (M, N) = (M, K) x op(W) (K, N)
-    cpu_gemm_to_math<O>(Trans::No, transpose_ ? Trans::No : Trans::Yes, m_, num_output_, k_, M(1), x, w, M(0),
-                        y.get());
+    cpu_gemm_to_math<O>(Trans::No, transpose_ ? Trans::No : Trans::Yes, m_, num_output_, k_, M(1), x, w, M(0), y.get());
   };
-  if constexpr (std::is_same_v<Ftype, bfloat16>) {
-    if (detail::bf16_dot_enabled()) run(bfloat16()); else run(M());
-  } else {
-    run(M());
-  }
+  with_gemm_operands<Ftype>(run);
   if (bias_term_) {
     const M* b = this->blobs_[1]->template cpu_data<M>();
     M* yp = y.get();
@@ -160,11 +154,7 @@ void InnerProductLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std
       dx.store();
     }
   };
-  if constexpr (std::is_same_v<Btype, bfloat16>) {
-    if (detail::bf16_dot_enabled()) run(bfloat16()); else run(M());
-  } else {
-    run(M());
-  }
+  with_gemm_operands<Btype>(run);
 }
 
 #ifdef CORTADO_USE_CUDA

@@ -139,8 +139,8 @@ CORTADO_BF16_TARGET void pack_b(Trans tb, const uint16_t* B, int N, int K, int j
 
 // The kMr x kNr tile: C (rows x cols of it, leading dimension ldc) =
 // alpha * A_panel B_panel + (first ? beta * C : C).
-CORTADO_BF16_TARGET void micro_kernel(int kp, const uint32_t* a, const uint32_t* b, float alpha, float beta,
-                                      bool first, float* c, int ldc, int rows, int cols) {
+CORTADO_BF16_TARGET void micro_kernel(int kp, const uint32_t* a, const uint32_t* b, float alpha, float beta, bool first,
+                                      float* c, int ldc, int rows, int cols) {
   __m512 acc0[kMr], acc1[kMr];
 #pragma GCC unroll 12
   for (int r = 0; r < kMr; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
@@ -237,8 +237,8 @@ void gemm(const ASource& src, Trans tb, int M, int N, int K, float alpha, const 
 }  // namespace
 
 bool bf16_dot_supported() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512bf16");
+  static const bool yes =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16");
   return yes;
 }
 
@@ -283,7 +283,9 @@ void gemm_bf16_dot(const Bf16PackedA& A, Trans tb, int N, float alpha, const bfl
 bool bf16_dot_supported() { return false; }
 
 // Callers check bf16_dot_supported() first.
-void gemm_bf16_dot(Trans, Trans, int, int, int, float, const bfloat16*, const bfloat16*, float, float*) { std::abort(); }
+void gemm_bf16_dot(Trans, Trans, int, int, int, float, const bfloat16*, const bfloat16*, float, float*) {
+  std::abort();
+}
 void Bf16PackedA::pack(Trans, int, int, const bfloat16*) { std::abort(); }
 const uint32_t* Bf16PackedA::block(int, int) const { std::abort(); }
 void gemm_bf16_dot(const Bf16PackedA&, Trans, int, float, const bfloat16*, float, float*) { std::abort(); }

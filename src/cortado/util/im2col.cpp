@@ -24,8 +24,8 @@ inline int out_extent(int in, int k, int p, int s, int d) {
 // two are adjoint by construction; a row at a time, so that the inner loops
 // are plain copies (contiguous when sw == 1) without a test per value.
 template <typename F>
-void for_each_row(int channels, int height, int width, int kh, int kw, int ph, int pw, int sh, int sw, int dh,
-                  int dw, F&& f) {
+void for_each_row(int channels, int height, int width, int kh, int kw, int ph, int pw, int sh, int sw, int dh, int dw,
+                  F&& f) {
   const int oh = out_extent(height, kh, ph, sh, dh);
   const int ow = out_extent(width, kw, pw, sw, dw);
   int64_t col = 0;
