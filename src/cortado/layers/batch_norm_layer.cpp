@@ -8,6 +8,7 @@
 #include "cortado/filler.hpp"
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/math_buffer.hpp"
+#include "cortado/util/plane_math.hpp"
 
 namespace cortado {
 
@@ -114,9 +115,10 @@ template <typename Ftype, typename Btype>
 void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   using M = MF;
   const size_t count = bottom[0]->count();
-  // x and y may be one array (in place): every pass below reads x[j] before
-  // it writes y[j] at the same index, so no copy of x is needed.
-  const M* x = bottom[0]->template cpu_data<M>();
+  // x and y may be one array (in place): every pass below reads a plane of x
+  // before it writes that plane of y, so no copy of x is needed. 16-bit
+  // planes are widened to M one at a time in the thread's scratch.
+  const Ftype* x = bottom[0]->template cpu_data<Ftype>();
   const int64_t s = spatial_;
   const double m = static_cast<double>(num_) * s;
   M* mean = mean_.template mutable_cpu_data<M>();
@@ -124,7 +126,7 @@ void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Blob
   M* run_mean = this->blobs_[0]->template mutable_cpu_data<M>();
   M* run_var = this->blobs_[1]->template mutable_cpu_data<M>();
   M* run_factor = this->blobs_[2]->template mutable_cpu_data<M>();
-  auto at = [&](int n, int c, int64_t i) { return (static_cast<int64_t>(n) * channels_ + c) * s + i; };
+  auto at = [&](int n, int c) { return (static_cast<int64_t>(n) * channels_ + c) * s; };
   if (use_global_stats_) {
     const M f = run_factor[0] == M(0) ? M(0) : M(1) / run_factor[0];
     for (int c = 0; c < channels_; ++c) {
@@ -132,16 +134,21 @@ void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Blob
       inv_std[c] = M(1) / std::sqrt(run_var[c] * f + static_cast<M>(eps_));
     }
   } else {
-    // Channels are independent: each chunk of them runs on its own core, in the serial order within a channel.
+    // Channels are independent: each chunk of them runs on its own core; a
+    // channel's sums go plane by plane in the batch's order.
     cpu_parallel_for(channels_, [&](int, int c0, int c1) {
       for (int c = c0; c < c1; ++c) {
         M sum = 0;
-        for (int n = 0; n < num_; ++n)
-          for (int64_t i = 0; i < s; ++i) sum += x[at(n, c, i)];
+        for (int n = 0; n < num_; ++n) {
+          const M* xp = plane_in<M>(x + at(n, c), s, 0);
+          sum += lane_sum<M>(s, [&](int64_t i) { return xp[i]; });
+        }
         const M mu = m > 0 ? sum / static_cast<M>(m) : M(0);
         M sq = 0;
-        for (int n = 0; n < num_; ++n)
-          for (int64_t i = 0; i < s; ++i) sq += (x[at(n, c, i)] - mu) * (x[at(n, c, i)] - mu);
+        for (int n = 0; n < num_; ++n) {
+          const M* xp = plane_in<M>(x + at(n, c), s, 0);
+          sq += lane_sum<M>(s, [&](int64_t i) { return (xp[i] - mu) * (xp[i] - mu); });
+        }
         const M var = m > 0 ? sq / static_cast<M>(m) : M(0);
         mean[c] = mu;
         inv_std[c] = M(1) / std::sqrt(var + static_cast<M>(eps_));
@@ -155,61 +162,51 @@ void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Blob
   const M* gamma = scale_bias_ ? this->blobs_[3]->template cpu_data<M>() : nullptr;
   const M* beta = scale_bias_ ? this->blobs_[4]->template cpu_data<M>() : nullptr;
   // The backward recomputes xhat from this copy (before y overwrites an in-place x).
-  cpu_copy<Ftype>(count, bottom[0]->template cpu_data<Ftype>(), x_saved_.template mutable_cpu_data<Ftype>());
-  MathBuffer<Ftype> y(top[0]->template mutable_cpu_data<Ftype>(), count, false);
-  M* out = y.get();
+  cpu_copy<Ftype>(count, x, x_saved_.template mutable_cpu_data<Ftype>());
+  Ftype* y = top[0]->template mutable_cpu_data<Ftype>();
   cpu_parallel_for(num_ * channels_, [&](int, int p0, int p1) {
     for (int p = p0; p < p1; ++p) {
       const int c = p % channels_;
       const M mu = mean[c], is = inv_std[c];
       const int64_t j0 = static_cast<int64_t>(p) * s;
+      const M* xp = plane_in<M>(x + j0, s, 0);
+      M* out = plane_buf<M>(y + j0, s, 1);
       if (gamma) {
         const M g = gamma[c], b = beta[c];
-        for (int64_t j = j0; j < j0 + s; ++j) out[j] = g * ((x[j] - mu) * is) + b;
+        for (int64_t i = 0; i < s; ++i) out[i] = g * ((xp[i] - mu) * is) + b;
       } else {
-        for (int64_t j = j0; j < j0 + s; ++j) out[j] = (x[j] - mu) * is;
+        for (int64_t i = 0; i < s; ++i) out[i] = (xp[i] - mu) * is;
       }
+      plane_out(out, s, y + j0);
     }
   });
-  y.store();
 }
 
 template <typename Ftype, typename Btype>
 void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                                 const BlobVec& bottom) {
   using M = math_t<Btype>;
-  const size_t count = top[0]->count();
   // dy and dx may be one array (in place): the sums come first, and the last
-  // pass reads dy[j] before it writes dx[j] at the same index.
-  const M* dy = top[0]->template cpu_diff<M>();
+  // pass reads a plane of dy before it writes that plane of dx. 16-bit planes
+  // are widened one at a time, as in the forward.
+  const Btype* dy = top[0]->template cpu_diff<Btype>();
   // xhat as the forward computed it, from its saved input and statistics.
-  // (Converted into a temporary for float16, not through the tensor's cached
-  // float copy, which would outlive the call and cost more than a stored xhat.)
-  std::vector<M> xs_converted;
-  const M* xs;
-  if constexpr (std::is_same_v<Ftype, M>) {
-    xs = x_saved_.template cpu_data<M>();
-  } else {
-    xs_converted.resize(count);
-    convert_array(static_cast<int64_t>(count), x_saved_.template cpu_data<Ftype>(), xs_converted.data());
-    xs = xs_converted.data();
-  }
+  const Ftype* xs = x_saved_.template cpu_data<Ftype>();
   const M* mean = mean_.template cpu_data<M>();
   const M* inv_std = inv_std_.template cpu_data<M>();
-  auto xhat = [&](int64_t j, int c) { return (xs[j] - mean[c]) * inv_std[c]; };
   const M* gamma = scale_bias_ ? this->blobs_[3]->template cpu_data<M>() : nullptr;
   const int64_t s = spatial_;
   const M m = static_cast<M>(static_cast<double>(num_) * s);
   std::vector<M> sdy(channels_, M(0)), sdyx(channels_, M(0));
-  auto at = [&](int n, int c, int64_t i) { return (static_cast<int64_t>(n) * channels_ + c) * s + i; };
+  auto at = [&](int n, int c) { return (static_cast<int64_t>(n) * channels_ + c) * s; };
   cpu_parallel_for(channels_, [&](int, int c0, int c1) {
     for (int n = 0; n < num_; ++n) {
       for (int c = c0; c < c1; ++c) {
-        for (int64_t i = 0; i < s; ++i) {
-          const int64_t j = at(n, c, i);
-          sdy[c] += dy[j];
-          sdyx[c] += dy[j] * xhat(j, c);
-        }
+        const M* dyp = plane_in<M>(dy + at(n, c), s, 0);
+        const M* xsp = plane_in<M>(xs + at(n, c), s, 1);
+        const M mu = mean[c], is = inv_std[c];
+        sdy[c] += lane_sum<M>(s, [&](int64_t i) { return dyp[i]; });
+        sdyx[c] += lane_sum<M>(s, [&](int64_t i) { return dyp[i] * ((xsp[i] - mu) * is); });
       }
     }
   });
@@ -222,19 +219,22 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
     }
   }
   if (propagate_down.empty() || !propagate_down[0]) return;
-  MathBuffer<Btype> dx(bottom[0]->template mutable_cpu_diff<Btype>(), count, false);
-  M* out = dx.get();
+  Btype* dx = bottom[0]->template mutable_cpu_diff<Btype>();
   cpu_parallel_for(num_ * channels_, [&](int, int p0, int p1) {
     for (int p = p0; p < p1; ++p) {
       const int c = p % channels_;
       const M g = (gamma ? gamma[c] : M(1)) * inv_std[c];
       const M mdy = use_global_stats_ || m == 0 ? M(0) : sdy[c] / m;
       const M mdyx = use_global_stats_ || m == 0 ? M(0) : sdyx[c] / m;
+      const M mu = mean[c], is = inv_std[c];
       const int64_t j0 = static_cast<int64_t>(p) * s;
-      for (int64_t j = j0; j < j0 + s; ++j) out[j] = g * (dy[j] - mdy - xhat(j, c) * mdyx);
+      const M* dyp = plane_in<M>(dy + j0, s, 0);
+      const M* xsp = plane_in<M>(xs + j0, s, 1);
+      M* out = plane_buf<M>(dx + j0, s, 2);
+      for (int64_t i = 0; i < s; ++i) out[i] = g * (dyp[i] - mdy - ((xsp[i] - mu) * is) * mdyx);
+      plane_out(out, s, dx + j0);
     }
   });
-  dx.store();
 }
 
 #ifdef CORTADO_USE_CUDA

@@ -6,6 +6,7 @@
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/math_buffer.hpp"
+#include "cortado/util/plane_math.hpp"
 #ifdef CORTADO_USE_CUDA
 #include "cortado/util/gpu_math.hpp"
 #endif
@@ -134,8 +135,10 @@ void ScaleLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec&
   if (top[0] == bottom[0]) {
     cpu_copy<Ftype>(count, bottom[0]->template cpu_data<Ftype>(), x_copy_.template mutable_cpu_data<Ftype>());
   }
-  // x and y may be one array (in place): each y[j] is written after x[j] is read.
-  const M* x = saved_x(bottom, top).template cpu_data<M>();
+  // x and y may be one array (in place): a plane of x is read before that
+  // plane of y is written; 16-bit planes are widened one at a time
+  // (plane_math.hpp).
+  const Ftype* x = saved_x(bottom, top).template cpu_data<Ftype>();
   const M* sp = scale(bottom)->template cpu_data<M>();
   const std::vector<M> s(sp, sp + dim_);
   std::vector<M> b(dim_, M(0));
@@ -143,54 +146,51 @@ void ScaleLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec&
     const M* bp = bias_blob(bottom)->template cpu_data<M>();
     b.assign(bp, bp + dim_);
   }
-  MathBuffer<Ftype> y(top[0]->template mutable_cpu_data<Ftype>(), count, false);
+  Ftype* y = top[0]->template mutable_cpu_data<Ftype>();
   // Nested loops, not an index division per element: this layer follows
   // every BatchNorm of a Caffe-style ResNet.
-  M* out = y.get();
-  for_planes(outer_, dim_, inner_, [&](int64_t o, int64_t d, int64_t j) {
+  for_planes(outer_, dim_, inner_, [&](int64_t, int64_t d, int64_t j) {
     const M sd = s[d], bd = b[d];
-    for (int64_t i = 0; i < inner_; ++i) out[j + i] = x[j + i] * sd + bd;
+    const M* xp = plane_in<M>(x + j, inner_, 0);
+    M* out = plane_buf<M>(y + j, inner_, 1);
+    for (int64_t i = 0; i < inner_; ++i) out[i] = xp[i] * sd + bd;
+    plane_out(out, inner_, y + j);
   });
-  y.store();
 }
 
 template <typename Ftype, typename Btype>
 void ScaleLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                             const BlobVec& bottom) {
   using M = math_t<Btype>;
-  const int64_t count = outer_ * dim_ * inner_;
   const bool second = bottom.size() > 1;
-  // dy and dx may be one array (in place): the sums come first, and each dx[j] is written after dy[j] is read.
-  const M* dy = top[0]->template cpu_diff<M>();
+  // dy and dx may be one array (in place): the sums come first, and a plane
+  // of dy is read before that plane of dx is written.
+  const Btype* dy = top[0]->template cpu_diff<Btype>();
   const bool want_s = second ? propagate_down.size() > 1 && propagate_down[1] : this->param_propagate_down(0);
   const bool want_b = bias_term_ && this->param_propagate_down(bias_index(bottom));
-  if (want_s) {
-    const M* x = saved_x(bottom, top).template cpu_data<M>();
+  // Per d, the sums of term(dy plane, x plane, i) over the planes of d, in the batch's order.
+  auto plane_sums = [&](const Ftype* x, auto&& term) {
     std::vector<M> sum(dim_, M(0));
     for_dims(dim_, [&](int64_t d0, int64_t d1) {
       for (int64_t o = 0; o < outer_; ++o)
         for (int64_t d = d0; d < d1; ++d) {
           const int64_t j = (o * dim_ + d) * inner_;
-          M acc = 0;
-          for (int64_t i = 0; i < inner_; ++i) acc += dy[j + i] * x[j + i];
-          sum[d] += acc;
+          const M* dyp = plane_in<M>(dy + j, inner_, 0);
+          const M* xp = x ? plane_in<M>(x + j, inner_, 1) : nullptr;
+          sum[d] += lane_sum<M>(inner_, [&](int64_t i) { return term(dyp, xp, i); });
         }
     });
+    return sum;
+  };
+  if (want_s) {
+    const std::vector<M> sum = plane_sums(saved_x(bottom, top).template cpu_data<Ftype>(),
+                                          [](const M* g, const M* x, int64_t i) { return g[i] * x[i]; });
     MathBuffer<Btype> ds(scale(bottom)->template mutable_cpu_diff<Btype>(), dim_, !second);
     for (int64_t d = 0; d < dim_; ++d) ds.get()[d] = (second ? M(0) : ds.get()[d]) + sum[d];
     ds.store();
   }
   if (want_b) {
-    std::vector<M> sum(dim_, M(0));
-    for_dims(dim_, [&](int64_t d0, int64_t d1) {
-      for (int64_t o = 0; o < outer_; ++o)
-        for (int64_t d = d0; d < d1; ++d) {
-          const int64_t j = (o * dim_ + d) * inner_;
-          M acc = 0;
-          for (int64_t i = 0; i < inner_; ++i) acc += dy[j + i];
-          sum[d] += acc;
-        }
-    });
+    const std::vector<M> sum = plane_sums(nullptr, [](const M* g, const M*, int64_t i) { return g[i]; });
     MathBuffer<Btype> db(bias_blob(bottom)->template mutable_cpu_diff<Btype>(), dim_, true);
     for (int64_t d = 0; d < dim_; ++d) db.get()[d] += sum[d];
     db.store();
@@ -198,13 +198,14 @@ void ScaleLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vecto
   if (!propagate_down.empty() && propagate_down[0]) {
     const M* sp = scale(bottom)->template cpu_data<M>();
     const std::vector<M> s(sp, sp + dim_);
-    MathBuffer<Btype> dx(bottom[0]->template mutable_cpu_diff<Btype>(), count, false);
-    M* out = dx.get();
+    Btype* dx = bottom[0]->template mutable_cpu_diff<Btype>();
     for_planes(outer_, dim_, inner_, [&](int64_t, int64_t d, int64_t j) {
       const M sd = s[d];
-      for (int64_t i = 0; i < inner_; ++i) out[j + i] = dy[j + i] * sd;
+      const M* dyp = plane_in<M>(dy + j, inner_, 0);
+      M* out = plane_buf<M>(dx + j, inner_, 1);
+      for (int64_t i = 0; i < inner_; ++i) out[i] = dyp[i] * sd;
+      plane_out(out, inner_, dx + j);
     });
-    dx.store();
   }
 }
 
