@@ -68,50 +68,49 @@ void ExpectMatchesReference(const Problem& p, float alpha, float beta, const std
   EXPECT_EQ(failures, 0);
 }
 
+// Calls check(problem) for every transpose pair and every {M, N, K} of sizes,
+// each a new random problem, with the sizes in the failure messages.
+template <size_t S, typename F>
+void ForEveryProblem(const int (&sizes)[S][3], uint32_t seed, F&& check) {
+  for (Trans ta : {Trans::No, Trans::Yes}) {
+    for (Trans tb : {Trans::No, Trans::Yes}) {
+      for (const auto& s : sizes) {
+        SCOPED_TRACE(::testing::Message()
+                     << "ta=" << int(ta) << " tb=" << int(tb) << " M=" << s[0] << " N=" << s[1] << " K=" << s[2]);
+        check(Problem(ta, tb, s[0], s[1], s[2], seed++));
+      }
+    }
+  }
+}
+
 TEST(Bf16Gemm, MatchesDoubleReferenceForEveryTransposeAndBlockEdge) {
   SKIP_WITHOUT_BF16_DOT();
   // Sizes around the micro-tile (12 x 32), the K block (384, odd K) and the
   // M and N blocks (96, 1024).
   const int sizes[][3] = {{1, 1, 1},     {13, 37, 29},  {12, 32, 384}, {25, 65, 385},
                           {97, 33, 770}, {11, 1030, 7}, {96, 64, 2}};
-  uint32_t seed = 1;
-  for (Trans ta : {Trans::No, Trans::Yes}) {
-    for (Trans tb : {Trans::No, Trans::Yes}) {
-      for (const auto& s : sizes) {
-        SCOPED_TRACE(::testing::Message()
-                     << "ta=" << int(ta) << " tb=" << int(tb) << " M=" << s[0] << " N=" << s[1] << " K=" << s[2]);
-        Problem p(ta, tb, s[0], s[1], s[2], seed++);
-        std::vector<float> c0(static_cast<size_t>(p.M) * p.N);
-        for (size_t i = 0; i < c0.size(); ++i) c0[i] = float(i % 7) - 3.f;
-        std::vector<float> c = c0;
-        detail::gemm_bf16_dot(ta, tb, p.M, p.N, p.K, 0.5f, p.A.data(), p.B.data(), 2.f, c.data());
-        ExpectMatchesReference(p, 0.5f, 2.f, c0, c);
-      }
-    }
-  }
+  ForEveryProblem(sizes, 1, [](const Problem& p) {
+    std::vector<float> c0(static_cast<size_t>(p.M) * p.N);
+    for (size_t i = 0; i < c0.size(); ++i) c0[i] = float(i % 7) - 3.f;
+    std::vector<float> c = c0;
+    detail::gemm_bf16_dot(p.ta, p.tb, p.M, p.N, p.K, 0.5f, p.A.data(), p.B.data(), 2.f, c.data());
+    ExpectMatchesReference(p, 0.5f, 2.f, c0, c);
+  });
 }
 
 TEST(Bf16Gemm, PackedAGivesTheSameBits) {
   SKIP_WITHOUT_BF16_DOT();
   const int sizes[][3] = {{1, 1, 1}, {13, 37, 29}, {97, 70, 770}, {200, 5, 385}, {5, 0, 3}};
-  uint32_t seed = 40;
-  for (Trans ta : {Trans::No, Trans::Yes}) {
-    for (Trans tb : {Trans::No, Trans::Yes}) {
-      for (const auto& s : sizes) {
-        SCOPED_TRACE(::testing::Message()
-                     << "ta=" << int(ta) << " tb=" << int(tb) << " M=" << s[0] << " N=" << s[1] << " K=" << s[2]);
-        Problem p(ta, tb, s[0], s[1], s[2], seed++);
-        detail::Bf16PackedA packed;
-        packed.pack(ta, p.M, p.K, p.A.data());
-        EXPECT_EQ(packed.rows(), p.M);
-        EXPECT_EQ(packed.depth(), p.K);
-        std::vector<float> c0(static_cast<size_t>(p.M) * p.N, 0.25f), c1 = c0;
-        detail::gemm_bf16_dot(ta, tb, p.M, p.N, p.K, 1.5f, p.A.data(), p.B.data(), -1.f, c0.data());
-        detail::gemm_bf16_dot(packed, tb, p.N, 1.5f, p.B.data(), -1.f, c1.data());
-        for (size_t i = 0; i < c0.size(); ++i) ASSERT_EQ(c0[i], c1[i]) << "index " << i;
-      }
-    }
-  }
+  ForEveryProblem(sizes, 40, [](const Problem& p) {
+    detail::Bf16PackedA packed;
+    packed.pack(p.ta, p.M, p.K, p.A.data());
+    EXPECT_EQ(packed.rows(), p.M);
+    EXPECT_EQ(packed.depth(), p.K);
+    std::vector<float> c0(static_cast<size_t>(p.M) * p.N, 0.25f), c1 = c0;
+    detail::gemm_bf16_dot(p.ta, p.tb, p.M, p.N, p.K, 1.5f, p.A.data(), p.B.data(), -1.f, c0.data());
+    detail::gemm_bf16_dot(packed, p.tb, p.N, 1.5f, p.B.data(), -1.f, c1.data());
+    for (size_t i = 0; i < c0.size(); ++i) ASSERT_EQ(c0[i], c1[i]) << "index " << i;
+  });
 }
 
 TEST(Bf16Gemm, BetaZeroDoesNotReadC) {
