@@ -22,7 +22,7 @@
 namespace cortado {
 namespace {
 
-#define SKIP_WITHOUT_BF16_DOT() \
+#define CORTADO_SKIP_WITHOUT_BF16_DOT() \
   if (!detail::bf16_dot_supported()) GTEST_SKIP() << "this CPU has no AVX-512 BF16"
 
 struct Problem {
@@ -84,7 +84,7 @@ void ForEveryProblem(const int (&sizes)[S][3], uint32_t seed, F&& check) {
 }
 
 TEST(Bf16Gemm, MatchesDoubleReferenceForEveryTransposeAndBlockEdge) {
-  SKIP_WITHOUT_BF16_DOT();
+  CORTADO_SKIP_WITHOUT_BF16_DOT();
   // Sizes around the micro-tile (12 x 32), the K block (384, odd K) and the
   // M and N blocks (96, 1024).
   const int sizes[][3] = {{1, 1, 1},     {13, 37, 29},  {12, 32, 384}, {25, 65, 385},
@@ -99,7 +99,7 @@ TEST(Bf16Gemm, MatchesDoubleReferenceForEveryTransposeAndBlockEdge) {
 }
 
 TEST(Bf16Gemm, PackedAGivesTheSameBits) {
-  SKIP_WITHOUT_BF16_DOT();
+  CORTADO_SKIP_WITHOUT_BF16_DOT();
   const int sizes[][3] = {{1, 1, 1}, {13, 37, 29}, {97, 70, 770}, {200, 5, 385}, {5, 0, 3}};
   ForEveryProblem(sizes, 40, [](const Problem& p) {
     detail::Bf16PackedA packed;
@@ -114,7 +114,7 @@ TEST(Bf16Gemm, PackedAGivesTheSameBits) {
 }
 
 TEST(Bf16Gemm, BetaZeroDoesNotReadC) {
-  SKIP_WITHOUT_BF16_DOT();
+  CORTADO_SKIP_WITHOUT_BF16_DOT();
   Problem p(Trans::No, Trans::No, 14, 40, 400, 7);  // two K blocks: the second adds to what the first wrote
   std::vector<float> c(static_cast<size_t>(p.M) * p.N, std::numeric_limits<float>::quiet_NaN());
   detail::gemm_bf16_dot(p.ta, p.tb, p.M, p.N, p.K, 1.f, p.A.data(), p.B.data(), 0.f, c.data());
@@ -122,7 +122,7 @@ TEST(Bf16Gemm, BetaZeroDoesNotReadC) {
 }
 
 TEST(Bf16Gemm, EmptyKScalesC) {
-  SKIP_WITHOUT_BF16_DOT();
+  CORTADO_SKIP_WITHOUT_BF16_DOT();
   std::vector<float> c = {1, -2, 3, std::numeric_limits<float>::quiet_NaN()};
   detail::gemm_bf16_dot(Trans::No, Trans::No, 2, 2, 0, 1.f, nullptr, nullptr, 3.f, c.data());
   EXPECT_EQ(c[0], 3.f);
@@ -133,7 +133,7 @@ TEST(Bf16Gemm, EmptyKScalesC) {
 }
 
 TEST(Bf16Gemm, SplitOverThreadsGivesTheSerialBits) {
-  SKIP_WITHOUT_BF16_DOT();
+  CORTADO_SKIP_WITHOUT_BF16_DOT();
   // Large enough to be split into column panels at the top level; inside a
   // cpu_parallel_for chunk the same call runs serially.
   Problem p(Trans::No, Trans::Yes, 70, 300, 500, 11);
@@ -146,7 +146,7 @@ TEST(Bf16Gemm, SplitOverThreadsGivesTheSerialBits) {
 }
 
 TEST(Bf16Gemm, CpuGemmOfBfloat16RoundsTheFloatSumOnce) {
-  SKIP_WITHOUT_BF16_DOT();
+  CORTADO_SKIP_WITHOUT_BF16_DOT();
   const bool was = detail::set_bf16_dot(true);
   Problem p(Trans::Yes, Trans::No, 30, 50, 200, 5);
   std::vector<bfloat16> c(static_cast<size_t>(p.M) * p.N, bfloat16(1.f));
