@@ -68,15 +68,9 @@ for r in $(seq 1 "$REPEATS"); do
       [[ $c == baseline_* ]] && bin=$BASELINE_TRAINER
       dot=1
       [[ $c == *_widen ]] && dot=0
-      if ! CORTADO_CPU_BF16_DOT=$dot "$bin" time --model="${model[$c]}" --iterations="$ITERS" --warmup="$WARMUP" \
-          >"$log" 2>&1 ||
-          ! out=$(grep '^time:' "$log"); then
-        tail -20 "$log" >&2
-        echo "lenet_cpu: trainer time failed for ${model[$c]}" >&2
-        exit 1
-      fi
-      ms=$(kv total_ms_median "$out")
-      [ "$c" = cortado_bf16 ] && bf16_gemms=$(grep -o 'bfloat16 GEMMs: [^:]*' "$log" | head -1)
+      ms=$(trainer_time lenet_cpu "$log" "$bin" "$dot" --model="${model[$c]}" --iterations="$ITERS" \
+        --warmup="$WARMUP") || exit 1
+      [ "$c" = cortado_bf16 ] && BF16_GEMMS=$(grep -o 'bfloat16 GEMMs: [^:]*' "$log" | head -1)
     else
       if ! out=$("$PYTHON" scripts/bench/lenet_pytorch.py --mode time --precision "${c#pytorch_}" \
           --iters "$ITERS" --warmup "$WARMUP" --threads "$THREADS" 2>"$log"); then
@@ -109,14 +103,7 @@ if [ "$HAVE_TORCH" = 1 ]; then
   summary+=" fp32_ratio=$r32 bf16_ratio=$rbf fp16_vs_torch_fp32_ratio=$r16"
 fi
 
-rw=$(ratio "${med[cortado_bf16_widen]}" "${med[cortado_bf16]}")
-echo "  Cortado BF16 / BF16 widened to float (CORTADO_CPU_BF16_DOT=0) speed: $rw (${bf16_gemms:-})"
-summary+=" bf16_dot_ratio=$rw"
-if [ -n "$BASELINE_TRAINER" ]; then
-  rb=$(ratio "${med[baseline_fp32]}" "${med[cortado_fp32]}")
-  echo "  Cortado FP32 / baseline FP32 speed: $rb ($BASELINE_TRAINER)"
-  summary+=" baseline_ratio=$rb"
-fi
+cortado_ratios
 
 if [ "${TRAIN:-0}" = 1 ]; then
   echo "Training 2,000 iterations (Caffe's LeNet recipe), test accuracy on 10,000 images:"

@@ -11,7 +11,6 @@
 #include <cstddef>
 #include <memory>
 #include <type_traits>
-#include <vector>
 
 #include "cortado/bfloat16.hpp"
 #include "cortado/util/math.hpp"

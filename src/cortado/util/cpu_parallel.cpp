@@ -9,9 +9,10 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "cortado/common.hpp"
 
 namespace cortado {
 
@@ -123,7 +124,7 @@ void* thread_scratch_bytes(int slot, size_t bytes) {
     size_t size = 0;
   };
   thread_local Buffer buffers[kSlots];
-  if (slot < 0 || slot >= kSlots) throw std::out_of_range("thread_scratch: slot " + std::to_string(slot));
+  CORTADO_CHECK(slot >= 0 && slot < kSlots) << "thread_scratch: slot " << slot << " of " << kSlots;
   Buffer& b = buffers[slot];
   if (b.size < bytes + 64) {
     b.size = std::max(bytes + 64, b.size + b.size / 2);
