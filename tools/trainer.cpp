@@ -282,7 +282,10 @@ std::unique_ptr<Solver> timing_solver(std::shared_ptr<const Context> ctx) {
 // Peak memory in bytes, and what it measured.
 std::pair<double, std::string> peak_memory(const Context& ctx) {
 #ifdef CORTADO_USE_CUDA
-  if (ctx.on_gpu()) return {static_cast<double>(cuda::device_bytes_peak()), "device allocator peak"};
+  if (ctx.on_gpu())
+    return {static_cast<double>(cuda::device_bytes_peak()),
+            str_cat("device allocator peak of live blocks; ", cuda::device_bytes_reserved_peak() >> 20,
+                    " MiB reserved from the device at most")};
 #endif
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);

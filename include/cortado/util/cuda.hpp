@@ -49,8 +49,10 @@ void set_stream(cudaStream_t s);
 /// Whether a CUDA device is usable in this process.
 bool available();
 
-/// Device memory from a cache of freed blocks (sizes rounded up to powers
-/// of two from 512 bytes): no cudaMalloc/cudaFree per iteration. Blocks
+/// Device memory from a cache of freed blocks (util/block_pool.hpp: sizes
+/// rounded up to 512 bytes, carved by best fit out of 2 MiB segments for
+/// blocks up to 1 MiB and larger segments otherwise, split and merged): no
+/// cudaMalloc/cudaFree per iteration, and no power-of-two waste. Blocks
 /// belong to the device that was current when they were allocated.
 void* device_alloc(size_t bytes);
 void device_free(void* p);
@@ -62,9 +64,12 @@ void* stream_workspace(size_t bytes);
 /// Frees the workspace and the cached free blocks of `stream`, whose work
 /// must be finished (~Context, before destroying its stream).
 void release_stream(cudaStream_t stream);
-/// Bytes currently handed out and held in the cache, for benchmarks.
+/// Bytes of the blocks handed out now and at most so far (what tensors
+/// hold), and the most bytes the allocator held from cudaMalloc at once
+/// (blocks plus cached free space), for benchmarks.
 size_t device_bytes_in_use();
 size_t device_bytes_peak();
+size_t device_bytes_reserved_peak();
 
 /// 1D launch geometry: blocks of 256 threads, a grid-stride loop in the kernel.
 constexpr int kThreads = 256;

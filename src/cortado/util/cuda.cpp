@@ -7,6 +7,8 @@
 // however many streams (ranks of one process, two on one device) allocate.
 #include "cortado/util/cuda.hpp"
 
+#include "cortado/util/block_pool.hpp"
+
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -19,15 +21,8 @@ namespace cuda {
 namespace {
 thread_local cudaStream_t t_stream = cudaStreamPerThread;
 
-// The pool a block belongs to: device, stream, size.
-struct Key {
-  int device;
-  const void* stream;
-  size_t bytes;
-  bool operator<(const Key& o) const {
-    return std::tie(device, stream, bytes) < std::tie(o.device, o.stream, o.bytes);
-  }
-};
+// A pool of blocks: one per device and stream.
+using PoolKey = std::pair<int, const void*>;
 
 struct Workspace {
   void* ptr = nullptr;
@@ -36,10 +31,10 @@ struct Workspace {
 
 struct Cache {
   std::mutex mu;
-  std::map<Key, std::vector<void*>> free;
+  std::map<PoolKey, BlockPool> pools;
   std::map<const void*, Workspace> workspaces;  // pool stream -> its workspace
-  std::unordered_map<void*, Key> live;  // the blocks handed out
-  size_t in_use = 0, peak = 0;
+  std::unordered_map<void*, PoolKey> live;  // the blocks handed out -> their pool
+  size_t in_use = 0, peak = 0, reserved = 0, reserved_peak = 0;
 };
 
 Cache& cache() {
@@ -47,10 +42,10 @@ Cache& cache() {
   return *c;
 }
 
-size_t round_up(size_t bytes) {
-  size_t r = 512;
-  while (r < bytes) r <<= 1;
-  return r;
+void note_use(Cache& c, void* p, const PoolKey& key, const BlockPool& pool, size_t before) {
+  c.live[p] = key;
+  c.in_use += pool.in_use() - before;
+  if (c.in_use > c.peak) c.peak = c.in_use;
 }
 }  // namespace
 
@@ -78,49 +73,50 @@ void* device_alloc(size_t bytes) {
   if (bytes == 0) return nullptr;
   int device = 0;
   CORTADO_CUDA_CHECK(cudaGetDevice(&device));
-  const size_t size = round_up(bytes);
-  const Key key{device, pool_stream(), size};
+  const PoolKey key{device, pool_stream()};
   Cache& c = cache();
-  void* p = nullptr;
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    auto& list = c.free[key];
-    if (!list.empty()) {
-      p = list.back();
-      list.pop_back();
-      c.live[p] = key;
-      c.in_use += size;
-      if (c.in_use > c.peak) c.peak = c.in_use;
+    BlockPool& pool = c.pools[key];
+    const size_t before = pool.in_use();
+    if (void* p = pool.Allocate(bytes)) {
+      note_use(c, p, key, pool, before);
       return p;
     }
   }
   // cudaMalloc and cudaFree run without the lock: cudaFree waits for the
   // device, whose queued work (another rank's sums, say) may wait for a
   // thread that needs the allocator meanwhile.
-  cudaError_t e = cudaMalloc(&p, size);
+  const size_t segment = BlockPool::SegmentBytes(bytes);
+  void* s = nullptr;
+  cudaError_t e = cudaMalloc(&s, segment);
   if (e == cudaErrorMemoryAllocation) {
-    // Give the cached blocks of this device (any stream: cudaFree waits for
-    // the device) back and try once more.
+    // Give the wholly free segments of this device (any stream: cudaFree
+    // waits for the device) back and try once more.
     cudaGetLastError();
-    std::vector<void*> blocks;
+    std::vector<void*> segments;
     {
       std::lock_guard<std::mutex> lock(c.mu);
-      for (auto& [k, list] : c.free) {
-        if (k.device != device) continue;
-        blocks.insert(blocks.end(), list.begin(), list.end());
-        list.clear();
+      for (auto& [k, pool] : c.pools) {
+        if (k.first != device) continue;
+        const size_t before = pool.reserved();
+        for (void* f : pool.TakeFreeSegments()) segments.push_back(f);
+        c.reserved -= before - pool.reserved();
       }
     }
-    for (void* b : blocks) cudaFree(b);
-    e = cudaMalloc(&p, size);
+    for (void* f : segments) cudaFree(f);
+    e = cudaMalloc(&s, segment);
   }
   std::lock_guard<std::mutex> lock(c.mu);
   if (e != cudaSuccess)
-    fail("out of GPU memory allocating ", size, " bytes on device ", device, " (", c.in_use,
-         " bytes in use): ", cudaGetErrorString(e));
-  c.live[p] = key;
-  c.in_use += size;
-  if (c.in_use > c.peak) c.peak = c.in_use;
+    fail("out of GPU memory allocating ", segment, " bytes for a block of ", bytes, " on device ", device, " (",
+         c.in_use, " bytes in use, ", c.reserved, " reserved): ", cudaGetErrorString(e));
+  BlockPool& pool = c.pools[key];
+  const size_t before = pool.in_use();
+  void* p = pool.AddSegment(s, segment, bytes);
+  c.reserved += segment;
+  if (c.reserved > c.reserved_peak) c.reserved_peak = c.reserved;
+  note_use(c, p, key, pool, before);
   return p;
 }
 
@@ -130,8 +126,10 @@ void device_free(void* p) {
   std::lock_guard<std::mutex> lock(c.mu);
   auto it = c.live.find(p);
   CORTADO_CHECK(it != c.live.end()) << "freeing a block the allocator does not know";
-  c.in_use -= it->second.bytes;
-  c.free[it->second].push_back(p);
+  BlockPool& pool = c.pools.at(it->second);
+  const size_t before = pool.in_use();
+  pool.Free(p);
+  c.in_use -= before - pool.in_use();
   c.live.erase(it);
 }
 
@@ -157,29 +155,34 @@ void* stream_workspace(size_t bytes) {
 
 void release_stream(cudaStream_t stream) {
   Cache& c = cache();
-  std::vector<void*> blocks;
+  void* workspace = nullptr;
   {
     std::lock_guard<std::mutex> lock(c.mu);
     auto w = c.workspaces.find(stream);
     if (w != c.workspaces.end()) {
-      auto live = c.live.find(w->second.ptr);
-      if (live != c.live.end()) {
-        c.in_use -= live->second.bytes;
-        c.live.erase(live);
-        blocks.push_back(w->second.ptr);
-      }
+      workspace = w->second.ptr;
       c.workspaces.erase(w);
     }
-    for (auto it = c.free.begin(); it != c.free.end();) {
-      if (it->first.stream == stream) {
-        blocks.insert(blocks.end(), it->second.begin(), it->second.end());
-        it = c.free.erase(it);
-      } else {
+  }
+  device_free(workspace);
+  std::vector<void*> segments;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    for (auto it = c.pools.begin(); it != c.pools.end();) {
+      if (it->first.second != stream) {
         ++it;
+        continue;
       }
+      // Blocks still live (a tensor that outlives its context) keep their
+      // segments; their later device_free finds the pool.
+      BlockPool& pool = it->second;
+      const size_t before = pool.reserved();
+      for (void* s : pool.TakeFreeSegments()) segments.push_back(s);
+      c.reserved -= before - pool.reserved();
+      it = pool.segments() == 0 ? c.pools.erase(it) : std::next(it);
     }
   }
-  for (void* b : blocks) cudaFree(b);
+  for (void* s : segments) cudaFree(s);
 }
 
 size_t device_bytes_in_use() {
@@ -190,6 +193,11 @@ size_t device_bytes_in_use() {
 size_t device_bytes_peak() {
   std::lock_guard<std::mutex> lock(cache().mu);
   return cache().peak;
+}
+
+size_t device_bytes_reserved_peak() {
+  std::lock_guard<std::mutex> lock(cache().mu);
+  return cache().reserved_peak;
 }
 
 }  // namespace cuda
