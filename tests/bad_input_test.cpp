@@ -26,6 +26,7 @@
 #include "cortado.pb.h"
 #include "cortado/util/io.hpp"
 #include "command.hpp"
+#include "test_paths.hpp"
 
 namespace cortado {
 namespace {
@@ -87,7 +88,7 @@ void PrintTo(const BadCase& c, std::ostream* os) { *os << c.file; }
 // Files of the corpus that must run cleanly (the controls).
 const char* const kGood[] = {"ok_lenet_dummy.prototxt", "solver_ok.prototxt"};
 
-const std::string kRoot = std::string(CORTADO_TEST_DATA_DIR) + "/..";
+const std::string kRoot = test::SourceRoot();
 const std::string kDir = "tests/bad_input/";  // relative to kRoot, where trainer runs
 
 using TrainerRun = test::CommandRun;
@@ -97,7 +98,7 @@ TrainerRun run_trainer_args(const std::string& args) {
   // GLOG_logtostderr: no log files left in /tmp. `timeout`: a hang fails
   // instead of blocking the suite (it exits 124).
   const std::string cmd = "cd '" + kRoot + "' && GLOG_logtostderr=1 timeout 300 '" +
-                          std::string(CORTADO_TRAINER) + "' " + args;
+                          test::TrainerPath() + "' " + args;
   return test::RunCommand(cmd);
 }
 
@@ -175,7 +176,7 @@ TEST(BadInputCorpus, TableMatchesDirectory) {
   std::set<std::string> listed(std::begin(kGood), std::end(kGood));
   for (const BadCase& c : kCases) listed.insert(c.file);
   std::set<std::string> present;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(CORTADO_TEST_DATA_DIR) + "/bad_input"))
+  for (const auto& e : std::filesystem::directory_iterator(test::TestDataDir() + "/bad_input"))
     if (e.path().extension() == ".prototxt") present.insert(e.path().filename().string());
   for (const std::string& f : present) EXPECT_TRUE(listed.count(f)) << f << " is in the corpus but not in the table";
   for (const std::string& f : listed) {

@@ -19,6 +19,7 @@
 #include "cortado/util/db.hpp"
 #include "cortado.pb.h"
 #include "temp_dir.hpp"
+#include "test_paths.hpp"
 
 namespace cortado {
 namespace {
@@ -201,7 +202,7 @@ void WriteIdx(const std::string& images, const std::string& labels, int n, uint3
 }
 
 int RunConvert(const std::string& args) {
-  const std::string cmd = std::string(CORTADO_CONVERT_MNIST) + " " + args + " 2>/dev/null";
+  const std::string cmd = test::ConvertMnistPath() + " " + args + " 2>/dev/null";
   const int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }

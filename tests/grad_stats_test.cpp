@@ -20,6 +20,7 @@
 #include "cortado/util/io.hpp"
 #include "cortado/util/rng.hpp"
 #include "command.hpp"
+#include "test_paths.hpp"
 
 namespace cortado {
 namespace {
@@ -317,13 +318,13 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "b" bottom: "label" top: "l
 
 // ---- trainer grad_stats -------------------------------------------------------------
 
-const std::string kRoot = std::string(CORTADO_TEST_DATA_DIR) + "/..";
+const std::string kRoot = test::SourceRoot();
 
 using TrainerRun = test::CommandRun;
 
 TrainerRun run_trainer(const std::string& args, const std::string& env = "") {
   const std::string cmd = "cd '" + kRoot + "' && " + env + " GLOG_logtostderr=1 timeout 300 '" +
-                          std::string(CORTADO_TRAINER) + "' " + args;
+                          test::TrainerPath() + "' " + args;
   return test::RunCommand(cmd);
 }
 

@@ -12,6 +12,7 @@
 
 #include "cortado/solver.hpp"
 #include "cortado/util/io.hpp"
+#include "test_paths.hpp"
 
 namespace cortado {
 namespace {
@@ -30,7 +31,7 @@ class LeNetEndToEnd : public ::testing::Test {
     fs::create_directories(dir_);
     const std::string d = dataset_dir();
     if (!fs::exists(d + "/train-images-idx3-ubyte.gz")) return;
-    const std::string tool = CORTADO_CONVERT_MNIST;
+    const std::string tool = test::ConvertMnistPath();
     const std::string train = str_cat(tool, " ", d, "/train-images-idx3-ubyte.gz ", d, "/train-labels-idx1-ubyte.gz ",
                                       (dir_ / "train_lmdb").string(), " --limit=2000 > /dev/null 2>&1");
     const std::string test = str_cat(tool, " ", d, "/t10k-images-idx3-ubyte.gz ", d, "/t10k-labels-idx1-ubyte.gz ",
@@ -45,7 +46,7 @@ class LeNetEndToEnd : public ::testing::Test {
   // accuracy. With an empty `solver_file`: Caffe's LeNet recipe; else that
   // file's recipe with this test's net, data and length.
   double Train(const std::string& model, const std::string& net_file, int iters, const std::string& solver_file = "") {
-    const std::string folder = str_cat(CORTADO_TEST_DATA_DIR, "/../models/", model, "/");
+    const std::string folder = str_cat(test::SourceRoot(), "/models/", model, "/");
     NetParameter net;
     ReadTextProto(folder + net_file, &net);
     for (LayerParameter& l : *net.mutable_layer()) {

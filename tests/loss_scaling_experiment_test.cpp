@@ -15,6 +15,7 @@
 
 #include "cortado/solver.hpp"
 #include "cortado/util/io.hpp"
+#include "test_paths.hpp"
 
 namespace cortado {
 namespace {
@@ -29,7 +30,7 @@ class LossScalingExperiment : public ::testing::Test {
     const char* env = std::getenv("FASHION_MNIST_DIR");
     const std::string d = env ? env : "/usr/share/datasets/fashion-mnist";
     if (!fs::exists(d + "/train-images-idx3-ubyte.gz")) return;
-    const std::string tool = CORTADO_CONVERT_MNIST;
+    const std::string tool = test::ConvertMnistPath();
     const std::string train = str_cat(tool, " ", d, "/train-images-idx3-ubyte.gz ", d, "/train-labels-idx1-ubyte.gz ",
                                       (dir_ / "train_lmdb").string(), " --limit=2000 > /dev/null 2>&1");
     const std::string test = str_cat(tool, " ", d, "/t10k-images-idx3-ubyte.gz ", d, "/t10k-labels-idx1-ubyte.gz ",
@@ -48,7 +49,7 @@ class LossScalingExperiment : public ::testing::Test {
 
   Result Train(const std::string& net_file, const std::string& solver_extra) {
     NetParameter net;
-    ReadTextProto(str_cat(CORTADO_TEST_DATA_DIR, "/../models/lenet/", net_file), &net);
+    ReadTextProto(str_cat(test::SourceRoot(), "/models/lenet/", net_file), &net);
     for (LayerParameter& l : *net.mutable_layer()) {
       if (l.type() == "Data")
         l.mutable_data_param()->set_source((dir_ / (l.include(0).phase() == TRAIN ? "train_lmdb" : "test_lmdb")).string());

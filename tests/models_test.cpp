@@ -23,13 +23,14 @@
 #include "cortado/net.hpp"
 #include "cortado/solver.hpp"
 #include "cortado/util/io.hpp"
+#include "test_paths.hpp"
 
 namespace cortado {
 namespace {
 
 using google::protobuf::util::MessageDifferencer;
 
-const std::string kRoot = std::string(CORTADO_TEST_DATA_DIR) + "/..";
+const std::string kRoot = test::SourceRoot();
 
 // ---- parameter arithmetic ---------------------------------------------------
 

@@ -36,6 +36,7 @@
 #include "cortado/util/io.hpp"
 #include "cortado.pb.h"
 #include "command.hpp"
+#include "test_paths.hpp"
 
 namespace cortado {
 namespace {
@@ -132,9 +133,9 @@ class ImageToolsTest : public ::testing::Test {
     return test::RunCommand(cmd);
   }
   ToolRun Convert(const std::string& flags, const std::string& db, const std::string& list = "list.txt") const {
-    return RunTool(CORTADO_CONVERT_IMAGESET, flags + " img/ " + list + " " + db);
+    return RunTool(test::PathSetting("CORTADO_CONVERT_IMAGESET", CORTADO_CONVERT_IMAGESET), flags + " img/ " + list + " " + db);
   }
-  ToolRun Mean(const std::string& args) const { return RunTool(CORTADO_COMPUTE_IMAGE_MEAN, args); }
+  ToolRun Mean(const std::string& args) const { return RunTool(test::PathSetting("CORTADO_COMPUTE_IMAGE_MEAN", CORTADO_COMPUTE_IMAGE_MEAN), args); }
 
   // A failed run: status 1, the messages expected, no crash, and neither the
   // database nor a temporary left behind.

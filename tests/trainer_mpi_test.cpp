@@ -18,6 +18,7 @@
 #include "cortado/communicator.hpp"
 #include "command.hpp"
 #include "datum_db.hpp"
+#include "test_paths.hpp"
 
 namespace cortado {
 namespace {
@@ -29,7 +30,7 @@ namespace fs = std::filesystem;
 test::CommandRun mpirun(const std::string& args) {
 #ifdef CORTADO_MPIRUN
   return test::RunCommand(std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 GLOG_logtostderr=1 ") +
-                          "timeout 300 '" + CORTADO_MPIRUN + "' --oversubscribe -np 2 '" + CORTADO_TRAINER + "' " + args);
+                          "timeout 300 '" + CORTADO_MPIRUN + "' --oversubscribe -np 2 '" + test::TrainerPath() + "' " + args);
 #else
   (void)args;
   return {};
@@ -41,6 +42,9 @@ class TrainerMpi : public ::testing::Test {
   void SetUp() override {
 #ifndef CORTADO_MPIRUN
     GTEST_SKIP() << "built without MPI (or without mpirun)";
+#else
+    // A copy of the tests on a machine without Open MPI (the GPU bundle).
+    if (!fs::exists(CORTADO_MPIRUN)) GTEST_SKIP() << CORTADO_MPIRUN << " not found on this machine";
 #endif
     dir_ = fs::path(::testing::TempDir()) / ("cortado_trainer_mpi_" + std::to_string(::getpid()));
     fs::remove_all(dir_);

@@ -25,11 +25,12 @@
 #include "cortado/solver.hpp"
 #include "cortado/util/io.hpp"
 #include "command.hpp"
+#include "test_paths.hpp"
 
 namespace cortado {
 namespace {
 
-const std::string kRoot = std::string(CORTADO_TEST_DATA_DIR) + "/..";
+const std::string kRoot = test::SourceRoot();
 const std::string kTiny = "tests/models/tiny_time.prototxt";
 
 NetParameter Parse(const std::string& text) {
@@ -121,7 +122,7 @@ TEST(SolverApplyUpdate, UpdatesTheWeightsWithoutAdvancingTheIteration) {
 using ToolRun = test::CommandRun;
 
 ToolRun trainer(const std::string& args) {
-  const std::string cmd = "cd '" + kRoot + "' && GLOG_logtostderr=1 timeout 300 '" + std::string(CORTADO_TRAINER) +
+  const std::string cmd = "cd '" + kRoot + "' && GLOG_logtostderr=1 timeout 300 '" + test::TrainerPath() +
                           "' " + args;
   return test::RunCommand(cmd);
 }
