@@ -93,6 +93,11 @@ struct SolverSetup {
   std::function<void(NetParameter*)> edit_net;
   /// The ranks this solver trains with (null or one rank: alone).
   std::shared_ptr<Communicator> comm;
+  /// Sums the gradients through `comm` even when it has one rank, in
+  /// buckets where the engine is asynchronous, as several ranks do (alone
+  /// the sum is skipped: a sum of one is the values). A test hook: it runs
+  /// an engine's gradient path, NCCL's included, on one device.
+  bool reduce_alone = false;
 };
 
 class Solver {
@@ -249,6 +254,7 @@ class Solver {
   std::array<std::vector<Communicator::Span>, kNumTypes> pending_;
   std::array<int64_t, kNumTypes> pending_count_{};
   int64_t buckets_summed_ = 0;
+  bool reduce_ = false;  // sum the gradients through comm_: several ranks, or SolverSetup::reduce_alone
 };
 
 /// SGD with momentum (Caffe's rule): H = momentum * H + rate * g; W = W - H.

@@ -86,6 +86,7 @@ Solver::Solver(const SolverParameter& param, const SourceInfo& info, SolverSetup
       ctx_(setup.ctx ? std::move(setup.ctx) : Context::Cpu()),
       edit_net_(std::move(setup.edit_net)),
       comm_(std::move(setup.comm)) {
+  reduce_ = comm_ && (comm_->size() > 1 || setup.reduce_alone);
   Validate();
   if (ranks() > 1) {
     // One seed for every rank: the same initial weights, and Data layers
@@ -602,7 +603,7 @@ bool Solver::Trained(int i) const {
 void Solver::PlanBuckets() {
   // Asynchronous engines only: a host engine's sums block, so splitting them
   // would only add collectives.
-  if (ranks() <= 1 || !comm_->asynchronous() || param_.reduce_buckets() <= 1) return;
+  if (!reduce_ || !comm_->asynchronous() || param_.reduce_buckets() <= 1) return;
   const std::vector<Blob*>& params = net_->learnable_params();
   std::array<int64_t, kNumTypes> total{};
   for (size_t i = 0; i < params.size(); ++i)
@@ -714,7 +715,7 @@ void Solver::ClearGradients() {
 
 bool Solver::ApplyUpdate() {
   gradients_zero_ = false;
-  if (ranks() > 1) ReduceGradients();
+  if (reduce_) ReduceGradients();
 #ifdef CORTADO_USE_CUDA
   if (net_->context().on_gpu() && GpuUpdateSupported()) return ApplyUpdateGpu();
 #endif
