@@ -1,12 +1,72 @@
-// Tensor's lazy conversion and Blob's shapes and serialization.
+// SyncedMemory's lazy allocation, Tensor's lazy conversion and Blob's
+// shapes and serialization.
 #include "cortado/blob.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "cortado/synced_memory.hpp"
+#include "cortado/util/cuda.hpp"
 
 namespace cortado {
 namespace {
+
+TEST(SyncedMemory, AllocatesEachSideWhenFirstTouched) {
+  SyncedMemory m(1000);
+  EXPECT_EQ(m.head(), SyncedMemory::Head::UNINITIALIZED);
+  EXPECT_FALSE(m.has_cpu());
+  EXPECT_FALSE(m.has_gpu());
+  m.set_zero();  // already zero: still nothing allocated
+  EXPECT_FALSE(m.has_cpu());
+  const auto* p = static_cast<const unsigned char*>(m.cpu_data());
+  ASSERT_TRUE(m.has_cpu());
+  EXPECT_FALSE(m.has_gpu()) << "a host buffer never gets a device copy unasked";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(p[i], 0) << i;
+  std::memset(m.mutable_cpu_data(), 7, 1000);
+  EXPECT_EQ(m.head(), SyncedMemory::Head::CPU);
+  m.set_zero();
+  EXPECT_EQ(static_cast<const unsigned char*>(m.cpu_data())[999], 0);
+  // A large tensor costs no memory until it is used.
+  Tensor big(FLOAT, size_t(1) << 28);
+  EXPECT_EQ(big.count(), size_t(1) << 28);
+}
+
+TEST(SyncedMemory, DeviceBuffersAreZeroedOnTheDeviceWithoutAHostCopy) {
+#ifndef CORTADO_USE_CUDA
+  GTEST_SKIP() << "no CUDA backend in this build";
+#else
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
+  SyncedMemory m(4096);
+  const void* d = m.gpu_data();
+  ASSERT_NE(d, nullptr);
+  EXPECT_TRUE(m.has_gpu());
+  EXPECT_FALSE(m.has_cpu()) << "fresh device memory is zeroed there, not uploaded";
+  EXPECT_EQ(m.head(), SyncedMemory::Head::GPU);
+  std::vector<unsigned char> host(4096, 1);
+  CORTADO_CUDA_CHECK(cudaMemcpyAsync(host.data(), d, 4096, cudaMemcpyDeviceToHost, cuda::stream()));
+  CORTADO_CUDA_CHECK(cudaStreamSynchronize(cuda::stream()));
+  for (int i = 0; i < 4096; ++i) ASSERT_EQ(host[i], 0) << i;
+  // Written on the device, read on the host: the host side appears then.
+  CORTADO_CUDA_CHECK(cudaMemsetAsync(m.mutable_gpu_data(), 3, 4096, cuda::stream()));
+  EXPECT_EQ(static_cast<const unsigned char*>(m.cpu_data())[4095], 3);
+  EXPECT_TRUE(m.has_cpu());
+  // Pinned on request, and the round trip still holds.
+  SyncedMemory pinned(256, /*pinned_host=*/true);
+  std::memset(pinned.mutable_cpu_data(), 5, 256);
+  const void* pd = pinned.gpu_data();
+  cudaPointerAttributes attr{};
+  CORTADO_CUDA_CHECK(cudaPointerGetAttributes(&attr, pinned.cpu_data()));
+  EXPECT_EQ(attr.type, cudaMemoryTypeHost);
+  std::vector<unsigned char> back(256, 0);
+  CORTADO_CUDA_CHECK(cudaMemcpyAsync(back.data(), pd, 256, cudaMemcpyDeviceToHost, cuda::stream()));
+  CORTADO_CUDA_CHECK(cudaStreamSynchronize(cuda::stream()));
+  EXPECT_EQ(back[255], 5);
+#endif
+}
 
 TEST(Tensor, ConvertsLazilyAndCachesUntilWrite) {
   Tensor t(FLOAT, 4);

@@ -1,5 +1,6 @@
 #include "cortado/synced_memory.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -9,21 +10,7 @@
 
 namespace cortado {
 
-SyncedMemory::SyncedMemory(size_t bytes) : size_(bytes) {
-  if (bytes == 0) return;
-  const size_t rounded = (bytes + 63) / 64 * 64;
-#ifdef CORTADO_USE_CUDA
-  if (cuda::available() && cudaMallocHost(&cpu_ptr_, rounded) == cudaSuccess) {
-    pinned_ = true;
-  } else {
-    cudaGetLastError();
-    cpu_ptr_ = nullptr;
-  }
-#endif
-  if (!cpu_ptr_) cpu_ptr_ = std::aligned_alloc(64, rounded);
-  if (!cpu_ptr_) throw std::bad_alloc();
-  std::memset(cpu_ptr_, 0, rounded);
-}
+SyncedMemory::SyncedMemory(size_t bytes, bool pinned_host) : size_(bytes), want_pinned_(pinned_host) {}
 
 SyncedMemory::~SyncedMemory() {
 #ifdef CORTADO_USE_CUDA
@@ -35,36 +22,78 @@ SyncedMemory::~SyncedMemory() {
     return;
   }
 #endif
-  std::free(cpu_ptr_);
+  std::free(cpu_base_);
+}
+
+void SyncedMemory::alloc_host() {
+  if (cpu_ptr_ || size_ == 0) return;
+#ifdef CORTADO_USE_CUDA
+  if (want_pinned_ && cuda::available()) {
+    if (cudaMallocHost(&cpu_ptr_, size_) == cudaSuccess) {
+      pinned_ = true;
+      std::memset(cpu_ptr_, 0, size_);
+      return;
+    }
+    cudaGetLastError();  // fall back to pageable memory
+    cpu_ptr_ = nullptr;
+  }
+#endif
+  // calloc: large blocks come as fresh zero pages, touched only when written.
+  cpu_base_ = std::calloc(size_ + 64, 1);
+  if (!cpu_base_) throw std::bad_alloc();
+  const uintptr_t p = reinterpret_cast<uintptr_t>(cpu_base_);
+  cpu_ptr_ = reinterpret_cast<void*>((p + 63) / 64 * 64);
 }
 
 void SyncedMemory::to_cpu() {
+  switch (head_) {
+    case Head::UNINITIALIZED:
+      alloc_host();
+      head_ = Head::CPU;
+      break;
+    case Head::GPU:
 #ifdef CORTADO_USE_CUDA
-  if (head_ == Head::GPU) {
-    CORTADO_CUDA_CHECK(cudaMemcpyAsync(cpu_ptr_, gpu_ptr_, size_, cudaMemcpyDeviceToHost, cuda::stream()));
-    CORTADO_CUDA_CHECK(cudaStreamSynchronize(cuda::stream()));
-    head_ = Head::SYNCED;
-  }
+      alloc_host();
+      CORTADO_CUDA_CHECK(cudaMemcpyAsync(cpu_ptr_, gpu_ptr_, size_, cudaMemcpyDeviceToHost, cuda::stream()));
+      CORTADO_CUDA_CHECK(cudaStreamSynchronize(cuda::stream()));
+      head_ = Head::SYNCED;
 #endif
+      break;
+    case Head::CPU:
+    case Head::SYNCED:
+      break;
+  }
 }
 
 void SyncedMemory::to_gpu() {
 #ifdef CORTADO_USE_CUDA
-  if (!gpu_ptr_ && size_) gpu_ptr_ = cuda::device_alloc(size_);
-  if (head_ == Head::CPU) {
-    if (size_) {
-      CORTADO_CUDA_CHECK(cudaMemcpyAsync(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice, cuda::stream()));
-      if (pinned_) {  // from pageable memory the copy has finished reading on return
-        if (!upload_done_) {
-          cudaEvent_t e;
-          CORTADO_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-          upload_done_ = e;
-        }
-        CORTADO_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(upload_done_), cuda::stream()));
-        upload_pending_ = true;
+  switch (head_) {
+    case Head::UNINITIALIZED:
+      if (size_) {
+        gpu_ptr_ = cuda::device_alloc(size_);
+        CORTADO_CUDA_CHECK(cudaMemsetAsync(gpu_ptr_, 0, size_, cuda::stream()));
       }
-    }
-    head_ = Head::SYNCED;
+      head_ = Head::GPU;
+      break;
+    case Head::CPU:
+      if (!gpu_ptr_ && size_) gpu_ptr_ = cuda::device_alloc(size_);
+      if (size_) {
+        CORTADO_CUDA_CHECK(cudaMemcpyAsync(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice, cuda::stream()));
+        if (pinned_) {  // from pageable memory the copy has finished reading on return
+          if (!upload_done_) {
+            cudaEvent_t e;
+            CORTADO_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+            upload_done_ = e;
+          }
+          CORTADO_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(upload_done_), cuda::stream()));
+          upload_pending_ = true;
+        }
+      }
+      head_ = Head::SYNCED;
+      break;
+    case Head::GPU:
+    case Head::SYNCED:
+      break;
   }
 #else
   fail("GPU memory requested in a build without CUDA");
@@ -104,7 +133,7 @@ void* SyncedMemory::mutable_gpu_data() {
 }
 
 void SyncedMemory::set_zero() {
-  if (size_ == 0) return;
+  if (size_ == 0 || head_ == Head::UNINITIALIZED) return;  // still zero
 #ifdef CORTADO_USE_CUDA
   if (head_ == Head::GPU) {
     CORTADO_CUDA_CHECK(cudaMemsetAsync(gpu_ptr_, 0, size_, cuda::stream()));

@@ -145,6 +145,42 @@ TYPED_TEST(BatchNormLayerTest, InPlaceMatchesOutOfPlace) {
   EXPECT_EQ(test::GetDiff(x), test::GetDiff(*this->bottom_));
 }
 
+// Out of place, the backward reads x from the bottom (no copy); in place it
+// keeps one, unless global statistics need no xhat. Each gives the results
+// of the out-of-place layer.
+TYPED_TEST(BatchNormLayerTest, KeepsACopyOfItsInputOnlyWhereTheBackwardNeedsIt) {
+  using F = typename TestFixture::F;
+  using B = typename TestFixture::B;
+  const std::vector<double> dy{1, 0, 1, 1, 0, 2, -1, 1};
+  for (const char* text : {"type: 'BatchNorm'", "type: 'BatchNorm' batch_norm_param { use_global_stats: true }",
+                           "type: 'BatchNorm' batch_norm_param { use_global_stats: true scale_bias: true }"}) {
+    SCOPED_TRACE(text);
+    const bool global = std::string(text).find("global") != std::string::npos;
+    const bool gamma = std::string(text).find("scale_bias") != std::string::npos;
+    this->Init(text, {2, 2, 2}, kX);
+    if (global) test::SetData(this->layer_->blobs()[2].get(), {1});  // running statistics mean 0, var 0
+    this->Forward();
+    EXPECT_FALSE(this->layer_->kept_copy()) << "out of place";
+    this->Backward(dy);
+    BatchNormLayer<F, B> inplace(test::MakeParam<TypeParam>(text));
+    Blob x({2, 2, 2}, type_of<F>());
+    test::SetData(&x, kX);
+    inplace.SetUp({&x}, {&x});
+    for (size_t k = 0; k < inplace.blobs().size(); ++k)
+      test::SetData(inplace.blobs()[k].get(), test::GetData(*this->layer_->blobs()[k]));
+    if (global) test::SetData(inplace.blobs()[2].get(), {1});
+    inplace.Forward({&x}, {&x});
+    EXPECT_EQ(inplace.kept_copy(), !global || gamma);
+    EXPECT_EQ(test::GetData(x), test::GetData(*this->top_));
+    for (auto& p : inplace.blobs()) p->diff().set_zero();
+    test::SetDiff(&x, dy, type_of<B>());
+    inplace.Backward({&x}, {true}, {&x});
+    EXPECT_EQ(test::GetDiff(x), test::GetDiff(*this->bottom_));
+    for (size_t k = 3; k < inplace.blobs().size(); ++k)
+      EXPECT_EQ(test::GetDiff(*inplace.blobs()[k]), test::GetDiff(*this->layer_->blobs()[k])) << "blob " << k;
+  }
+}
+
 // float16: statistics in float from the same rounded inputs; the results
 // round once: 4 eps forward, 8 eps backward (relative to max(1, |ref|)).
 const test::ReferenceTolerance kTol{4, 8};

@@ -67,6 +67,40 @@ TYPED_TEST(ScaleLayerTest, SecondBottomAndInPlace) {
   EXPECT_EQ(test::GetDiff(s), (std::vector<double>{3, 6}));  // the original x: (1+2, 2*3)
 }
 
+// In place, the forward keeps a copy of x only for the scale's gradient: a
+// frozen scale (lr_mult 0, as the Net sets it) needs none, and both give the
+// out-of-place results.
+TYPED_TEST(ScaleLayerTest, InPlaceKeepsACopyOnlyForALearnedScale) {
+  using F = typename TestFixture::F;
+  using B = typename TestFixture::B;
+  const char* text = "type: 'Scale' scale_param { bias_term: true filler { type: 'constant' value: 2 } }";
+  for (bool learned : {true, false}) {
+    SCOPED_TRACE(learned ? "learned scale" : "frozen scale");
+    ScaleLayer<F, B> out(test::MakeParam<TypeParam>(text)), in(test::MakeParam<TypeParam>(text));
+    Blob x({2, 3}, type_of<F>()), y(type_of<F>()), z({2, 3}, type_of<F>());
+    test::SetData(&x, {1, -2, 3, 0.5, 4, -1});
+    test::SetData(&z, {1, -2, 3, 0.5, 4, -1});
+    out.SetUp({&x}, {&y});
+    in.SetUp({&z}, {&z});
+    out.set_param_propagate_down(0, learned);
+    in.set_param_propagate_down(0, learned);
+    out.Forward({&x}, {&y});
+    in.Forward({&z}, {&z});
+    EXPECT_FALSE(out.kept_copy());
+    EXPECT_EQ(in.kept_copy(), learned);
+    EXPECT_EQ(test::GetData(z), test::GetData(y));
+    for (auto* l : {&out, &in})
+      for (auto& p : l->blobs()) p->diff().set_zero();
+    test::SetDiff(&y, {1, 2, -1, 0, 3, 1}, type_of<B>());
+    test::SetDiff(&z, {1, 2, -1, 0, 3, 1}, type_of<B>());
+    out.Backward({&y}, {true}, {&x});
+    in.Backward({&z}, {true}, {&z});
+    EXPECT_EQ(test::GetDiff(z), test::GetDiff(x));
+    for (size_t k = 0; k < out.blobs().size(); ++k)
+      EXPECT_EQ(test::GetDiff(*in.blobs()[k]), test::GetDiff(*out.blobs()[k])) << "blob " << k;
+  }
+}
+
 TYPED_TEST(ScaleLayerTest, ScalarAndTrailingAxes) {
   using F = typename TestFixture::F;
   using B = typename TestFixture::B;

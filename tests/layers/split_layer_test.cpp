@@ -9,7 +9,7 @@ template <typename P>
 class SplitLayerTest : public ::testing::Test {};
 TYPED_TEST_SUITE(SplitLayerTest, test::AllPairs, test::PairNames);
 
-// float16 tolerances: the forward copies; the backward sums three rounded
+// float16 tolerances: the forward shares; the backward sums three rounded
 // diffs in float and rounds once.
 const test::ReferenceTolerance kTol{0, 1};
 
@@ -26,9 +26,16 @@ TYPED_TEST(SplitLayerTest, CopiesAndSums) {
     EXPECT_EQ(top[k]->shape(), (std::vector<int>{2, 2}));
     EXPECT_EQ(test::GetData(*top[k]), (std::vector<double>{1, -2, 3.5, 4}));
   }
-  // Writing one top leaves the others alone.
-  test::SetData(top[0], {0, 0, 0, 0});
-  EXPECT_EQ(test::GetData(*top[1]), (std::vector<double>{1, -2, 3.5, 4}));
+  // The tops hold no copy: they share the bottom's values (the Net never
+  // lets a consumer write a split top in place), and each has its own diff.
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(&top[k]->data(), &bottom[0]->data()) << "top " << k;
+    EXPECT_NE(&top[k]->diff(), &bottom[0]->diff()) << "top " << k;
+  }
+  test::SetData(bottom[0], {5, 6, 7, 8});
+  layer->Reshape(bottom.vec, top.vec);
+  layer->Forward(bottom.vec, top.vec);
+  EXPECT_EQ(test::GetData(*top[2]), (std::vector<double>{5, 6, 7, 8}));
   test::SetDiff(top[0], {1, 2, 3, 4}, type_of<B>());
   test::SetDiff(top[1], {10, 20, 30, 40}, type_of<B>());
   test::SetDiff(top[2], {-1, 0.5, 0, 100}, type_of<B>());

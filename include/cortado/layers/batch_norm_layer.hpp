@@ -43,12 +43,14 @@
 //   bias_filler (default constant 0)
 //
 // Types: statistics and reductions in math_t (float for float16, double for
-// double). Forward keeps a copy of x in Ftype (2 bytes a value for float16)
-// with the per-channel mean and 1/sqrt(var + eps), and the backward
-// recomputes xhat from them with the forward's own arithmetic: the same
-// values as a stored xhat, in half the memory of an FP32 xhat for FP16 nets
-// (ResNet-50 at batch 256 has 2.7G BatchNorm outputs: 5.4 GB saved). In
-// place (top == bottom) is allowed.
+// double). Forward keeps the per-channel mean and 1/sqrt(var + eps), and the
+// backward recomputes xhat from x with the forward's own arithmetic: the
+// same values as a stored xhat, in no extra memory. x is the bottom itself
+// when the layer is not in place (no later layer writes a blob that another
+// layer reads: the Net rejects such nets); in place (top == bottom), the
+// forward keeps a copy of x in Ftype (2 bytes a value for float16), except
+// with global statistics where the backward needs no xhat (no scale_bias,
+// or gamma not learned).
 //
 // GPU: one block per channel reduces the statistics (and, in the backward,
 // sum dy and sum dy * xhat) in float (double for double); elementwise kernels
@@ -76,6 +78,8 @@ class BatchNormLayer : public Layer<Ftype, Btype> {
 #ifdef CORTADO_USE_CUDA
   bool HasGpuPath() const override { return true; }
 #endif
+  /// Whether the last forward kept a copy of its input (tests, diagnostics).
+  bool kept_copy() const { return saved_; }
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
@@ -97,7 +101,11 @@ class BatchNormLayer : public Layer<Ftype, Btype> {
   double eps_ = 1e-5;
   int num_ = 0, channels_ = 0;
   int64_t spatial_ = 0;
-  Blob x_saved_{type_of<Ftype>()};  // (N, C, S) the forward's bottom
+  bool NeedsXhat() const;  // whether the backward needs xhat
+  bool KeepsCopy(const BlobVec& bottom, const BlobVec& top) const;
+
+  bool saved_ = false;             // whether the last forward filled x_saved_
+  Blob x_saved_{type_of<Ftype>()};  // (N, C, S) the forward's bottom, in place only
   Blob mean_{type_of<MF>()};     // (C) mean used by the last forward
   Blob inv_std_{type_of<MF>()};  // (C) 1 / sqrt(var + eps) of the last forward
   Blob sdy_{type_of<MF>()};      // (C) GPU backward: sum dy

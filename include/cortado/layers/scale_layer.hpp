@@ -21,7 +21,8 @@
 //   bias_term (default false), bias_filler (default constant 0)
 //
 // Types: forward in math_t<Ftype>, backward sums in math_t<Btype> (float for
-// float16). In place: yes (the forward then keeps a copy of x for ds).
+// float16). In place: yes (the forward then keeps a copy of x for ds, when
+// the scale is learned or is a second bottom).
 // GPU: elementwise forward and dx; ds and db are one block per scale value
 // summing over (outer, inner) in float (double for double).
 
@@ -42,6 +43,8 @@ class ScaleLayer : public Layer<Ftype, Btype> {
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Scale"; }
+  /// Whether the last forward kept a copy of its input (tests, diagnostics).
+  bool kept_copy() const { return copied_; }
   int MinBottomBlobs() const override { return 1; }
   int MaxBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -66,6 +69,9 @@ class ScaleLayer : public Layer<Ftype, Btype> {
     return bias_term_ ? this->blobs_[bottom.size() > 1 ? 0 : 1].get() : nullptr;
   }
   int bias_index(const BlobVec& bottom) const { return bottom.size() > 1 ? 0 : 1; }
+  /// Whether the forward keeps a copy of x: in place, and the scale learned
+  /// (or a second bottom).
+  bool KeepsCopy(const BlobVec& bottom, const BlobVec& top) const;
   /// x as seen by the backward: the bottom, or the copy kept when in place.
   const Blob& saved_x(const BlobVec& bottom, const BlobVec& top) const {
     return top[0] == bottom[0] ? x_copy_ : *bottom[0];
@@ -73,6 +79,7 @@ class ScaleLayer : public Layer<Ftype, Btype> {
 
   bool bias_term_ = false;
   int64_t outer_ = 0, dim_ = 0, inner_ = 0;
+  bool copied_ = false;  // whether the last forward filled x_copy_
   Blob x_copy_{type_of<Ftype>()};
 };
 

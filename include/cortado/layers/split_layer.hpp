@@ -2,13 +2,16 @@
 // Split: hands one bottom to several consumers. The Net inserts it where a
 // blob feeds more than one layer.
 //
-//   forward:  top_k = x for every k (a copy, so a consumer computing in place
-//             on one top cannot disturb the others)
+//   forward:  top_k = x for every k: the tops share the bottom's data (no
+//             copy, as in Caffe); a consumer never computes in place on a
+//             split top, because the Net's split insertion renames only
+//             bottoms, so such a layer writes a new top blob
+//             (net.hpp, InsertSplits)
 //   backward: dx = sum_k dtop_k, accumulated in math_t and rounded once
 //
 // Bottoms: 1, any shape. Tops: 1 or more, each the bottom's shape.
 // Fields: none. In place: no.
-// GPU: the forward is one device copy per top; the backward sums the top
+// GPU: the forward does nothing; the backward sums the top
 // diffs in one kernel (split_layer.cu) in math_t, in the CPU path's order,
 // rounding once (for more than 64 tops, once per 64).
 

@@ -107,8 +107,18 @@ void BatchNormLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec&
   num_ = b.shape(0);
   spatial_ = num_ * channels_ == 0 ? 0 : static_cast<int64_t>(b.count() / (static_cast<size_t>(num_) * channels_));
   if (top[0] != bottom[0]) top[0]->ReshapeLike(b);
-  x_saved_.ReshapeLike(b);
+  if (top[0] == bottom[0]) x_saved_.ReshapeLike(b);
   for (Blob* s : {&mean_, &inv_std_, &sdy_, &sdyx_}) s->Reshape({channels_});
+}
+
+template <typename Ftype, typename Btype>
+bool BatchNormLayer<Ftype, Btype>::NeedsXhat() const {
+  return !use_global_stats_ || (scale_bias_ && this->param_propagate_down(3));
+}
+
+template <typename Ftype, typename Btype>
+bool BatchNormLayer<Ftype, Btype>::KeepsCopy(const BlobVec& bottom, const BlobVec& top) const {
+  return top[0] == bottom[0] && NeedsXhat();
 }
 
 template <typename Ftype, typename Btype>
@@ -161,8 +171,12 @@ void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Blob
   }
   const M* gamma = scale_bias_ ? this->blobs_[3]->template cpu_data<M>() : nullptr;
   const M* beta = scale_bias_ ? this->blobs_[4]->template cpu_data<M>() : nullptr;
-  // The backward recomputes xhat from this copy (before y overwrites an in-place x).
-  cpu_copy<Ftype>(count, x, x_saved_.template mutable_cpu_data<Ftype>());
+  // The backward recomputes xhat from x: from the bottom itself when the
+  // layer is not in place (nothing writes it before the backward: the Net
+  // never lets a later layer compute in place on a blob another layer
+  // reads), else from this copy, made before y overwrites x.
+  saved_ = KeepsCopy(bottom, top);
+  if (saved_) cpu_copy<Ftype>(count, x, x_saved_.template mutable_cpu_data<Ftype>());
   Ftype* y = top[0]->template mutable_cpu_data<Ftype>();
   cpu_parallel_for(num_ * channels_, [&](int, int p0, int p1) {
     for (int p = p0; p < p1; ++p) {
@@ -190,8 +204,10 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
   // pass reads a plane of dy before it writes that plane of dx. 16-bit planes
   // are widened one at a time, as in the forward.
   const Btype* dy = top[0]->template cpu_diff<Btype>();
-  // xhat as the forward computed it, from its saved input and statistics.
-  const Ftype* xs = x_saved_.template cpu_data<Ftype>();
+  // xhat as the forward computed it, from its input and statistics; not
+  // needed with global statistics unless dgamma is.
+  const bool xhat = NeedsXhat();
+  const Ftype* xs = saved_ ? x_saved_.template cpu_data<Ftype>() : bottom[0]->template cpu_data<Ftype>();
   const M* mean = mean_.template cpu_data<M>();
   const M* inv_std = inv_std_.template cpu_data<M>();
   const M* gamma = scale_bias_ ? this->blobs_[3]->template cpu_data<M>() : nullptr;
@@ -203,9 +219,10 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
     for (int n = 0; n < num_; ++n) {
       for (int c = c0; c < c1; ++c) {
         const M* dyp = plane_in<M>(dy + at(n, c), s, 0);
+        sdy[c] += lane_sum<M>(s, [&](int64_t i) { return dyp[i]; });
+        if (!xhat) continue;
         const M* xsp = plane_in<M>(xs + at(n, c), s, 1);
         const M mu = mean[c], is = inv_std[c];
-        sdy[c] += lane_sum<M>(s, [&](int64_t i) { return dyp[i]; });
         sdyx[c] += lane_sum<M>(s, [&](int64_t i) { return dyp[i] * ((xsp[i] - mu) * is); });
       }
     }
@@ -229,9 +246,13 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
       const M mu = mean[c], is = inv_std[c];
       const int64_t j0 = static_cast<int64_t>(p) * s;
       const M* dyp = plane_in<M>(dy + j0, s, 0);
-      const M* xsp = plane_in<M>(xs + j0, s, 1);
       M* out = plane_buf<M>(dx + j0, s, 2);
-      for (int64_t i = 0; i < s; ++i) out[i] = g * (dyp[i] - mdy - ((xsp[i] - mu) * is) * mdyx);
+      if (use_global_stats_ || m == 0) {
+        for (int64_t i = 0; i < s; ++i) out[i] = g * dyp[i];
+      } else {
+        const M* xsp = plane_in<M>(xs + j0, s, 1);
+        for (int64_t i = 0; i < s; ++i) out[i] = g * (dyp[i] - mdy - ((xsp[i] - mu) * is) * mdyx);
+      }
       plane_out(out, s, dx + j0);
     }
   });
@@ -257,7 +278,8 @@ void BatchNormLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const Blob
   gpu::bn_inv_std<M>(channels_, eps_, inv_std, stream);
   const Ftype* gamma = scale_bias_ ? this->blobs_[3]->template gpu_data<Ftype>() : nullptr;
   const Ftype* beta = scale_bias_ ? this->blobs_[4]->template gpu_data<Ftype>() : nullptr;
-  Ftype* x_saved = x_saved_.template mutable_gpu_data<Ftype>();
+  saved_ = KeepsCopy(bottom, top);
+  Ftype* x_saved = saved_ ? x_saved_.template mutable_gpu_data<Ftype>() : nullptr;
   // Elementwise: y may be x (in place); each thread saves its x first.
   Ftype* y = top[0]->template mutable_gpu_data<Ftype>();
   gpu::bn_normalize<Ftype, M>(num_, channels_, spatial_, x, mean, inv_std, gamma, beta, x_saved, y, stream);
@@ -269,7 +291,7 @@ void BatchNormLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::v
   using M = math_t<Btype>;
   CUstream_st* stream = this->context().stream();
   const Btype* dy = top[0]->template gpu_diff<Btype>();
-  const Ftype* x_saved = x_saved_.template gpu_data<Ftype>();
+  const Ftype* x_saved = saved_ ? x_saved_.template gpu_data<Ftype>() : bottom[0]->template gpu_data<Ftype>();
   const M* mean = mean_.template gpu_data<M>();
   const M* inv_std = inv_std_.template gpu_data<M>();
   M* sdy = sdy_.template mutable_gpu_data<M>();

@@ -107,7 +107,7 @@ __global__ void normalize_kernel(int64_t total, int c, int64_t s, const T* x, co
   CORTADO_KERNEL_LOOP(j, total) {
     const int64_t ch = kernels::channel_of<I>(j, s, c);
     const T v = x[j];  // read before y (which may be x) is written
-    x_saved[j] = v;
+    if (x_saved) x_saved[j] = v;
     const M h = (M(load(&v, 0)) - mean[ch]) * inv_std[ch];
     store(y, j, gamma ? M(load(gamma, ch)) * h + M(load(beta, ch)) : h);
   }

@@ -13,7 +13,7 @@ void RowGather::Build(int num, const std::vector<int>& index) {
   rows_ = static_cast<int>(index.size());
   num_ = num;
   const size_t bytes = (2 * index.size() + static_cast<size_t>(num) + 1) * sizeof(int);
-  if (!mem_ || mem_->size() < bytes) mem_ = std::make_unique<SyncedMemory>(bytes);
+  if (!mem_ || mem_->size() < bytes) mem_ = std::make_unique<SyncedMemory>(bytes, /*pinned_host=*/true);
   int* idx = static_cast<int*>(mem_->mutable_cpu_data());
   int* begin = idx + rows_;
   int* source = begin + num_ + 1;

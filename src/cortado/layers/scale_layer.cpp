@@ -129,16 +129,24 @@ void ScaleLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top
 }
 
 template <typename Ftype, typename Btype>
+bool ScaleLayer<Ftype, Btype>::KeepsCopy(const BlobVec& bottom, const BlobVec& top) const {
+  // Only the scale's gradient reads x; a second bottom's propagate_down is
+  // not known before the backward, so that case keeps the copy.
+  return top[0] == bottom[0] && (bottom.size() > 1 || this->param_propagate_down(0));
+}
+
+template <typename Ftype, typename Btype>
 void ScaleLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   using M = math_t<Ftype>;
   const int64_t count = outer_ * dim_ * inner_;
-  if (top[0] == bottom[0]) {
+  copied_ = KeepsCopy(bottom, top);
+  if (copied_) {
     cpu_copy<Ftype>(count, bottom[0]->template cpu_data<Ftype>(), x_copy_.template mutable_cpu_data<Ftype>());
   }
   // x and y may be one array (in place): a plane of x is read before that
   // plane of y is written; 16-bit planes are widened one at a time
   // (plane_math.hpp).
-  const Ftype* x = saved_x(bottom, top).template cpu_data<Ftype>();
+  const Ftype* x = bottom[0]->template cpu_data<Ftype>();
   const M* sp = scale(bottom)->template cpu_data<M>();
   const std::vector<M> s(sp, sp + dim_);
   std::vector<M> b(dim_, M(0));
@@ -214,7 +222,8 @@ template <typename Ftype, typename Btype>
 void ScaleLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   CUstream_st* stream = this->context().stream();
   const int64_t count = outer_ * dim_ * inner_;
-  if (top[0] == bottom[0]) {
+  copied_ = KeepsCopy(bottom, top);
+  if (copied_) {
     gpu_copy<Ftype>(count, bottom[0]->template gpu_data<Ftype>(), x_copy_.template mutable_gpu_data<Ftype>(), stream);
   }
   const Ftype* x = bottom[0]->template gpu_data<Ftype>();

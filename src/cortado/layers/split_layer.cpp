@@ -14,14 +14,14 @@ void SplitLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top
   for (size_t k = 0; k < top.size(); ++k) {
     if (top[k] == bottom[0]) this->field_error("top", "Split cannot be computed in place (top ", k, ")");
     top[k]->ReshapeLike(*bottom[0]);
+    top[k]->ShareData(*bottom[0]);
   }
 }
 
 template <typename Ftype, typename Btype>
 void SplitLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  const Ftype* x = bottom[0]->cpu_data<Ftype>();
-  const size_t n = bottom[0]->count();
-  for (Blob* t : top) std::copy(x, x + n, t->mutable_cpu_data<Ftype>());
+  // The tops share the bottom's data (Reshape): nothing to copy.
+  for (Blob* t : top) CORTADO_CHECK(&t->data() == &bottom[0]->data()) << "split top does not share its bottom";
 }
 
 template <typename Ftype, typename Btype>
@@ -47,9 +47,7 @@ void SplitLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vecto
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype>
 void SplitLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
-  const Ftype* x = bottom[0]->gpu_data<Ftype>();
-  const int64_t n = static_cast<int64_t>(bottom[0]->count());
-  for (Blob* t : top) gpu_copy(n, x, t->mutable_gpu_data<Ftype>(), this->context().stream());
+  Forward_cpu(bottom, top);  // checks the sharing; touches no data
 }
 
 template <typename Ftype, typename Btype>
