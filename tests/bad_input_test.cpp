@@ -15,6 +15,7 @@
 // error locations in-process.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include <string>
 
 #include "cortado.pb.h"
+#include "cortado/util/cuda.hpp"
 #include "cortado/util/io.hpp"
 #include "command.hpp"
 #include "test_paths.hpp"
@@ -320,6 +322,67 @@ TEST(SourceInfoFieldLine, IndexedRepeatedField) {
   EXPECT_EQ(info.field_line(0, "input_param.shape[1]"), 7);
   EXPECT_EQ(info.field_line(0, "input_param.shape[1].dim"), 8);
   EXPECT_EQ(info.field_line(0, "top"), 1);  // absent: the layer's line
+}
+
+// ---- the device a solver names -----------------------------------------------------
+
+bool cuda_device_present() {
+#ifdef CORTADO_USE_CUDA
+  int n = 0;
+  const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  cudaGetLastError();
+  return ok;
+#else
+  return false;
+#endif
+}
+
+// Caffe's rule: without --gpu, solver_mode: GPU trains on device_id. Where
+// no device can run it, the message names the solver's line and says how to
+// train on the CPU; --gpu=cpu does.
+TEST(SolverDevice, GpuModeWithoutADeviceSaysHowToUseTheCpu) {
+  if (cuda_device_present()) GTEST_SKIP() << "a CUDA device is present: the solver trains on it";
+  const TrainerRun r = run_trainer("solver_gpu_mode.prototxt", true);
+  SCOPED_TRACE(tail(r.output));
+  EXPECT_EQ(r.status, 1);
+  expect_no_crash(r.output);
+  EXPECT_NE(r.output.find("tests/bad_input/solver_gpu_mode.prototxt:11:"), std::string::npos);
+  EXPECT_NE(r.output.find("solver_mode: GPU"), std::string::npos);
+  EXPECT_NE(r.output.find("--gpu=cpu"), std::string::npos);
+  const TrainerRun cpu = run_trainer_args("train --solver=" + kDir + "solver_gpu_mode.prototxt --gpu=cpu");
+  EXPECT_EQ(cpu.status, 0) << tail(cpu.output);
+  EXPECT_NE(cpu.output.find("Optimization Done."), std::string::npos) << tail(cpu.output);
+}
+
+// Where Caffe is wrong: a net whose scores are NaN reports accuracy 0, not 1,
+// and its NaN test loss is a warning in the log.
+TEST(DivergedNet, NaNScoresGiveAccuracyZeroAndAWarning) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("cortado_diverged_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string solver = (dir / "solver.prototxt").string();
+  FILE* f = std::fopen(solver.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs(
+      "net_param {\n"
+      "  layer { name: 'x' type: 'DummyData' top: 'x' top: 'label'\n"
+      "    dummy_data_param { shape { dim: 4 dim: 3 } shape { dim: 4 }\n"
+      "      data_filler { type: 'constant' value: nan } data_filler { type: 'constant' value: 1 } } }\n"
+      "  layer { name: 'ip' type: 'InnerProduct' bottom: 'x' top: 'y'\n"
+      "    inner_product_param { num_output: 3 weight_filler { type: 'constant' value: 0.1 } } }\n"
+      "  layer { name: 'acc' type: 'Accuracy' bottom: 'y' bottom: 'label' top: 'accuracy' include { phase: TEST } }\n"
+      "  layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'y' bottom: 'label' top: 'loss' }\n"
+      "}\n"
+      "base_lr: 0.01 lr_policy: 'fixed' max_iter: 1 display: 1 test_iter: 1 test_interval: 1\n"
+      "snapshot_after_train: false solver_mode: CPU\n",
+      f);
+  std::fclose(f);
+  const TrainerRun r = run_trainer_args("train --solver=" + solver);
+  SCOPED_TRACE(tail(r.output));
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.output.find("Test net output #0: accuracy = 0\n"), std::string::npos);
+  EXPECT_NE(r.output.find("the test loss loss is nan"), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "cortado/layers/accuracy_layer.hpp"
 
+#include <cmath>
+
 #include "test_util.hpp"
 
 namespace cortado {
@@ -51,6 +53,29 @@ TYPED_TEST(AccuracyLayerTest, Top2) {
   const std::vector<double> acc = this->Run("accuracy_param { top_k: 2 }", {2, 1, 1, 0, 0});
   // Rows: 0 right (2 in {1,2}), 1 right, 2 wrong, 3 right, 4 wrong (class 0 below 2 and 3).
   EXPECT_FLOAT_EQ(acc[0], 3.0 / 5);
+}
+
+// A NaN score is a wrong prediction (Caffe's comparisons count it as right,
+// so a diverged net would report accuracy 1): a NaN true score loses even
+// with top_k = C, and a NaN rival counts as scoring higher.
+TYPED_TEST(AccuracyLayerTest, NaNScoresAreWrong) {
+  using F = typename TestFixture::F;
+  const double nan = std::nan("");
+  for (int k : {1, 3}) {
+    SCOPED_TRACE(k);
+    auto layer = test::NewLayer<TypeParam>(str_cat("name: 'acc' type: 'Accuracy' accuracy_param { top_k: ", k, " }"));
+    test::Blobs bottom, top;
+    bottom.add({4, 3}, type_of<F>(), {nan, nan, nan,      // all NaN: wrong
+                                      0.1, nan, 0.2,      // truth 0.2 (class 2), a NaN rival: wrong
+                                      0.5, 0.25, 0.125,   // truth class 0, finite: right
+                                      nan, 0.5, 0.25});   // truth class 1 with a NaN elsewhere: wrong
+    bottom.add({4}, type_of<F>(), {0, 2, 0, 1});
+    top.add(type_of<F>());
+    layer->SetUp(bottom.vec, top.vec);
+    layer->Forward(bottom.vec, top.vec);
+    // top_k 3 of 3 classes: every finite truth is right, a NaN truth is not.
+    EXPECT_FLOAT_EQ(test::GetData(*top[0])[0], k == 1 ? 1.0 / 4 : 3.0 / 4);
+  }
 }
 
 TYPED_TEST(AccuracyLayerTest, IgnoreLabelAndPerClass) {
@@ -132,6 +157,16 @@ TYPED_TEST(AccuracyLayerTest, GpuMatchesCpu) {
   }
   test::CheckGpuAgainstCpu<TypeParam>("type: 'Accuracy' accuracy_param { top_k: 2 }", {{3, 6, 2, 2}, {3, 1, 2, 2}},
                                       fill, test::GpuTolerance{0, 0}, {false, false}, 2);
+  auto with_nan = [&](int i, Blob* b) {
+    fill(i, b);
+    if (i == 0) test::SetData(b, [&] {
+        std::vector<double> v = test::GetData(*b);
+        for (size_t j = 0; j < v.size(); j += 7) v[j] = std::nan("");
+        return v;
+      }());
+  };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Accuracy'", {{32, 6}, {32}}, with_nan, test::GpuTolerance{0, 0},
+                                      {false, false}, 2);
 }
 
 // On the GPU a bad label is recorded by the kernel and reported by the

@@ -59,9 +59,13 @@ void AccuracyLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobV
       const int l = this->ClassLabel(v, pos, channels_);
       const Ftype* col = x + o * dim + i;
       const M truth = static_cast<M>(col[static_cast<int64_t>(l) * inner_]);
-      int better = 0;  // classes other than l scoring >= truth
+      // Classes other than l scoring >= truth. Unlike Caffe (where a NaN
+      // compares false and so counts as correct, and a net whose scores are
+      // all NaN reports accuracy 1), a NaN score makes the prediction wrong:
+      // a NaN truth loses, and a NaN rival counts as scoring higher.
+      int better = truth != truth ? top_k_ : 0;
       for (int c = 0; c < channels_ && better < top_k_; ++c) {
-        if (c != l && static_cast<M>(col[static_cast<int64_t>(c) * inner_]) >= truth) ++better;
+        if (c != l && !(static_cast<M>(col[static_cast<int64_t>(c) * inner_]) < truth)) ++better;
       }
       ++count;
       ++class_count[l];

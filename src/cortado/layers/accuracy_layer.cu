@@ -5,7 +5,7 @@
 // column (stride inner; neighbouring threads read neighbouring positions when
 // inner > 1) counting the other classes that score at least as high as the
 // true one, comparing in math_t (float for float16) and stopping at top_k,
-// exactly as the CPU path does. Results go to unsigned counters with
+// exactly as the CPU path does (a NaN score counts as wrong). Results go to unsigned counters with
 // atomicAdd: integer sums, so the outcome does not depend on the order.
 // A label that is not a class index is skipped and the first one recorded
 // with atomicMin in a pinned host word.
@@ -35,9 +35,11 @@ __global__ void accuracy_count_kernel(int64_t positions, int channels, int inner
     }
     const T* col = x + (p / inner) * int64_t(channels) * inner + p % inner;
     const M truth = load(col, int64_t(l) * inner);
-    int better = 0;
+    // A NaN score makes the prediction wrong (as on the CPU): a NaN truth
+    // loses, and a NaN rival counts as scoring higher.
+    int better = truth != truth ? top_k : 0;
     for (int c = 0; c < channels && better < top_k; ++c) {
-      if (c != l && M(load(col, int64_t(c) * inner)) >= truth) ++better;
+      if (c != l && !(M(load(col, int64_t(c) * inner)) < truth)) ++better;
     }
     atomicAdd(&counts[0], 1u);
     atomicAdd(&counts[2 + l], 1u);
