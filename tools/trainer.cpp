@@ -49,7 +49,8 @@ DEFINE_int32(batch_size, 0, "time: the batch (first dimension) of the model's Da
 DEFINE_string(phase, "", "TRAIN or TEST: the phase of --model (test defaults to TEST, time to TRAIN).");
 DEFINE_int32(level, 0, "The net state level.");
 DEFINE_string(stage, "", "Comma-separated net state stages.");
-DEFINE_string(gpu, "", "GPU ids ('0', '0,1', 'all'); empty runs on the CPU. train with several ids runs one "
+DEFINE_string(gpu, "", "GPU ids ('0', '0,1', 'all') or 'cpu'. Empty: the CPU, except that train follows a "
+              "solver's solver_mode: GPU and device_id (Caffe's rule). train with several ids runs one "
               "rank per id in this process; under mpirun each rank takes the id at its local rank (modulo their "
               "number).");
 DEFINE_string(sigint_effect, "stop", "What SIGINT does during training: snapshot, stop or none.");
@@ -78,8 +79,29 @@ void require(const std::string& value, const char* flag, const char* command) {
   if (value.empty()) fail(command, " needs --", flag);
 }
 
-// The devices --gpu asks for (empty: the CPU).
-std::vector<int> gpu_ids() { return FLAGS_gpu.empty() ? std::vector<int>() : ParseGpuFlag(FLAGS_gpu); }
+// The devices --gpu asks for (empty or "cpu": the CPU).
+std::vector<int> gpu_ids() {
+  return FLAGS_gpu.empty() || FLAGS_gpu == "cpu" ? std::vector<int>() : ParseGpuFlag(FLAGS_gpu);
+}
+
+// Caffe's rule: without --gpu, a solver that sets solver_mode: GPU trains on
+// its device_id (0 when unset). Where that cannot be (no CUDA backend, no
+// device), the error says how to train on the CPU instead.
+void apply_solver_device(const SolverParameter& param, const SourceInfo& info) {
+  if (!FLAGS_gpu.empty() || !param.has_solver_mode() || param.solver_mode() != SolverParameter::GPU) return;
+  const int id = param.has_device_id() ? param.device_id() : 0;
+  const std::string where = info.where(info.root_field_line(SolverParameter::descriptor(), "solver_mode"));
+  const char* fix = "; pass --gpu=cpu to train on the CPU, or set solver_mode: CPU";
+#ifndef CORTADO_USE_CUDA
+  fail(where, "solver_mode: GPU, but this build of Cortado has no CUDA backend", fix);
+#endif
+  const int n = DeviceCount();
+  if (n == 0) fail(where, "solver_mode: GPU, but no CUDA device was found", fix);
+  if (id < 0 || id >= n)
+    fail(where, "solver_mode: GPU with device_id ", id, ", but ", n, " CUDA device(s) were found", fix);
+  FLAGS_gpu = std::to_string(id);
+  LOG(INFO) << "Using the solver's device: GPU " << id << " (solver_mode: GPU; --gpu overrides)";
+}
 
 // One GPU per rank of mpirun: the id at the rank's place among this
 // machine's ranks (wrapping around when the machine runs more ranks than
@@ -130,6 +152,7 @@ int train() {
   SolverParameter param;
   SourceInfo info;
   ReadTextProto(FLAGS_solver, &param, &info);
+  apply_solver_device(param, info);
   if (!FLAGS_stage.empty() || FLAGS_level) {
     param.mutable_train_state()->set_level(FLAGS_level);
     for (const std::string& s : split(FLAGS_stage)) param.mutable_train_state()->add_stage(s);
