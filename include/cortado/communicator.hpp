@@ -70,7 +70,10 @@ class Communicator {
   /// Synchronous engines sum at once.
   virtual void StartAllReduceSum(const std::vector<Span>& spans, Type type) { AllReduceSum(spans, type); }
   /// Makes the calling thread's stream wait for every sum started (work
-  /// queued on it later sees the sums).
+  /// queued on it later sees the sums). NCCL waits on the host too, polling
+  /// its asynchronous errors: a sum that fails, or does not finish within
+  /// CORTADO_NCCL_TIMEOUT seconds (util/gpu_faults.hpp), throws Error with
+  /// the cause instead of hanging, as its device AllReduceSum does.
   virtual void WaitSums() {}
   /// Copies `bytes` bytes at `data` from rank `root` to every rank.
   virtual void Broadcast(void* data, int64_t bytes, int root) = 0;

@@ -36,7 +36,9 @@ class Net {
   const Context& context() const { return *ctx_; }
   std::shared_ptr<const Context> context_ptr() const { return ctx_; }
 
-  /// Forward through every layer; returns the total weighted loss.
+  /// Forward through every layer; returns the total weighted loss. On a GPU
+  /// with CORTADO_SYNC_LAYERS=1, Forward and Backward wait for the device
+  /// after each layer and name the layer a CUDA error follows (gpu_faults.hpp).
   double Forward();
   /// Backward through the layers that need it. With a listener set, after
   /// each layer it is called with the learnable parameters (indices into
@@ -108,6 +110,9 @@ class Net {
   void Init(const NetParameter& param);
   [[noreturn]] void LayerFail(int layer_id, const std::string& field, const std::string& msg) const;
   [[noreturn]] void OutOfMemory(int layer_id, const char* doing) const;
+  /// Waits for the device and names layer `layer_id` and `pass` in an Error
+  /// when a CUDA error is pending (CORTADO_SYNC_LAYERS).
+  void CheckLayerRan(int layer_id, const char* pass) const;
   void AppendTop(const NetParameter& param, int layer_id, int top_id, std::map<std::string, int>* available);
   int AppendBottom(const NetParameter& param, int layer_id, int bottom_id, std::map<std::string, int>* available);
   void AppendParam(const NetParameter& param, int layer_id, int param_id);

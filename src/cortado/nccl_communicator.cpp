@@ -7,12 +7,16 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "cortado/communicator.hpp"
 #include "cortado/util/cuda.hpp"
+#include "cortado/util/gpu_faults.hpp"
 
 #define CORTADO_NCCL_CHECK(expr)                                                                   \
   do {                                                                                             \
@@ -65,19 +69,22 @@ class NcclCommunicator : public Communicator {
   void AllReduceSum(void* data, int64_t count, Type type) override { host_->AllReduceSum(data, count, type); }
   bool reduces_device_memory() const override { return true; }
   // In place, on the calling thread's stream: the sums queue behind the
-  // backward that wrote the gradients and ahead of the update.
-  void AllReduceSum(const std::vector<Span>& spans, Type type) override { Sum(spans, type, cuda::stream()); }
+  // backward that wrote the gradients and ahead of the update, which waits
+  // for them as for those of StartAllReduceSum.
+  void AllReduceSum(const std::vector<Span>& spans, Type type) override {
+    MakeEvents();
+    Sum(spans, type, cuda::stream());
+    CORTADO_CUDA_CHECK(cudaEventRecord(summed_, cuda::stream()));
+    Await(summed_);
+  }
 
   // The buckets of a backward: on this rank's own stream, after an event
   // recorded on the compute stream, so that they overlap the backward of
   // the layers before them; WaitSums puts the compute stream behind them.
   bool asynchronous() const override { return true; }
   void StartAllReduceSum(const std::vector<Span>& spans, Type type) override {
-    if (!sum_stream_) {  // on the rank's thread, its device current
-      CORTADO_CUDA_CHECK(cudaStreamCreateWithFlags(&sum_stream_, cudaStreamNonBlocking));
-      CORTADO_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
-      CORTADO_CUDA_CHECK(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming));
-    }
+    MakeEvents();
+    if (!sum_stream_) CORTADO_CUDA_CHECK(cudaStreamCreateWithFlags(&sum_stream_, cudaStreamNonBlocking));
     CORTADO_CUDA_CHECK(cudaEventRecord(queued_, cuda::stream()));
     CORTADO_CUDA_CHECK(cudaStreamWaitEvent(sum_stream_, queued_, 0));
     Sum(spans, type, sum_stream_);
@@ -85,14 +92,16 @@ class NcclCommunicator : public Communicator {
   void WaitSums() override {
     if (!sum_stream_) return;
     CORTADO_CUDA_CHECK(cudaEventRecord(summed_, sum_stream_));
+    Await(summed_);
     CORTADO_CUDA_CHECK(cudaStreamWaitEvent(cuda::stream(), summed_, 0));
   }
   ~NcclCommunicator() override {
-    if (!sum_stream_) return;
-    cudaStreamSynchronize(sum_stream_);
-    cudaEventDestroy(queued_);
-    cudaEventDestroy(summed_);
-    cudaStreamDestroy(sum_stream_);
+    if (sum_stream_) {
+      cudaStreamSynchronize(sum_stream_);
+      cudaStreamDestroy(sum_stream_);
+    }
+    if (queued_) cudaEventDestroy(queued_);
+    if (summed_) cudaEventDestroy(summed_);
   }
 
   void Broadcast(void* data, int64_t bytes, int root) override { host_->Broadcast(data, bytes, root); }
@@ -104,6 +113,66 @@ class NcclCommunicator : public Communicator {
   }
 
  private:
+  void MakeEvents() {  // on the rank's thread, its device current
+    if (summed_) return;
+    CORTADO_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
+    CORTADO_CUDA_CHECK(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming));
+  }
+
+  // Waits on the host for `event` (recorded after sums), polling instead of
+  // blocking in a synchronize: a sum that cannot finish (a peer rank died,
+  // stopped calling the collectives, or its network broke) would otherwise
+  // hang this rank for ever. NCCL's asynchronous error, or no progress in
+  // CORTADO_NCCL_TIMEOUT seconds, aborts this process's communicators (the
+  // kernels waiting for the peer end) and throws with the cause; the caller
+  // ends the job (Abort), which ends the other processes' ranks too. The
+  // wait spins, yielding, as a synchronize does by default (the sums are
+  // the iteration's critical path), and looks at NCCL and the clock every
+  // millisecond. It costs the host the launches it could have queued
+  // behind the sums meanwhile (the update's few kernels).
+  void Await(cudaEvent_t event) {
+    using Clock = std::chrono::steady_clock;
+    const double timeout = NcclTimeoutSeconds();
+    const Clock::time_point start = Clock::now();
+    Clock::time_point polled = start;
+    for (;;) {
+      const cudaError_t e = cudaEventQuery(event);
+      if (e == cudaSuccess) return;
+      if (e != cudaErrorNotReady)
+        fail("NCCL rank ", rank(), " of ", size(), ": waiting for the gradient sums: ", cudaGetErrorName(e), ": ",
+             cudaGetErrorString(e));
+      const Clock::time_point now = Clock::now();
+      if (now - polled < std::chrono::milliseconds(1)) {
+        std::this_thread::yield();
+        continue;
+      }
+      polled = now;
+      ncclResult_t async = ncclSuccess;
+      std::string detail;
+      {
+        // Under the lock that Abort takes: another rank's thread may be
+        // aborting (freeing) this communicator.
+        std::lock_guard<std::mutex> lock(comms_->mutex);
+        if (comms_->aborted) fail("another rank of this process failed, so this one stopped (see that rank's error)");
+        CORTADO_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+        if (async != ncclSuccess && async != ncclInProgress) {
+          const char* last = ncclGetLastError(comm_);
+          if (last) detail = last;
+        }
+      }
+      if (async != ncclSuccess && async != ncclInProgress) {
+        comms_->Abort();
+        fail("NCCL rank ", rank(), " of ", size(), ": the gradient sums failed: ", ncclGetErrorString(async),
+             detail.empty() ? "" : " (" + detail + ")");
+      }
+      if (timeout > 0 && std::chrono::duration<double>(now - start).count() > timeout) {
+        comms_->Abort();
+        fail("NCCL rank ", rank(), " of ", size(), ": the gradient sums did not finish in ", timeout,
+             " s (CORTADO_NCCL_TIMEOUT): another rank failed or stopped calling them; the job is aborted");
+      }
+    }
+  }
+
   void Sum(const std::vector<Span>& spans, Type type, cudaStream_t stream) {
     // After an abort the communicators are gone (a rank racing the abort
     // between this check and its enqueue gets NCCL's error instead).

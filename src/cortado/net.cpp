@@ -7,6 +7,7 @@
 
 #include "cortado/layer_factory.hpp"
 #include "cortado/util/cpu_parallel.hpp"
+#include "cortado/util/gpu_faults.hpp"
 #include "cortado/util/hdf5.hpp"
 #include "cortado/util/logging.hpp"
 
@@ -423,7 +424,11 @@ double Net::Forward() {
   double loss = 0;
   size_t i = 0;
   try {
-    for (; i < layers_.size(); ++i) loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+    const bool sync = SyncLayers() && ctx_->on_gpu();  // a bad value is an Error on the CPU too
+    for (; i < layers_.size(); ++i) {
+      loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+      if (sync) CheckLayerRan(static_cast<int>(i), "forward");
+    }
   } catch (const FieldError& e) {
     LayerFail(static_cast<int>(i), e.field(), e.message());
   } catch (const std::bad_alloc&) {
@@ -436,15 +441,26 @@ void Net::Backward() {
   ctx_->Activate();
   int i = static_cast<int>(layers_.size()) - 1;
   try {
+    const bool sync = SyncLayers() && ctx_->on_gpu();  // a bad value is an Error on the CPU too
     for (; i >= 0; --i) {
       if (layer_need_backward_[i]) layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
       if (ready_listener_ && !ready_after_layer_[i].empty()) ready_listener_(ready_after_layer_[i]);
+      if (sync && layer_need_backward_[i]) CheckLayerRan(i, "backward");
     }
   } catch (const FieldError& e) {
     LayerFail(i, e.field(), e.message());
   } catch (const std::bad_alloc&) {
     OutOfMemory(i, "running backward");
   }
+}
+
+// CORTADO_SYNC_LAYERS (gpu_faults.hpp): what layer `layer_id`'s pass queued
+// has run, or it names the layer.
+void Net::CheckLayerRan(int layer_id, const char* pass) const {
+  const std::string error = SynchronizeAndTakeError(*ctx_);
+  if (!error.empty())
+    LayerFail(layer_id, "", str_cat("CUDA error after its ", pass, " on GPU ", ctx_->device(), " (CORTADO_SYNC_LAYERS=1 ",
+                                    "synchronizes after every layer, so this layer's work raised it): ", error));
 }
 
 double Net::ForwardBackward() {

@@ -1,0 +1,57 @@
+#include "cortado/util/gpu_faults.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "cortado/common.hpp"
+
+#ifdef CORTADO_USE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace cortado {
+
+namespace {
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+}  // namespace
+
+bool SyncLayers() {
+  const char* v = env("CORTADO_SYNC_LAYERS");
+  if (!v || std::strcmp(v, "0") == 0) return false;
+  if (std::strcmp(v, "1") == 0) return true;
+  fail("CORTADO_SYNC_LAYERS = '", v, "': expected 1 (synchronize after every layer on the GPU) or 0");
+}
+
+double NcclTimeoutSeconds() {
+  const char* v = env("CORTADO_NCCL_TIMEOUT");
+  if (!v) return kNcclTimeoutDefault;
+  char* end = nullptr;
+  errno = 0;
+  const double s = std::strtod(v, &end);
+  if (errno != 0 || *end != '\0' || !std::isfinite(s) || s < 0)
+    fail("CORTADO_NCCL_TIMEOUT = '", v, "': expected a number of seconds, at least 0 (0: no limit)");
+  return s;
+}
+
+std::string SynchronizeAndTakeError(const Context& ctx) {
+#ifdef CORTADO_USE_CUDA
+  if (!ctx.on_gpu()) return "";
+  // An asynchronous fault comes back from the synchronize; a failed launch
+  // (or runtime call) only from cudaGetLastError, which also clears it.
+  cudaError_t e = cudaStreamSynchronize(ctx.stream());
+  const cudaError_t last = cudaGetLastError();
+  if (e == cudaSuccess) e = last;
+  if (e == cudaSuccess) return "";
+  return str_cat(cudaGetErrorName(e), ": ", cudaGetErrorString(e));
+#else
+  (void)ctx;
+  return "";
+#endif
+}
+
+}  // namespace cortado
