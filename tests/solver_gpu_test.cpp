@@ -367,16 +367,36 @@ TEST(SolverGpu, ClippingMatchesCpu) {
   }
 }
 
+// NVCaffe's LARC (larc.hpp), turbo included: the device's sums, trust
+// ratios and running correlations against the host's.
 TEST(SolverGpu, LarcMatchesCpu) {
   if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
   RestoreStream restore;
-  for (const char* policy : {"scale", "clip"}) {
-    for (const char* type : {"SGD", "Adam"}) {
-      SCOPED_TRACE(str_cat(type, " larc_policy ", policy));
-      CompareGpuWithCpu(str_cat("type: '", type, "' base_lr: 0.05 momentum: 0.9 weight_decay: 0.01 larc: true "
-                                "larc_eta: 0.02 larc_policy: '", policy, "'", kSchedule),
-                        GpuNet(FLOAT16), Reduced());
+  for (const char* turbo : {"false", "true"}) {
+    for (const char* policy : {"scale", "clip"}) {
+      for (const char* type : {"SGD", "Adam"}) {
+        SCOPED_TRACE(str_cat(type, " larc_policy ", policy, " larc_turbo ", turbo));
+        CompareGpuWithCpu(str_cat("type: '", type, "' base_lr: 0.05 momentum: 0.9 weight_decay: 0.01 larc: true "
+                                  "larc_eta: 0.02 larc_policy: '", policy, "' larc_turbo: ", turbo, kSchedule),
+                          GpuNet(FLOAT16), Reduced());
+      }
     }
+  }
+}
+
+// The momentum and weight-decay policies and the warm-up reach the kernels
+// as the host's per-iteration values.
+TEST(SolverGpu, SchedulesMatchCpu) {
+  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  RestoreStream restore;
+  const char* kPolicies = " momentum: 0.5 momentum_policy: 'poly' max_momentum: 0.95 momentum_power: 2 "
+                          "weight_decay: 0.01 weight_decay_policy: 'poly' max_weight_decay: 0.05 "
+                          "rampup_interval: 3 rampup_lr: 0.01 min_lr: 0.02";
+  for (const char* type : {"SGD", "Nesterov", "Adam"}) {
+    SCOPED_TRACE(type);
+    CompareGpuWithCpu(str_cat("type: '", type, "' base_lr: 0.05", kPolicies,
+                              " lr_policy: 'step' stepsize: 2 gamma: 0.5 random_seed: 11 max_iter: 8"),
+                      GpuNet(FLOAT16), Options());
   }
 }
 

@@ -61,15 +61,17 @@ TEST(Solver, WarmUpAndPolyFloor) {
                        "rampup_interval: 10 rampup_lr: 0.02",
                        kLinear);
   EXPECT_NEAR(s->GetLearningRate(0), 0.02, 1e-7);
-  EXPECT_NEAR(s->GetLearningRate(5), 0.02 + (0.1 - 0.02) * 0.5, 1e-7);
+  // NVCaffe's warm-up is quadratic: rampup_lr + (base - rampup_lr) * (it / rampup_interval)^2.
+  EXPECT_NEAR(s->GetLearningRate(5), 0.02 + (0.1 - 0.02) * 0.25, 1e-7);
   // After the warm-up the policy applies: min_lr + (base - min_lr) * (1 - it/max)^power.
   EXPECT_NEAR(s->GetLearningRate(10), 0.01 + 0.09 * 0.9, 1e-7);
   EXPECT_NEAR(s->GetLearningRate(100), 0.01, 1e-7);
 }
 
 TEST(Solver, LarcScaleAndClip) {
-  // Bias: W = (1, 1), g = (2, 2): trust = eta * |W| / |g| = 0.1 * sqrt(2) / sqrt(8) = 0.05.
-  // Weights: g = 0, so LARC leaves them (and they do not move).
+  // NVCaffe's trust ratio (1 - momentum) * eta * |W| / |g| with momentum 0.
+  // Bias: W = (1, 1), g = (2, 2): trust = 0.1 * sqrt(2) / sqrt(8) = 0.05.
+  // Weights: g = 0, so trust = 1, and they do not move.
   auto scale = make_solver("base_lr: 0.5 lr_policy: 'fixed' larc: true larc_eta: 0.1 max_iter: 1", kLinear);
   scale->Step(1);
   EXPECT_NEAR(scale->net()->learnable_params()[1]->cpu_data<float>()[0], 1 - 0.5 * 0.05 * 2, 1e-6);

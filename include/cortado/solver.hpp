@@ -29,8 +29,26 @@
 //   exp        base_lr * gamma ^ it
 //   inv        base_lr * (1 + gamma * it) ^ (-power)
 //   multistep  base_lr * gamma ^ (number of stepvalue entries <= it)
-//   poly       base_lr * (1 - it / max_iter) ^ power
+//   poly       (base_lr - min_lr) * (1 - it / max_iter) ^ power + min_lr
 //   sigmoid    base_lr / (1 + exp(-gamma * (it - stepsize)))
+//   plateau    base_lr * gamma ^ k (NVCaffe's declaration, Intel Caffe's
+//              definition): k, from 0 up to the number of plateau_winsize
+//              entries, grows by 1 once plateau_winsize[k] iterations have
+//              passed since the smoothed loss last reached a new minimum or k
+//              last grew (ApplyUpdate tracks both; snapshots keep them).
+// NVCaffe's warm-up comes first: for it < rampup_interval the rate is
+// rampup_lr + (base_lr - rampup_lr) * (it / rampup_interval)^2 (Cortado's
+// earlier linear warm-up: linear_rampup_interval, the same without the
+// square); the policy applies after it. Whatever the policy, the warm-up
+// included, a rate below min_lr is min_lr (NVCaffe).
+// Momentum (momentum_policy; SGD's and Nesterov's momentum, LARC's factor):
+//   fixed  momentum
+//   poly   momentum + (max_momentum - momentum) * (it / max_iter) ^ momentum_power
+//   opt    (1 - sqrt(rate) / 2) ^ 2, at most max_momentum where that is set
+// Weight decay (weight_decay_policy; every rule):
+//   fixed  weight_decay
+//   poly   weight_decay + (max_weight_decay - weight_decay) * (it / max_iter) ^ weight_decay_power
+// LARC (larc, larc_policy, larc_eta, larc_turbo): NVCaffe's, larc.hpp.
 //
 // Several ranks (SolverSetup::comm, communicator.hpp; parallel.hpp runs them
 // as the threads of one process): each rank's solver trains a full replica
@@ -81,7 +99,8 @@ struct ParamUpdate {
   /// decay (L2: decay * W, L1: decay * sign(W)) unless the rule decouples it.
   const float* grad = nullptr;
   double rate = 0;         // learning rate (policy, warm-up, lr_mult, LARC)
-  double decay = 0;        // weight_decay * decay_mult
+  double decay = 0;        // the iteration's weight decay * decay_mult
+  double momentum = 0;     // the iteration's momentum (momentum_policy)
 };
 
 /// How a solver is set up beyond its SolverParameter: where its nets run,
@@ -138,7 +157,14 @@ class Solver {
 
   /// The policy's rate at the current (or a given) iteration, with warm-up.
   double GetLearningRate() const { return GetLearningRate(iter_); }
+  /// "plateau" reads its step from the solver's state, whatever `iter`.
   double GetLearningRate(int iter) const;
+  /// The momentum and weight decay of the current (or a given) iteration,
+  /// their policies applied.
+  double GetMomentum() const { return GetMomentum(iter_); }
+  double GetMomentum(int iter) const;
+  double GetWeightDecay() const { return GetWeightDecay(iter_); }
+  double GetWeightDecay(int iter) const;
   int iter() const { return iter_; }
   /// The collectives that summed gradients so far (buckets, or one per type).
   int64_t gradient_sums() const { return buckets_summed_; }
@@ -201,6 +227,7 @@ class Solver {
  private:
   void InitNets();
   void Validate() const;
+  void ValidateSchedules() const;
   std::vector<double> Test(int test_net_id);
   void UpdateSmoothedLoss(double loss, int start_iter);
   void DisplayOutputs(double elapsed_s, int iters);
@@ -230,6 +257,13 @@ class Solver {
   bool Trained(int param) const;               // lr_mult not 0, not empty
   /// The action every rank takes this iteration.
   SolverAction AgreedAction();
+  /// The "plateau" policy's bookkeeping for this iteration (smoothed loss
+  /// minimum, step); every update calls it once, before reading the rate.
+  void AdvancePlateau();
+  /// The host update's LARC rate of parameter i (larc.hpp); reads grad_.
+  double LarcRate(int i, double rate, double momentum);
+  /// larc_turbo: brings the running correlations back from the device.
+  void LarcCorrelationToHost();
 
   std::vector<std::shared_ptr<Blob>> history_;
   std::vector<float> grad_;  // FP32 scratch for one parameter's gradient
@@ -243,6 +277,13 @@ class Solver {
   int skipped_iterations_ = 0;
   bool last_step_skipped_ = false;
   bool gradients_zero_ = false;  // set by an applied update, reset by ClearGradients
+  // The "plateau" policy's state (current_step_ is its step).
+  float minimum_loss_ = 1e38f;
+  int iter_last_event_ = 0;
+  // larc_turbo's running correlation per parameter (larc.hpp); newest on the
+  // device while the GPU update keeps it there.
+  std::vector<double> larc_corr_;
+  bool larc_corr_on_device_ = false;
   // Device buffers of the GPU update; a shared_ptr so that the type can stay
   // incomplete here (CPU builds never create one).
   std::shared_ptr<gpu::UpdateWorkspace> gpu_;
@@ -257,7 +298,8 @@ class Solver {
   bool reduce_ = false;  // sum the gradients through comm_: several ranks, or SolverSetup::reduce_alone
 };
 
-/// SGD with momentum (Caffe's rule): H = momentum * H + rate * g; W = W - H.
+/// SGD with momentum (Caffe's rule): H = momentum * H + rate * g; W = W - H
+/// (momentum: the iteration's, momentum_policy applied).
 /// With FLOAT16 solver data and half_update_scheme ACCUMULATE_GRADIENTS:
 /// H = momentum * H + g; W = W - rate * H, computed in FP32, rounded once.
 class SGDSolver : public Solver {

@@ -9,9 +9,13 @@
 //     small device struct, copied once to pinned host memory. The Solver's
 //     stream synchronize after that copy is the only wait of the iteration
 //     (and is left out when neither skipping nor clipping needs the result).
-//  2. (LARC only) one launch per (gradient type, data type) group writes the
-//     sums of squares of each parameter's weights and final gradient into a
-//     device array; the update reads its trust ratio there, on the device.
+//  2. (LARC only) one launch per (gradient type, data type) group writes
+//     each parameter's LarcSums (larc.hpp: |W|^2, |g|^2 of the gradient
+//     before weight decay, and with larc_turbo g.H and |H|^2) into a device
+//     array; then one small launch per group turns each parameter's sums
+//     into its trust ratio (larc_trust, the host's function), updating
+//     larc_turbo's running correlations, which stay on the device. The
+//     update reads the ratios there: no wait on the host.
 //  3. update: one launch per (gradient type, data type) group applies, per
 //     value, g = float(dW) * factor (unscale by 1/(S * iter_size) and the
 //     clipping factor), the coupled weight decay, and the rule, writing the
@@ -39,6 +43,7 @@
 #include <memory>
 #include <vector>
 
+#include "cortado/larc.hpp"
 #include "cortado/solver.hpp"
 #include "cortado/types.hpp"
 
@@ -59,9 +64,9 @@ struct TensorSlot {
   void* hist[2] = {};          // history slots 0 and 1, in the solver data type
   int64_t count = 0;
   int64_t first_chunk = 0;     // set by TensorList::assign
-  double lr_mult = 0;          // the rate is hyper.rate * lr_mult, then LARC
-  double decay = 0;            // weight_decay * decay_mult
-  int64_t id = 0;              // index in learnable_params (LARC norms)
+  double lr_mult = 0;          // the rate is hyper.rate * lr_mult, or LARC's (larc.hpp)
+  double decay = 0;            // the iteration's weight decay * decay_mult
+  int64_t id = 0;              // index in learnable_params (LARC's arrays)
 };
 
 /// Values per chunk: a block handles one chunk of one tensor at a time.
@@ -104,12 +109,14 @@ struct UpdateHyper {
   bool accumulate_gradients = false;  // SGD, FLOAT16 data: H = m*H + g; W -= rate*H
   double rate = 0;                    // the policy's rate (times lr_mult per slot)
   double factor = 1;                  // 1 / (S * iter_size) times the clipping factor
-  double momentum = 0, momentum2 = 0, delta = 0, rms_decay = 0;
+  double momentum = 0, momentum2 = 0, delta = 0, rms_decay = 0;  // the rule's (SGD, Nesterov: momentum_policy's)
   double adam_c1 = 1, adam_c2 = 1;    // sqrt(1 - b2^t) and 1 - b1^t
   bool l1 = false;                    // regularization_type L1 (else L2)
   bool decoupled = false;             // AdamW: decay not added to g
-  int larc = 0;                       // 0: off, 1: scale, 2: clip
+  LarcPolicy larc = LarcPolicy::kOff;
   double larc_eta = 0;
+  double larc_momentum = 0;           // momentum_policy's momentum, whatever the rule
+  bool larc_turbo = false;
 };
 
 /// Device and pinned buffers the solver keeps between iterations.
@@ -130,8 +137,15 @@ class UpdateWorkspace {
   /// check_host() after synchronizing the stream.
   void fetch_check(gpu_stream stream);
   const GradientCheck& check_host() const { return *check_host_; }
-  /// Zeroes and returns the LARC sums: [2 * id] = |W|^2, [2 * id + 1] = |g|^2.
-  double* clear_larc_norms(gpu_stream stream);
+  /// Zeroes and returns the LARC sums, a LarcSums per parameter id.
+  LarcSums* clear_larc_sums(gpu_stream stream);
+  /// Per parameter id: LARC's trust ratio of this iteration (written by
+  /// larc_trust), and larc_turbo's running correlation.
+  double* larc_trust() { return larc_trust_; }
+  double* larc_corr() { return larc_corr_; }
+  /// larc_turbo's correlations, from and to the host (they start at 0).
+  void upload_larc_corr(const std::vector<double>& corr, gpu_stream stream);
+  std::vector<double> download_larc_corr(gpu_stream stream);
 
  private:
   int num_params_;
@@ -139,7 +153,9 @@ class UpdateWorkspace {
   std::array<std::unique_ptr<TensorList>, kNumTypes> check_, update_;
   GradientCheck* check_device_ = nullptr;
   GradientCheck* check_host_ = nullptr;  // pinned
-  double* larc_norms_ = nullptr;
+  LarcSums* larc_sums_ = nullptr;
+  double* larc_trust_ = nullptr;
+  double* larc_corr_ = nullptr;
 };
 
 /// Whether apply_update and larc_norms take this (gradient type, solver data
@@ -150,14 +166,20 @@ bool update_supported(Type grad_type, Type data_type);
 /// of every gradient of `list`, stored as grad_type. One launch.
 void check_gradients(Type grad_type, const TensorList& list, bool want_sumsq, GradientCheck* result,
                      gpu_stream stream);
-/// LARC: adds |W|^2 and |g|^2 (g after unscaling, clipping and coupled decay)
-/// of each slot into norms[2 * id] and norms[2 * id + 1]. One launch.
-void larc_norms(Type grad_type, Type data_type, const TensorList& list, const UpdateHyper& hyper, double* norms,
+/// LARC: adds each slot's sums (larc.hpp; g unscaled and clipped, before
+/// the weight decay; g.H and |H|^2 with hyper.larc_turbo) into sums[id].
+/// One launch.
+void larc_sums(Type grad_type, Type data_type, const TensorList& list, const UpdateHyper& hyper, LarcSums* sums,
+               gpu_stream stream);
+/// LARC: trust[id] = larc_trust(sums[id], ...) for each slot with weights,
+/// updating corr[id] with hyper.larc_turbo. One launch.
+void larc_trust(const TensorList& list, const UpdateHyper& hyper, const LarcSums* sums, double* corr, double* trust,
                 gpu_stream stream);
 /// The update of every slot of `list`, which also writes the working copies
-/// and zeroes the gradients; `norms` (LARC) may be null otherwise. One launch.
+/// and zeroes the gradients; `trust` (LARC's ratios by id) may be null
+/// without LARC. One launch.
 void apply_update(Type grad_type, Type data_type, const TensorList& list, const UpdateHyper& hyper,
-                  const double* norms, gpu_stream stream);
+                  const double* trust, gpu_stream stream);
 
 }  // namespace gpu
 }  // namespace cortado

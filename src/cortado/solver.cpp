@@ -1,5 +1,6 @@
 #include "cortado/solver.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <random>
 #include <type_traits>
 
+#include "cortado/larc.hpp"
 #include "cortado/solvers/adadelta_solver.hpp"
 #include "cortado/solvers/adagrad_solver.hpp"
 #include "cortado/solvers/adam_solver.hpp"
@@ -126,15 +128,7 @@ void Solver::ParamFail(const std::string& field, const std::string& msg) const {
 }
 
 void Solver::Validate() const {
-  static const char* const kPolicies[] = {"fixed", "step", "exp", "inv", "multistep", "poly", "sigmoid"};
-  bool known = false;
-  for (const char* p : kPolicies) known |= param_.lr_policy() == p;
-  if (!known)
-    ParamFail("lr_policy", str_cat("unknown policy '", param_.lr_policy(),
-                                   "'; known policies: fixed, step, exp, inv, multistep, poly, sigmoid"));
-  if (param_.lr_policy() == "step" && param_.stepsize() <= 0) ParamFail("stepsize", "must be positive for lr_policy step");
-  for (int i = 1; i < param_.stepvalue_size(); ++i)
-    if (param_.stepvalue(i) <= param_.stepvalue(i - 1)) ParamFail("stepvalue", "must be increasing");
+  ValidateSchedules();
   if (param_.iter_size() < 1) ParamFail("iter_size", str_cat("must be at least 1, got ", param_.iter_size()));
   if (param_.average_loss() < 1) ParamFail("average_loss", "must be at least 1");
   if (param_.max_iter() < 0) ParamFail("max_iter", "must not be negative");
@@ -144,10 +138,6 @@ void Solver::Validate() const {
     ParamFail("snapshot_format", "HDF5 needs a build with HDF5 (Debian: libhdf5-dev; CMake option USE_HDF5)");
   if (param_.regularization_type() != "L2" && param_.regularization_type() != "L1")
     ParamFail("regularization_type", str_cat("unknown type '", param_.regularization_type(), "'; use L2 or L1"));
-  if (param_.larc_policy() != "scale" && param_.larc_policy() != "clip")
-    ParamFail("larc_policy", str_cat("unknown policy '", param_.larc_policy(), "'; use scale or clip"));
-  if (param_.larc() && !(param_.larc_eta() > 0)) ParamFail("larc_eta", "must be positive");
-  if (param_.rampup_interval() < 0) ParamFail("rampup_interval", "must not be negative");
   if (param_.dynamic_loss_scale()) {
     if (!(param_.loss_scale_min() > 0) || param_.loss_scale_min() > param_.loss_scale_max())
       ParamFail("loss_scale_min", "needs 0 < loss_scale_min <= loss_scale_max");
@@ -167,6 +157,47 @@ void Solver::Validate() const {
     ParamFail("solver_data_type", "BFLOAT16 is not a solver data type; use FLOAT (FP32 master weights)");
   const int nets = param_.has_net() + param_.has_net_param() + param_.has_train_net() + param_.has_train_net_param();
   if (nets != 1) ParamFail("net", "exactly one of net, net_param, train_net and train_net_param must be set");
+}
+
+// The rate, momentum, weight-decay and LARC fields.
+void Solver::ValidateSchedules() const {
+  const std::string& policy = param_.lr_policy();
+  static const char* const kPolicies[] = {"fixed", "step", "exp", "inv", "multistep", "poly", "sigmoid", "plateau"};
+  bool known = false;
+  for (const char* p : kPolicies) known |= policy == p;
+  if (!known)
+    ParamFail("lr_policy", str_cat("unknown policy '", policy,
+                                   "'; known policies: fixed, step, exp, inv, multistep, poly, sigmoid, plateau"));
+  if (policy == "step" && param_.stepsize() <= 0) ParamFail("stepsize", "must be positive for lr_policy step");
+  for (int i = 1; i < param_.stepvalue_size(); ++i)
+    if (param_.stepvalue(i) <= param_.stepvalue(i - 1)) ParamFail("stepvalue", "must be increasing");
+  if (policy == "plateau" && param_.plateau_winsize_size() == 0)
+    ParamFail("lr_policy", "plateau needs at least one plateau_winsize");
+  for (int w : param_.plateau_winsize())
+    if (w <= 0) ParamFail("plateau_winsize", str_cat("must be positive, got ", w));
+  if (!(param_.min_lr() >= 0)) ParamFail("min_lr", str_cat("must not be negative, got ", param_.min_lr()));
+  if (policy == "poly" && param_.base_lr() < param_.min_lr())
+    ParamFail("min_lr", str_cat("= ", param_.min_lr(), " exceeds base_lr = ", param_.base_lr(), " (lr_policy poly)"));
+  if (param_.rampup_interval() < 0) ParamFail("rampup_interval", "must not be negative");
+  if (param_.linear_rampup_interval() < 0) ParamFail("linear_rampup_interval", "must not be negative");
+  if (param_.rampup_interval() > 0 && param_.linear_rampup_interval() > 0)
+    ParamFail("linear_rampup_interval", "and rampup_interval (NVCaffe's quadratic warm-up) exclude each other");
+  const std::string& mp = param_.momentum_policy();
+  if (mp != "fixed" && mp != "poly" && mp != "opt")
+    ParamFail("momentum_policy", str_cat("unknown policy '", mp, "'; use fixed, poly or opt"));
+  const std::string& wp = param_.weight_decay_policy();
+  if (wp != "fixed" && wp != "poly")
+    ParamFail("weight_decay_policy", str_cat("unknown policy '", wp, "'; use fixed or poly"));
+  if ((mp == "poly" || wp == "poly") && param_.max_iter() <= 0)
+    ParamFail(mp == "poly" ? "momentum_policy" : "weight_decay_policy", "poly needs max_iter > 0");
+  // As in NVCaffe, whose other rules read `momentum` as it is.
+  if (mp != "fixed" && param_.type() != "SGD" && param_.type() != "Nesterov")
+    INFO_LOG << "momentum_policy " << mp << " sets SGD's and Nesterov's momentum and LARC's factor; "
+             << param_.type() << " uses momentum as it is";
+  if (param_.larc_policy() != "scale" && param_.larc_policy() != "clip")
+    ParamFail("larc_policy", str_cat("unknown policy '", param_.larc_policy(), "'; use scale or clip"));
+  if (param_.larc() && !(param_.larc_eta() > 0)) ParamFail("larc_eta", "must be positive");
+  if (param_.larc_turbo() && !param_.larc()) INFO_LOG << "larc_turbo does nothing without larc: true (as in NVCaffe)";
 }
 
 void Solver::InitNets() {
@@ -265,23 +296,77 @@ void Solver::InitNets() {
 
 double Solver::GetLearningRate(int iter) const {
   const std::string& policy = param_.lr_policy();
-  const double base = param_.base_lr(), gamma = param_.gamma(), power = param_.power();
-  if (iter < param_.rampup_interval()) {
-    const double alpha = static_cast<double>(iter) / param_.rampup_interval();
-    return param_.rampup_lr() + (base - param_.rampup_lr()) * alpha;
-  }
+  const double base = param_.base_lr(), gamma = param_.gamma(), power = param_.power(), min_lr = param_.min_lr();
   const double it = iter;
-  if (policy == "fixed") return base;
-  if (policy == "step") return base * std::pow(gamma, std::floor(it / param_.stepsize()));
-  if (policy == "exp") return base * std::pow(gamma, it);
-  if (policy == "inv") return base * std::pow(1 + gamma * it, -power);
-  if (policy == "multistep") {
+  double rate;
+  if (iter < param_.rampup_interval()) {
+    const double alpha = it / param_.rampup_interval();
+    rate = param_.rampup_lr() + (base - param_.rampup_lr()) * alpha * alpha;
+  } else if (iter < param_.linear_rampup_interval()) {
+    rate = param_.rampup_lr() + (base - param_.rampup_lr()) * (it / param_.linear_rampup_interval());
+  } else if (policy == "fixed") {
+    rate = base;
+  } else if (policy == "step") {
+    rate = base * std::pow(gamma, std::floor(it / param_.stepsize()));
+  } else if (policy == "exp") {
+    rate = base * std::pow(gamma, it);
+  } else if (policy == "inv") {
+    rate = base * std::pow(1 + gamma * it, -power);
+  } else if (policy == "multistep") {
     int step = 0;
     while (step < param_.stepvalue_size() && iter >= param_.stepvalue(step)) ++step;
-    return base * std::pow(gamma, step);
+    rate = base * std::pow(gamma, step);
+  } else if (policy == "poly") {
+    const double max_iter = param_.max_iter() > 0 ? param_.max_iter() : 1;  // NVCaffe's guard
+    rate = (base - min_lr) * std::pow(1 - it / max_iter, power) + min_lr;
+  } else if (policy == "plateau") {
+    rate = base * std::pow(gamma, current_step_);
+  } else {  // sigmoid
+    rate = base / (1 + std::exp(-gamma * (it - param_.stepsize())));
   }
-  if (policy == "poly") return param_.min_lr() + (base - param_.min_lr()) * std::pow(1 - it / param_.max_iter(), power);
-  return base / (1 + std::exp(-gamma * (it - param_.stepsize())));  // sigmoid
+  return std::max(rate, min_lr);
+}
+
+double Solver::GetMomentum(int iter) const {
+  const std::string& policy = param_.momentum_policy();
+  const double m = param_.momentum();
+  if (policy == "poly")
+    return m + (param_.max_momentum() - m) *
+                   std::pow(static_cast<double>(iter) / param_.max_iter(), param_.momentum_power());
+  if (policy == "opt") {
+    const double root = 1 - 0.5 * std::sqrt(GetLearningRate(iter));
+    const double opt = root * root;
+    return param_.has_max_momentum() ? std::min<double>(param_.max_momentum(), opt) : opt;
+  }
+  return m;
+}
+
+double Solver::GetWeightDecay(int iter) const {
+  const double wd = param_.weight_decay();
+  if (param_.weight_decay_policy() != "poly") return wd;
+  return wd + (param_.max_weight_decay() - wd) *
+                  std::pow(static_cast<double>(iter) / param_.max_iter(), param_.weight_decay_power());
+}
+
+void Solver::AdvancePlateau() {
+  // Not during a warm-up, whose rate does not come from the policy.
+  if (param_.lr_policy() != "plateau" || iter_ < param_.rampup_interval() ||
+      iter_ < param_.linear_rampup_interval())
+    return;
+  // Stored as the state stores it, so that a resumed run compares alike; the
+  // ranks' mean, so that they all step at the same iteration.
+  const float loss = static_cast<float>(RanksMean({smoothed_loss_})[0]);
+  if (loss < minimum_loss_) {
+    minimum_loss_ = loss;
+    iter_last_event_ = iter_;
+  }
+  if (current_step_ < param_.plateau_winsize_size() &&
+      iter_ >= iter_last_event_ + param_.plateau_winsize(current_step_)) {
+    ++current_step_;
+    iter_last_event_ = iter_;
+    INFO_LOG << "Plateau Status: Iteration " << iter_ << ", step = " << current_step_ << ", minimum loss "
+             << minimum_loss_;
+  }
 }
 
 void Solver::Solve(const std::string& resume_file) {
@@ -506,6 +591,12 @@ std::string Solver::Snapshot() {
   state.set_loss_scale(loss_scale_);
   state.set_clean_iterations(clean_iterations_);
   state.set_skipped_iterations(skipped_iterations_);
+  state.set_minimum_loss(minimum_loss_);
+  state.set_iter_last_event(iter_last_event_);
+  if (param_.larc_turbo()) {
+    LarcCorrelationToHost();
+    for (double c : larc_corr_) state.add_larc_turbo_correlation(c);
+  }
   for (size_t i = 0; i < net_->learnable_params().size(); ++i)
     for (int k = 0; k < history_slots(); ++k) history(static_cast<int>(i), k).ToProto(state.add_history());
   const std::string state_file = base + ".solverstate";
@@ -519,6 +610,13 @@ void Solver::Restore(const std::string& state_file) {
   ReadBinaryProto(state_file, &state);
   iter_ = state.iter();
   current_step_ = state.current_step();
+  minimum_loss_ = state.minimum_loss();
+  iter_last_event_ = state.iter_last_event();
+  larc_corr_.assign(state.larc_turbo_correlation().begin(), state.larc_turbo_correlation().end());
+  larc_corr_on_device_ = false;
+  if (!larc_corr_.empty() && larc_corr_.size() != net_->learnable_params().size())
+    fail(state_file, ": holds ", larc_corr_.size(), " larc_turbo_correlation values for ",
+         net_->learnable_params().size(), " parameters");
   if (state.has_learned_net()) {
     const std::string model = ResolvePath(state.learned_net(), state_file);
     net_->CopyTrainedLayersFrom(model);
@@ -716,6 +814,7 @@ void Solver::ClearGradients() {
 bool Solver::ApplyUpdate() {
   gradients_zero_ = false;
   if (reduce_) ReduceGradients();
+  AdvancePlateau();
 #ifdef CORTADO_USE_CUDA
   if (net_->context().on_gpu() && GpuUpdateSupported()) return ApplyUpdateGpu();
 #endif
@@ -731,8 +830,9 @@ bool Solver::ApplyUpdate() {
   if (param_.clip_gradients() >= 0)
     for (const Blob* p : params) ss += sumsq(p->diff());
   const double factor = GradientFactor(ss);
-  const double rate = GetLearningRate();
+  const double rate = GetLearningRate(), momentum = GetMomentum(), weight_decay = GetWeightDecay();
   const bool l1 = param_.regularization_type() == "L1";
+  if (param_.larc_turbo()) LarcCorrelationToHost();
   for (size_t i = 0; i < params.size(); ++i) {
     if (net_->params_lr()[i] == 0) continue;
     Blob* p = params[i];
@@ -749,19 +849,14 @@ bool Solver::ApplyUpdate() {
     u.id = static_cast<int>(i);
     u.count = n;
     u.grad = grad_.data();
-    u.rate = rate * net_->params_lr()[i];
-    u.decay = param_.weight_decay() * net_->params_weight_decay()[i];
+    // LARC reads the gradient before the decay is added.
+    u.rate = param_.larc() ? LarcRate(u.id, rate, momentum) : rate * net_->params_lr()[i];
+    u.decay = weight_decay * net_->params_weight_decay()[i];
+    u.momentum = momentum;
     if (u.decay != 0 && !decoupled_decay()) {
       const float* w = p->cpu_data<float>();
       const float d = static_cast<float>(u.decay);
       for (int64_t k = 0; k < n; ++k) grad_[k] += d * (l1 ? float((w[k] > 0) - (w[k] < 0)) : w[k]);
-    }
-    if (param_.larc()) {
-      const double wn = std::sqrt(sumsq(p->data())), gn = std::sqrt(cpu_sumsq<float>(n, grad_.data()));
-      if (wn > 0 && gn > 0) {
-        const double trust = param_.larc_eta() * wn / gn;
-        u.rate = param_.larc_policy() == "scale" ? u.rate * trust : std::min(u.rate, trust);
-      }
     }
     UpdateParam(u);
   }
@@ -769,6 +864,41 @@ bool Solver::ApplyUpdate() {
   gradients_zero_ = true;
   AfterCleanStep();
   return true;
+}
+
+// LARC on the host: parameter i's sums from grad_ (its gradient without the
+// decay), its weights and its first history buffer; larc.hpp's formula.
+double Solver::LarcRate(int i, double rate, double momentum) {
+  const Blob* p = net_->learnable_params()[static_cast<size_t>(i)];
+  const int64_t n = static_cast<int64_t>(p->count());
+  LarcSums s;
+  s.w = sumsq(p->data());
+  s.g = cpu_sumsq<float>(n, grad_.data());
+  if (param_.larc_turbo()) {
+    dispatch_type(data_type_, [&](auto z) {
+      using T = decltype(z);
+      const T* h = history(i).cpu_data<T>();
+      for (int64_t k = 0; k < n; ++k) {
+        const double hv = static_cast<double>(math_t<T>(h[k]));
+        s.gh += static_cast<double>(grad_[k]) * hv;
+        s.h += hv * hv;
+      }
+    });
+  }
+  larc_corr_.resize(net_->learnable_params().size());
+  const LarcPolicy policy = param_.larc_policy() == "clip" ? LarcPolicy::kClip : LarcPolicy::kScale;
+  const double trust = larc_trust(s, momentum, param_.larc_eta(), param_.larc_turbo(), &larc_corr_[i]);
+  return larc_rate(rate, net_->params_lr()[static_cast<size_t>(i)], policy, trust);
+}
+
+void Solver::LarcCorrelationToHost() {
+#ifdef CORTADO_USE_CUDA
+  if (larc_corr_on_device_ && gpu_) {
+    net_->context().Activate();
+    larc_corr_ = gpu_->download_larc_corr(net_->context().stream());
+  }
+#endif
+  larc_corr_on_device_ = false;
 }
 
 #ifdef CORTADO_USE_CUDA
@@ -830,7 +960,10 @@ bool Solver::ApplyUpdateGpu() {
       data_type_ == FLOAT16 && param_.half_update_scheme() == SolverParameter::ACCUMULATE_GRADIENTS;
   h.rate = GetLearningRate();
   h.factor = GradientFactor(ss);
-  h.momentum = param_.momentum();
+  // momentum_policy sets SGD's and Nesterov's momentum; Adam's beta1 and
+  // AdaDelta's decay stay `momentum` (as in NVCaffe).
+  const bool heavy_ball = update_rule() == UpdateRule::kSGD || update_rule() == UpdateRule::kNesterov;
+  h.momentum = heavy_ball ? GetMomentum() : param_.momentum();
   h.momentum2 = param_.momentum2();
   h.delta = param_.delta();
   h.rms_decay = param_.rms_decay();
@@ -839,8 +972,11 @@ bool Solver::ApplyUpdateGpu() {
   h.adam_c2 = 1 - std::pow(h.momentum, t);
   h.l1 = param_.regularization_type() == "L1";
   h.decoupled = decoupled_decay();
-  h.larc = !param_.larc() ? 0 : param_.larc_policy() == "scale" ? 1 : 2;
+  h.larc = !param_.larc() ? LarcPolicy::kOff : param_.larc_policy() == "clip" ? LarcPolicy::kClip : LarcPolicy::kScale;
   h.larc_eta = param_.larc_eta();
+  h.larc_momentum = GetMomentum();
+  h.larc_turbo = param_.larc() && param_.larc_turbo();
+  const double weight_decay = GetWeightDecay();
   // The weights become current in the solver data type on the device here,
   // after the skip decision (a skipped step leaves them as they are), with
   // their working copy in the gradient type (the type the layers compute in)
@@ -863,26 +999,34 @@ bool Solver::ApplyUpdateGpu() {
     for (int k = 0; k < history_slots(); ++k)
       t.hist[k] = history(static_cast<int>(i), k).data().mutable_gpu_data_raw(data_type_);
     t.lr_mult = net_->params_lr()[i];
-    t.decay = param_.weight_decay() * net_->params_weight_decay()[i];
+    t.decay = weight_decay * net_->params_weight_decay()[i];
     t.id = static_cast<int64_t>(i);
     lists[type_index(p->diff().type())].push_back(t);
   }
   for (int g = 0; g < kNumTypes; ++g) ws.update_list(kAllTypes[g]).assign(std::move(lists[g]), stream);
-  const double* norms = nullptr;
-  if (h.larc) {
-    double* sums = ws.clear_larc_norms(stream);
-    for (int g = 0; g < kNumTypes; ++g) gpu::larc_norms(kAllTypes[g], data_type_, ws.update_list(kAllTypes[g]), h, sums, stream);
-    norms = sums;
+  const double* trust = nullptr;
+  if (h.larc != LarcPolicy::kOff) {
+    if (h.larc_turbo && !larc_corr_on_device_) {  // the first update, or one after Restore
+      larc_corr_.resize(params.size());
+      ws.upload_larc_corr(larc_corr_, stream);
+      larc_corr_on_device_ = true;
+    }
+    LarcSums* sums = ws.clear_larc_sums(stream);
+    for (int g = 0; g < kNumTypes; ++g) gpu::larc_sums(kAllTypes[g], data_type_, ws.update_list(kAllTypes[g]), h, sums, stream);
     if (ranks() > 1) {
-      // As for the clipping norm: one set of norms for every rank.
-      std::vector<double> host(2 * params.size());
+      // As for the clipping norm: one set of sums for every rank.
+      std::vector<double> host(4 * params.size());
+      static_assert(sizeof(LarcSums) == 4 * sizeof(double), "LarcSums is read as 4 doubles");
       CORTADO_CUDA_CHECK(cudaMemcpyAsync(host.data(), sums, host.size() * sizeof(double), cudaMemcpyDeviceToHost, stream));
       ctx.Synchronize();
       host = RanksMean(std::move(host));
       CORTADO_CUDA_CHECK(cudaMemcpyAsync(sums, host.data(), host.size() * sizeof(double), cudaMemcpyHostToDevice, stream));
     }
+    for (int g = 0; g < kNumTypes; ++g)
+      gpu::larc_trust(ws.update_list(kAllTypes[g]), h, sums, ws.larc_corr(), ws.larc_trust(), stream);
+    trust = ws.larc_trust();
   }
-  for (int g = 0; g < kNumTypes; ++g) gpu::apply_update(kAllTypes[g], data_type_, ws.update_list(kAllTypes[g]), h, norms, stream);
+  for (int g = 0; g < kNumTypes; ++g) gpu::apply_update(kAllTypes[g], data_type_, ws.update_list(kAllTypes[g]), h, trust, stream);
   gradients_zero_ = true;
   AfterCleanStep();
   return true;
@@ -897,7 +1041,7 @@ void SGDSolver::UpdateParam(const ParamUpdate& u) {
     using M = math_t<T>;
     T* w = p->mutable_cpu_data<T>();
     T* h = history(u.id).mutable_cpu_data<T>();
-    const M m = static_cast<M>(param_.momentum()), r = static_cast<M>(u.rate);
+    const M m = static_cast<M>(u.momentum), r = static_cast<M>(u.rate);
     if (std::is_same_v<T, float16> && accumulate_grads) {
       // No learning rate inside the momentum: small gradients stay above
       // FP16's underflow; the product with the rate is formed in FP32.

@@ -22,7 +22,8 @@
 // Reductions accumulate in double: per thread, then per block (warp shuffles
 // and a shared array), then one atomicAdd per block: into the check result
 // (sum of squares; the Inf/NaN flag is a plain store of 1) and, for LARC,
-// into the slot's pair of sums for each chunk.
+// into the slot's LarcSums for each chunk. LARC's trust ratio per slot is
+// then larc.hpp's larc_trust, the host's own function, one thread per slot.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -97,17 +98,10 @@ __device__ __forceinline__ float final_grad(const G* g, const D* w, int64_t i, d
   return x;
 }
 
-// The slot's rate: the policy's rate times lr_mult, then LARC's trust ratio.
-__device__ __forceinline__ double slot_rate(const TensorSlot& s, const UpdateHyper& h, const double* norms) {
-  double rate = mul(h.rate, s.lr_mult);
-  if (h.larc) {
-    const double wn = sqrt(norms[2 * s.id]), gn = sqrt(norms[2 * s.id + 1]);
-    if (wn > 0 && gn > 0) {
-      const double trust = mul(h.larc_eta, wn) / gn;
-      rate = h.larc == 1 ? mul(rate, trust) : fmin(rate, trust);
-    }
-  }
-  return rate;
+// The slot's rate: the policy's rate times lr_mult, or LARC's (larc.hpp).
+__device__ __forceinline__ double slot_rate(const TensorSlot& s, const UpdateHyper& h, const double* trust) {
+  if (h.larc != LarcPolicy::kOff) return larc_rate(h.rate, s.lr_mult, h.larc, trust[s.id]);
+  return mul(h.rate, s.lr_mult);
 }
 
 // The kernels' view of UpdateRule (SGD's FLOAT16 scheme is its own step).
@@ -134,33 +128,57 @@ __global__ void check_kernel(const TensorSlot* slots, int n, int64_t chunks, boo
   }
 }
 
+// LARC's sums of one slot's chunk: g as final_grad gives it without the
+// decay, H the first history slot before the update.
 template <typename G, typename D>
-__global__ void larc_kernel(const TensorSlot* slots, int n, int64_t chunks, UpdateHyper h, double* norms) {
+__global__ void larc_sums_kernel(const TensorSlot* slots, int n, int64_t chunks, UpdateHyper h, LarcSums* sums) {
   for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
     const TensorSlot s = slots[slot_of(slots, n, c)];
     if (!s.weight) continue;  // frozen (the same for the whole block)
     const G* g = static_cast<const G*>(s.grad);
     const D* w = static_cast<const D*>(s.weight);
-    const bool couple = s.decay != 0 && !h.decoupled;
-    const float decay = static_cast<float>(s.decay);
+    const D* h0 = static_cast<const D*>(s.hist[0]);
     const int64_t begin = (c - s.first_chunk) * kChunk, end = min(begin + kChunk, s.count);
-    double ws = 0, gs = 0;
+    double ws = 0, gs = 0, ghs = 0, hs = 0;
     for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-      const double wv = load(w, i), gv = final_grad(g, w, i, h.factor, couple, decay, h.l1);
+      const double wv = load(w, i), gv = final_grad(g, w, i, h.factor, false, 0.f, h.l1);
       ws += wv * wv;
       gs += gv * gv;
+      if (h.larc_turbo) {
+        const double hv = load(h0, i);
+        ghs += gv * hv;
+        hs += hv * hv;
+      }
     }
     ws = block_sum(ws);
     gs = block_sum(gs);
+    if (h.larc_turbo) {
+      ghs = block_sum(ghs);
+      hs = block_sum(hs);
+    }
     if (threadIdx.x == 0) {
-      atomicAdd(&norms[2 * s.id], ws);
-      atomicAdd(&norms[2 * s.id + 1], gs);
+      LarcSums* r = &sums[s.id];
+      atomicAdd(&r->w, ws);
+      atomicAdd(&r->g, gs);
+      if (h.larc_turbo) {
+        atomicAdd(&r->gh, ghs);
+        atomicAdd(&r->h, hs);
+      }
     }
   }
 }
 
+// One thread per slot: LARC's trust ratio from the slot's sums.
+__global__ void larc_trust_kernel(const TensorSlot* slots, int n, UpdateHyper h, const LarcSums* sums, double* corr,
+                                  double* trust) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= n || !slots[k].weight) return;
+  const int64_t id = slots[k].id;
+  trust[id] = larc_trust(sums[id], h.larc_momentum, h.larc_eta, h.larc_turbo, &corr[id]);
+}
+
 template <typename G, typename D, int R>
-__global__ void update_kernel(const TensorSlot* slots, int n, int64_t chunks, UpdateHyper h, const double* norms) {
+__global__ void update_kernel(const TensorSlot* slots, int n, int64_t chunks, UpdateHyper h, const double* trust) {
   using M = acc_t<D>;
   for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
     const TensorSlot s = slots[slot_of(slots, n, c)];
@@ -176,7 +194,7 @@ __global__ void update_kernel(const TensorSlot* slots, int n, int64_t chunks, Up
     D* h1 = static_cast<D*>(s.hist[1]);
     const bool couple = s.decay != 0 && !h.decoupled;
     const float decay = static_cast<float>(s.decay);
-    const double rate_d = slot_rate(s, h, norms);
+    const double rate_d = slot_rate(s, h, trust);
     const M rate = M(rate_d), m = M(h.momentum), delta = M(h.delta);
     // Adam: the bias-corrected step and the decoupled decay (0 for Adam).
     const M adam_step = M(mul(rate_d, h.adam_c1) / h.adam_c2);
@@ -250,14 +268,14 @@ Step step_of(const UpdateHyper& h) {
 }
 
 template <typename G, typename T>
-void launch_update(const TensorList& l, const UpdateHyper& h, const double* norms, cudaStream_t s) {
+void launch_update(const TensorList& l, const UpdateHyper& h, const double* trust, cudaStream_t s) {
   using Gd = dev_t<G>;
   using Dd = dev_t<T>;
   const int grid = grid_for(l.chunks());
   const TensorSlot* slots = l.device();
   switch (step_of(h)) {
 #define CORTADO_UPDATE_CASE(R) \
-  case R: update_kernel<Gd, Dd, R><<<grid, cuda::kThreads, 0, s>>>(slots, l.size(), l.chunks(), h, norms); break;
+  case R: update_kernel<Gd, Dd, R><<<grid, cuda::kThreads, 0, s>>>(slots, l.size(), l.chunks(), h, trust); break;
     CORTADO_UPDATE_CASE(kSgd)
     CORTADO_UPDATE_CASE(kSgdAccumulate)
     CORTADO_UPDATE_CASE(kNesterov)
@@ -271,9 +289,9 @@ void launch_update(const TensorList& l, const UpdateHyper& h, const double* norm
 }
 
 template <typename G, typename T>
-void launch_larc(const TensorList& l, const UpdateHyper& h, double* norms, cudaStream_t s) {
-  larc_kernel<dev_t<G>, dev_t<T>><<<grid_for(l.chunks()), cuda::kThreads, 0, s>>>(l.device(), l.size(), l.chunks(), h,
-                                                                                  norms);
+void launch_larc_sums(const TensorList& l, const UpdateHyper& h, LarcSums* sums, cudaStream_t s) {
+  larc_sums_kernel<dev_t<G>, dev_t<T>><<<grid_for(l.chunks()), cuda::kThreads, 0, s>>>(l.device(), l.size(),
+                                                                                       l.chunks(), h, sums);
   CORTADO_KERNEL_CHECK();
 }
 
@@ -343,7 +361,11 @@ UpdateWorkspace::UpdateWorkspace(int num_params, gpu_stream stream) : num_params
   CORTADO_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&check_host_), sizeof(GradientCheck),
                                    cudaHostAllocDefault));
   *check_host_ = GradientCheck();
-  larc_norms_ = static_cast<double*>(cuda::device_alloc(2 * std::max(num_params, 1) * sizeof(double)));
+  const size_t ids = static_cast<size_t>(std::max(num_params, 1));
+  larc_sums_ = static_cast<LarcSums*>(cuda::device_alloc(ids * sizeof(LarcSums)));
+  larc_trust_ = static_cast<double*>(cuda::device_alloc(ids * sizeof(double)));
+  larc_corr_ = static_cast<double*>(cuda::device_alloc(ids * sizeof(double)));
+  CORTADO_CUDA_CHECK(cudaMemsetAsync(larc_corr_, 0, ids * sizeof(double), stream));
 }
 
 UpdateWorkspace::~UpdateWorkspace() {
@@ -351,7 +373,9 @@ UpdateWorkspace::~UpdateWorkspace() {
   cudaStreamSynchronize(stream_);
   cudaFreeHost(check_host_);
   cuda::device_free(check_device_);
-  cuda::device_free(larc_norms_);
+  cuda::device_free(larc_sums_);
+  cuda::device_free(larc_trust_);
+  cuda::device_free(larc_corr_);
 }
 
 void UpdateWorkspace::begin_check(gpu_stream stream) {
@@ -363,9 +387,27 @@ void UpdateWorkspace::fetch_check(gpu_stream stream) {
       cudaMemcpyAsync(check_host_, check_device_, sizeof(GradientCheck), cudaMemcpyDeviceToHost, stream));
 }
 
-double* UpdateWorkspace::clear_larc_norms(gpu_stream stream) {
-  CORTADO_CUDA_CHECK(cudaMemsetAsync(larc_norms_, 0, 2 * std::max(num_params_, 1) * sizeof(double), stream));
-  return larc_norms_;
+LarcSums* UpdateWorkspace::clear_larc_sums(gpu_stream stream) {
+  CORTADO_CUDA_CHECK(cudaMemsetAsync(larc_sums_, 0, std::max(num_params_, 1) * sizeof(LarcSums), stream));
+  return larc_sums_;
+}
+
+void UpdateWorkspace::upload_larc_corr(const std::vector<double>& corr, gpu_stream stream) {
+  CORTADO_CHECK_EQ(static_cast<int>(corr.size()), num_params_);
+  if (corr.empty()) return;
+  // From pageable memory: the copy is done when the call returns.
+  CORTADO_CUDA_CHECK(cudaMemcpyAsync(larc_corr_, corr.data(), corr.size() * sizeof(double), cudaMemcpyHostToDevice,
+                                     stream));
+  CORTADO_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+std::vector<double> UpdateWorkspace::download_larc_corr(gpu_stream stream) {
+  std::vector<double> corr(static_cast<size_t>(num_params_));
+  if (corr.empty()) return corr;
+  CORTADO_CUDA_CHECK(cudaMemcpyAsync(corr.data(), larc_corr_, corr.size() * sizeof(double), cudaMemcpyDeviceToHost,
+                                     stream));
+  CORTADO_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return corr;
 }
 
 // ---- launchers ------------------------------------------------------------------------
@@ -381,19 +423,27 @@ void check_gradients(Type grad_type, const TensorList& list, bool want_sumsq, Gr
   CORTADO_KERNEL_CHECK();
 }
 
-void larc_norms(Type grad_type, Type data_type, const TensorList& list, const UpdateHyper& hyper, double* norms,
-                gpu_stream stream) {
+void larc_sums(Type grad_type, Type data_type, const TensorList& list, const UpdateHyper& hyper, LarcSums* sums,
+               gpu_stream stream) {
   if (list.chunks() == 0) return;
   dispatch_pair(grad_type, data_type, [&](auto g, auto t) {
-    launch_larc<decltype(g), decltype(t)>(list, hyper, norms, stream);
+    launch_larc_sums<decltype(g), decltype(t)>(list, hyper, sums, stream);
   });
 }
 
+void larc_trust(const TensorList& list, const UpdateHyper& hyper, const LarcSums* sums, double* corr, double* trust,
+                gpu_stream stream) {
+  if (list.size() == 0) return;
+  const int blocks = (list.size() + cuda::kThreads - 1) / cuda::kThreads;
+  larc_trust_kernel<<<blocks, cuda::kThreads, 0, stream>>>(list.device(), list.size(), hyper, sums, corr, trust);
+  CORTADO_KERNEL_CHECK();
+}
+
 void apply_update(Type grad_type, Type data_type, const TensorList& list, const UpdateHyper& hyper,
-                  const double* norms, gpu_stream stream) {
+                  const double* trust, gpu_stream stream) {
   if (list.chunks() == 0) return;
   dispatch_pair(grad_type, data_type, [&](auto g, auto t) {
-    launch_update<decltype(g), decltype(t)>(list, hyper, norms, stream);
+    launch_update<decltype(g), decltype(t)>(list, hyper, trust, stream);
   });
 }
 

@@ -3,7 +3,9 @@
 // rewritten so that W holds the look-ahead point):
 //   H_new = m * H + rate * g
 //   W     = W - ((1 + m) * H_new - m * H)
-// m = momentum (default 0). g already holds the coupled weight decay.
+// m = the iteration's momentum (momentum, default 0, with momentum_policy;
+// NVCaffe's Nesterov ignores the policy). g already holds the coupled weight
+// decay.
 // History: 1 blob per parameter (H), in the solver data type. Arithmetic in
 // math_t<T> (double for DOUBLE, float otherwise), each stored value rounded once.
 

@@ -8,7 +8,7 @@ void NesterovSolver::UpdateParam(const ParamUpdate& u) {
     using M = math_t<T>;
     T* w = net()->learnable_params()[u.id]->mutable_cpu_data<T>();
     T* h = history(u.id).mutable_cpu_data<T>();
-    const M rate = M(u.rate), m = M(param_.momentum());
+    const M rate = M(u.rate), m = M(u.momentum);
     for (int64_t i = 0; i < u.count; ++i) {
       const M h_old = M(h[i]);
       const M h_new = m * h_old + rate * M(u.grad[i]);
