@@ -219,6 +219,40 @@ TEST(Solver, ActionSnapshotThenStop) {
   EXPECT_EQ(s->iter(), 5);
   EXPECT_TRUE(fs::exists(dir / "a_iter_3.caffemodel"));
   EXPECT_TRUE(fs::exists(dir / "a_iter_3.solverstate"));
+  // The stop itself snapshots (Caffe's snapshot_after_train at an early stop).
+  EXPECT_TRUE(fs::exists(dir / "a_iter_5.caffemodel"));
+  EXPECT_TRUE(fs::exists(dir / "a_iter_5.solverstate"));
+  fs::remove_all(dir);
+}
+
+// An interrupted run (SIGINT's default action, stop) loses nothing: the stop
+// snapshots, and resuming from it ends with the bits of a run that never
+// stopped, dropout's generator included.
+TEST(Solver, StopSnapshotsAndResumesToTheBitsOfAnUninterruptedRun) {
+  const fs::path dir = fs::temp_directory_path() / str_cat("cortado_stop_", getpid());
+  fs::create_directories(dir);
+  const std::string solver = str_cat("base_lr: 0.05 lr_policy: 'inv' gamma: 0.01 power: 0.75 momentum: 0.9 ",
+                                     "random_seed: 3 max_iter: 12 display: 4 snapshot_prefix: '", (dir / "s").string(),
+                                     "'");
+  auto full = make_solver(solver, classifier("FLOAT16"));
+  full->Solve();
+  set_random_seed(999);
+  auto stopped = make_solver(solver, classifier("FLOAT16"));
+  int calls = 0;
+  stopped->set_action_function([&] { return ++calls == 7 ? SolverAction::STOP : SolverAction::NONE; });
+  stopped->Solve();
+  ASSERT_EQ(stopped->iter(), 7);
+  ASSERT_TRUE(fs::exists(dir / "s_iter_7.solverstate"));
+  set_random_seed(12345);
+  auto resumed = make_solver(solver, classifier("FLOAT16"));
+  resumed->Solve((dir / "s_iter_7.solverstate").string());
+  EXPECT_EQ(resumed->iter(), 12);
+  const auto& a = full->net()->learnable_params();
+  const auto& b = resumed->net()->learnable_params();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t k = 0; k < a[i]->count(); ++k)
+      ASSERT_EQ(a[i]->cpu_data<float>()[k], b[i]->cpu_data<float>()[k]) << "param " << i << " index " << k;
   fs::remove_all(dir);
 }
 

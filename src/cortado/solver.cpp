@@ -379,16 +379,19 @@ void Solver::Solve(const std::string& resume_file) {
   }
   SyncParameters();
   Step(param_.max_iter() - iter_);
-  if (param_.snapshot_after_train() && (!param_.snapshot() || iter_ % param_.snapshot() != 0) &&
-      !requested_early_exit_)
-    Snapshot();
+  // As Caffe: a snapshot after the last iteration, unless the periodic one
+  // was just written; an early stop (SIGINT, --sigint_effect=stop) snapshots
+  // too, so an interrupted run loses nothing.
+  if (param_.snapshot_after_train() && (!param_.snapshot() || iter_ % param_.snapshot() != 0)) Snapshot();
   if (requested_early_exit_) {
     INFO_LOG << "Optimization stopped early.";
     return;
   }
   if (param_.display() && iter_ % param_.display() == 0) {
-    const double loss = net_->Forward();
-    UpdateSmoothedLoss(loss, iter_);
+    // Caffe runs one more TRAIN forward here, which moves BatchNorm's
+    // running statistics past the weights just saved (the final test score
+    // would then not be the saved model's); the loss shown is the smoothed
+    // training loss of the last iterations instead.
     INFO_LOG << "Iteration " << iter_ << ", loss = " << RanksMean({smoothed_loss_})[0];
   }
   if (param_.test_interval() && iter_ % param_.test_interval() == 0) TestAll();
@@ -548,6 +551,9 @@ std::vector<double> Solver::Test(int id) {
       const std::string loss_msg = w ? str_cat(" (* ", w, " = ", w * scores[k], " loss)") : "";
       INFO_LOG << "    Test net output #" << k << ": " << net.blob_names()[blob] << " = " << scores[k] << loss_msg;
     }
+      if (w && !std::isfinite(scores[k]))
+        LOG_IF(WARNING, thread_logs_info()) << "Test net output #" << k << ": the test loss " << net.blob_names()[blob] << " is " << scores[k]
+                 << " at iteration " << iter_ << ": the net has diverged (or its inputs hold NaN or Inf)";
   }
   return scores;
 }
