@@ -539,8 +539,13 @@ void plot_grad_stats(const GradStatsResult& result) {
     temporary = true;
     WriteGradStatsCsv(result, csv);
   }
-  const char* python = std::getenv("CORTADO_PYTHON");  // e.g. /usr/bin/python3 beside a virtualenv's
-  const std::string command = std::string(python && *python ? python : "python3") + " " + shell_quote(script) +
+  // The interpreter that has install_deps.sh's Debian packages (numpy,
+  // matplotlib): the system's, not whichever python3 comes first on PATH (a
+  // virtualenv's may lack them). CORTADO_PYTHON names another.
+  const char* python = std::getenv("CORTADO_PYTHON");
+  const std::string interpreter =
+      python && *python ? python : access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  const std::string command = interpreter + " " + shell_quote(script) +
                               " " + shell_quote(csv) + " " + shell_quote(FLAGS_plot);
   const int status = std::system(command.c_str());
   if (temporary) std::remove(csv.c_str());
