@@ -73,6 +73,34 @@ TYPED_TEST(DropoutLayerTest, SameSeedSameMask) {
   EXPECT_EQ(test::GetData(*top[0]), first);
 }
 
+// dropout_param.random_seed (NVCaffe's): the layer draws from its own
+// generator, so its masks repeat whatever the process RNG did before, and
+// the process RNG is left alone.
+TYPED_TEST(DropoutLayerTest, OwnRandomSeed) {
+  using F = typename TypeParam::Ftype;
+  test::Blobs bottom;
+  test::FillUniform(bottom.add({200}, type_of<F>()), 1, 2, 3);
+  auto run = [&](const std::string& seed, int64_t process_seed, int forwards) {
+    auto layer = test::NewLayer<TypeParam>("type: 'Dropout' dropout_param { random_seed: " + seed + " }");
+    test::Blobs top;
+    top.add(type_of<F>());
+    layer->SetUp(bottom.vec, top.vec);
+    set_random_seed(process_seed);
+    for (int i = 0; i < forwards; ++i) layer->Forward(bottom.vec, top.vec);
+    return test::GetData(*top[0]);
+  };
+  const std::vector<double> first = run("42", 1, 1);
+  EXPECT_EQ(run("42", 2, 1), first);   // another process seed: the same mask
+  EXPECT_NE(run("42", 1, 2), first);   // the layer's sequence goes on
+  EXPECT_NE(run("43", 1, 1), first);   // another layer seed
+  EXPECT_NE(run("-1", 1, 1), run("-1", 2, 1));  // unset: the process RNG
+  set_random_seed(9);
+  const auto before = rng()();
+  set_random_seed(9);
+  run("42", 9, 3);
+  EXPECT_EQ(rng()(), before);
+}
+
 TYPED_TEST(DropoutLayerTest, BadRatio) {
   using F = typename TypeParam::Ftype;
   for (const char* ratio : {"1", "-0.1", "1.5"}) {
@@ -103,6 +131,12 @@ TYPED_TEST(DropoutLayerTest, GpuMatchesCpu) {
   test::CheckGpuAgainstCpu<TypeParam>("type: 'Dropout' dropout_param { dropout_ratio: 0.3 }", {{2, 3, 4, 5}}, fill,
                                       test::GpuTolerance{0, 0}, {}, -1, 3);
   test::CheckGpuAgainstCpu<TypeParam>("type: 'Dropout' phase: TEST", {{2, 3, 4, 5}}, fill, test::GpuTolerance{0, 0});
+}
+
+TYPED_TEST(DropoutLayerTest, GpuMatchesCpuOwnRandomSeed) {
+  auto fill = [](int, Blob* b) { test::FillUniform(b, -1, 1, 15); };
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Dropout' dropout_param { dropout_ratio: 0.4 random_seed: 7 }",
+                                      {{2, 3, 4, 5}}, fill, test::GpuTolerance{0, 0}, {}, -1, 2);
 }
 
 }  // namespace

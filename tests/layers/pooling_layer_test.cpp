@@ -96,6 +96,21 @@ TYPED_TEST(PoolingLayerTest, MaxPaddedOverlapping) {
   EXPECT_EQ(this->BackwardOnes(), want);
 }
 
+TYPED_TEST(PoolingLayerTest, MaxFloorRoundMode) {
+  // As MaxPaddedOverlapping, rounded down: OH = floor((4 + 2 - 3) / 2) + 1 = 2,
+  // the first two windows of each row and column of the CEIL output.
+  for (const char* mode : {"round_mode: FLOOR", "torch_pooling: true"}) {
+    SCOPED_TRACE(mode);
+    this->Init(std::string("pool: MAX kernel_size: 3 stride: 2 pad: 1 ") + mode, {1, 1, 4, 4}, kX);
+    EXPECT_EQ(this->top_[0]->shape(), (std::vector<int>{1, 1, 2, 2}));
+    this->ExpectTop({16, 16, 14, 15});
+    std::vector<double> want(16, 0.0);
+    want[1] = 2;
+    want[8] = want[6] = 1;
+    EXPECT_EQ(this->BackwardOnes(), want);
+  }
+}
+
 TYPED_TEST(PoolingLayerTest, AvePaddedCaffeDivisor) {
   // The divisor counts the window clipped to the padded image [-1, 5): 9 in
   // the interior, 6 on the last row/column (2 rows fit), 4 in the corner.
@@ -145,6 +160,25 @@ TEST(PoolingLayerShape, CeilAndLastWindowRule) {
             (std::vector<int>{2, 3, 4, 2}));
 }
 
+TEST(PoolingLayerShape, FloorRoundMode) {
+  // (6 - 3) / 2 = 1.5: CEIL gives 3 windows, FLOOR (and torch_pooling) 2.
+  EXPECT_EQ(OutShape("kernel_size: 3 stride: 2", {1, 1, 6, 6}), (std::vector<int>{1, 1, 3, 3}));
+  EXPECT_EQ(OutShape("kernel_size: 3 stride: 2 round_mode: FLOOR", {1, 1, 6, 6}), (std::vector<int>{1, 1, 2, 2}));
+  EXPECT_EQ(OutShape("kernel_size: 3 stride: 2 torch_pooling: true", {1, 1, 6, 6}), (std::vector<int>{1, 1, 2, 2}));
+  EXPECT_EQ(OutShape("kernel_size: 3 stride: 2 round_mode: CEIL", {1, 1, 6, 6}), (std::vector<int>{1, 1, 3, 3}));
+  // Exact division: both modes agree.
+  EXPECT_EQ(OutShape("kernel_size: 3 stride: 2 round_mode: FLOOR", {1, 1, 7, 7}), (std::vector<int>{1, 1, 3, 3}));
+  // Rectangular, padded: H (5 + 2 - 3) / 2 = 2 -> 3 either way; W (9 - 2) / 4 = 1.75 -> 2 (FLOOR) or 3 (CEIL).
+  EXPECT_EQ(OutShape("kernel_h: 3 kernel_w: 2 pad_h: 1 stride_h: 2 stride_w: 4 round_mode: FLOOR", {2, 3, 5, 9}),
+            (std::vector<int>{2, 3, 3, 2}));
+  EXPECT_EQ(OutShape("kernel_h: 3 kernel_w: 2 pad_h: 1 stride_h: 2 stride_w: 4", {2, 3, 5, 9}),
+            (std::vector<int>{2, 3, 3, 3}));
+  // A ResNet pool1 on a 112 x 112 map (kernel 3, stride 2): 55 rounded down, 56 up.
+  EXPECT_EQ(OutShape("kernel_size: 3 stride: 2 torch_pooling: true", {1, 1, 112, 112}),
+            (std::vector<int>{1, 1, 55, 55}));
+  EXPECT_EQ(OutShape("kernel_size: 3 stride: 2", {1, 1, 112, 112}), (std::vector<int>{1, 1, 56, 56}));
+}
+
 std::string SetUpError(const std::string& pool_param, const std::vector<int>& shape) {
   PoolingLayer<float, float> layer(test::MakeParam<test::TypePair<float, float>>(
       "name: 'p' type: 'Pooling' pooling_param { " + pool_param + " }"));
@@ -175,6 +209,9 @@ TEST(PoolingLayerValidation, Fields) {
   EXPECT_EQ(SetUpError("pool: STOCHASTIC kernel_size: 3 pad: 1", x),
             "pooling_param.pad | STOCHASTIC pooling takes no padding, got 1x1");
   EXPECT_EQ(SetUpError("pool: STOCHASTIC kernel_size: 2", x), "no error");
+  EXPECT_EQ(SetUpError("kernel_size: 2 torch_pooling: true round_mode: CEIL", x).substr(0, 29),
+            "pooling_param.torch_pooling |");
+  EXPECT_EQ(SetUpError("kernel_size: 2 torch_pooling: true round_mode: FLOOR", x), "no error");
 }
 
 // ---- gradients -------------------------------------------------------------------
@@ -244,6 +281,18 @@ TYPED_TEST(PoolingLayerTest, GpuMatchesCpuAvePaddedRectangular) {
   test::CheckGpuAgainstCpu<TypeParam>("type: 'Pooling' pooling_param { pool: AVE kernel_h: 3 kernel_w: 2 "
                                       "stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 1 }",
                                       {{2, 2, 7, 5}}, FillDistinct, kAveGpuTol);
+}
+
+TYPED_TEST(PoolingLayerTest, GpuMatchesCpuFloorRoundMode) {
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Pooling' pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 "
+                                      "round_mode: FLOOR }",
+                                      {{2, 3, 8, 6}}, FillDistinct, kMaxGpuTol, {}, 2);
+}
+
+TYPED_TEST(PoolingLayerTest, GradientAveFloor) {
+  test::CheckLayer<TypeParam>("type: 'Pooling' pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 "
+                              "torch_pooling: true }",
+                              {{2, 2, 6, 5}}, FillDistinct, test::GradientSettings(), kTol);
 }
 
 TYPED_TEST(PoolingLayerTest, GpuMatchesCpuGlobalAve) {

@@ -98,6 +98,80 @@ TYPED_TEST(SoftmaxWithLossLayerTest, BackwardValuesWithIgnoredLabel) {
   test::ExpectNear<test::Coarser<TypeParam>>(test::GetDiff(*this->bottom_[0]), want, 1);
 }
 
+// NVCaffe's label_smoothing eps with C = 3 classes: the target is 1 - eps on
+// the label and eps / 2 on each other class; an ignored position counts for
+// nothing, and VALID normalization divides by the 3 positions left.
+TYPED_TEST(SoftmaxWithLossLayerTest, LabelSmoothingByHand) {
+  const double eps = 0.25, on = 1 - eps, off = eps / 2;
+  this->Build("loss_param { label_smoothing: 0.25 ignore_label: 1 }", {2, 1, 0, 0});
+  const std::vector<int> label = {2, -1, 0, 0};  // per (n, i); -1 ignored
+  double sum = 0;
+  for (int n = 0; n < 2; ++n) {
+    for (int i = 0; i < 2; ++i) {
+      const int l = label[n * 2 + i];
+      if (l < 0) continue;
+      for (int c = 0; c < 3; ++c) sum += (c == l ? on : off) * this->NegLogP(n, i, c);
+    }
+  }
+  const double want_loss = sum / 3;
+  const double loss = this->layer_->Forward(this->bottom_.vec, this->top_.vec);
+  EXPECT_NEAR(test::GetData(*this->top_[0])[0], want_loss, 1e-6 * want_loss);
+  EXPECT_NEAR(loss, want_loss, 1e-6 * want_loss);
+
+  using B = typename TypeParam::Btype;
+  test::SetDiff(this->top_[0], {0.5}, type_of<B>());
+  this->layer_->Backward(this->top_.vec, {true, false}, this->bottom_.vec);
+  std::vector<double> want(12);
+  for (int n = 0; n < 2; ++n) {
+    for (int c = 0; c < 3; ++c) {
+      for (int i = 0; i < 2; ++i) {
+        const int l = label[n * 2 + i];
+        want[n * 6 + c * 2 + i] = l < 0 ? 0.0 : 0.5 / 3 * (this->Prob(n, c, i) - (c == l ? on : off));
+      }
+    }
+  }
+  test::ExpectNear<test::Coarser<TypeParam>>(test::GetDiff(*this->bottom_[0]), want, 1);
+}
+
+// eps = 0 is the plain loss; the gradient of every position sums to 0 over
+// the classes with smoothing too (the targets sum to 1).
+TYPED_TEST(SoftmaxWithLossLayerTest, LabelSmoothingTargetsSumToOne) {
+  using B = typename TypeParam::Btype;
+  this->Build("loss_param { label_smoothing: 0.3 normalization: NONE }", {2, 0, 1, 2});
+  this->layer_->Forward(this->bottom_.vec, this->top_.vec);
+  test::SetDiff(this->top_[0], {1}, type_of<B>());
+  this->layer_->Backward(this->top_.vec, {true, false}, this->bottom_.vec);
+  const std::vector<double> dx = test::GetDiff(*this->bottom_[0]);
+  for (int n = 0; n < 2; ++n) {
+    for (int i = 0; i < 2; ++i) {
+      double s = 0;
+      for (int c = 0; c < 3; ++c) s += dx[n * 6 + c * 2 + i];
+      EXPECT_NEAR(s, 0, 4 * type_epsilon<B>()) << n << "," << i;
+    }
+  }
+}
+
+TYPED_TEST(SoftmaxWithLossLayerTest, BadLabelSmoothing) {
+  using F = typename TypeParam::Ftype;
+  const std::vector<std::pair<std::string, std::vector<int>>> cases = {
+      {"1", {2, 3}}, {"-0.1", {2, 3}}, {"nan", {2, 3}}, {"0.1", {2, 1}}};
+  for (const auto& [eps, shape] : cases) {
+    SCOPED_TRACE(eps);
+    auto layer = test::NewLayer<TypeParam>("name: 'loss' type: 'SoftmaxWithLoss' loss_param { label_smoothing: " +
+                                           eps + " }");
+    test::Blobs bottom, top;
+    bottom.add(shape, type_of<F>());
+    bottom.add({2}, type_of<F>());
+    top.add(type_of<F>());
+    try {
+      layer->SetUp(bottom.vec, top.vec);
+      ADD_FAILURE() << "label_smoothing " << eps << " was accepted for shape " << shape[1];
+    } catch (const FieldError& e) {
+      EXPECT_EQ(e.field(), "loss_param.label_smoothing");
+    }
+  }
+}
+
 TYPED_TEST(SoftmaxWithLossLayerTest, ProbabilityTop) {
   using F = typename TypeParam::Ftype;
   this->Build("", {0, 0, 0, 0}, 2);
@@ -165,6 +239,25 @@ TYPED_TEST(SoftmaxWithLossLayerTest, GradientIgnoreLabelFullNormalization) {
       {{2, 3, 4}, {2, 3}}, fill, Settings<TypeParam>(), kTol, {true, false});
 }
 
+TYPED_TEST(SoftmaxWithLossLayerTest, GradientLabelSmoothing) {
+  auto fill = [](int i, Blob* b) {
+    if (i == 0) test::FillGaussian(b, 0, 2, 12);
+    else test::FillLabels(b, 5, 13);
+  };
+  test::CheckLayer<TypeParam>("type: 'SoftmaxWithLoss' loss_param { label_smoothing: 0.1 }",
+                              {{3, 5, 2, 2}, {3, 1, 2, 2}}, fill, Settings<TypeParam>(), kTol, {true, false});
+}
+
+TYPED_TEST(SoftmaxWithLossLayerTest, GradientLabelSmoothingIgnoreLabelBatchNormalization) {
+  auto fill = [](int i, Blob* b) {
+    if (i == 0) test::FillGaussian(b, 0, 2, 14);
+    else test::FillLabels(b, 4, 15);
+  };
+  test::CheckLayer<TypeParam>("type: 'SoftmaxWithLoss' softmax_param { axis: 2 } "
+                              "loss_param { label_smoothing: 0.25 ignore_label: 3 normalization: BATCH_SIZE }",
+                              {{2, 3, 4}, {2, 3}}, fill, Settings<TypeParam>(), kTol, {true, false});
+}
+
 // GPU against CPU: loss (float), probability top and gradient, for both
 // softmax kernels, every normalization and an ignored label. The loss is a
 // double sum on both sides; expf and the summation orders differ: a few ulps.
@@ -181,6 +274,10 @@ TYPED_TEST(SoftmaxWithLossLayerTest, GpuMatchesCpu) {
     SCOPED_TRACE(norm);
     test::CheckGpuAgainstCpu<TypeParam>(
         str_cat("type: 'SoftmaxWithLoss' loss_param { ignore_label: 1 normalization: ", norm, " }"),
+        {{3, 5, 2, 4}, {3, 1, 2, 4}}, columns, tol, {true, false}, 2);
+    test::CheckGpuAgainstCpu<TypeParam>(
+        str_cat("type: 'SoftmaxWithLoss' loss_param { label_smoothing: 0.1 ignore_label: 1 normalization: ", norm,
+                " }"),
         {{3, 5, 2, 4}, {3, 1, 2, 4}}, columns, tol, {true, false}, 2);
   }
 }

@@ -8,7 +8,14 @@
 //
 // The phase is layer_param().phase() (the Net sets it; default TRAIN).
 // Bottoms: 1, any shape. Tops: 1, the bottom's shape.
-// Fields: dropout_param.dropout_ratio p (default 0.5), 0 <= p < 1.
+// Fields: dropout_param.dropout_ratio p (default 0.5), 0 <= p < 1;
+//   dropout_param.random_seed (default -1; NVCaffe's): >= 0 gives the layer
+//   a generator of its own (std::mt19937 seeded with it) for its masks, so
+//   they repeat run after run whatever else draws numbers; -1 draws from
+//   the process RNG. The own generator's state is not in snapshots (as in
+//   NVCaffe): a resumed run restarts its sequence. Every rank of a
+//   data-parallel run draws the same masks from the same seed.
+//   dropout_param.engine: accepted (noted in the log; one implementation).
 // In place: yes (the mask is kept by the layer).
 // Types: forward in Ftype, backward in Btype; the scale is applied in math_t.
 // GPU: the mask is drawn on the host with the same RNG calls as the CPU
@@ -17,6 +24,7 @@
 // context's stream; one thread per element applies it (dropout_layer.cu).
 
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "cortado/config.hpp"
@@ -53,7 +61,10 @@ class DropoutLayer : public Layer<Ftype, Btype> {
 
  private:
   bool train() const { return this->layer_param().phase() == TRAIN; }
+  /// Draws the TRAIN mask of n elements into mask_ (from rng_ when set).
+  void DrawMask(int64_t n);
 
+  std::unique_ptr<std::mt19937> rng_;  // dropout_param.random_seed >= 0
   double ratio_ = 0.5;
   double scale_ = 2;
   std::vector<unsigned> mask_;

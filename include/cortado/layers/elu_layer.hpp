@@ -1,11 +1,16 @@
 #pragma once
 // ELU: exponential linear unit.
 //
-//   forward:  y = x > 0 ? x : alpha * (exp(x) - 1)     (expm1 in math_t)
-//   backward: dx = dy * (x > 0 ? 1 : alpha + y)
+//   forward:  y = lambda * (x > 0 ? x : alpha * (exp(x) - 1))   (expm1 in math_t)
+//   backward: dx = dy * (x > 0 ? lambda : y + lambda * alpha)
+//             (the exact derivative: lambda * alpha * exp(x) = y + lambda * alpha
+//             for x <= 0. NVCaffe multiplies its lambda = 1 formula by lambda,
+//             lambda * (alpha + y), which is exact only for lambda = 1.)
 //
 // Bottoms: 1, any shape. Tops: 1, the bottom's shape.
-// Fields: elu_param.alpha (float, default 1, finite).
+// Fields: elu_param.alpha (float, default 1, finite);
+//   elu_param.lambda (float, default 1, finite and > 0; NVCaffe's scale:
+//   alpha 1.6733 and lambda 1.0507 make SELU).
 // In place: yes. The backward then tests the output's sign instead of the
 // input's, the same test for alpha >= 0 (as in Caffe).
 // Types: forward reads x, writes y as Ftype; backward reads dy, x and y as
@@ -42,16 +47,18 @@ class ELULayer : public Layer<Ftype, Btype> {
 
  private:
   double alpha_ = 1;
+  double lambda_ = 1;
 };
 
 #ifdef CORTADO_USE_CUDA
 namespace gpu {
-/// y[i] = x[i] > 0 ? x[i] : alpha * expm1(x[i]); x and y may alias.
+/// y[i] = lambda * (x[i] > 0 ? x[i] : alpha * expm1(x[i])); x and y may alias.
 template <typename T>
-void elu_forward(int64_t n, const T* x, T* y, double alpha, CUstream_st* stream);
-/// dx[i] = dy[i] * (x[i] > 0 ? 1 : alpha + y[i]); dx may alias dy.
+void elu_forward(int64_t n, const T* x, T* y, double alpha, double lambda, CUstream_st* stream);
+/// dx[i] = dy[i] * (x[i] > 0 ? lambda : y[i] + lambda * alpha); dx may alias dy.
 template <typename T>
-void elu_backward(int64_t n, const T* dy, const T* x, const T* y, T* dx, double alpha, CUstream_st* stream);
+void elu_backward(int64_t n, const T* dy, const T* x, const T* y, T* dx, double alpha, double lambda,
+                  CUstream_st* stream);
 }  // namespace gpu
 #endif
 

@@ -21,10 +21,13 @@
 //
 // Shapes:
 //   bottom (N, C, H, W).
-//   top[0] (N, C, OH, OW), OH = ceil((H + 2*PH - KH) / SH) + 1, then reduced by
-//          one if the last window would start at or beyond H + PH (Caffe's
-//          rule; Cortado applies it with PH = 0 too, where Caffe would emit a
-//          window that lies outside the image). Likewise OW.
+//   top[0] (N, C, OH, OW), OH = ceil((H + 2*PH - KH) / SH) + 1 (round_mode
+//          CEIL, Caffe's default) or floor((H + 2*PH - KH) / SH) + 1 (round_mode
+//          FLOOR, or NVCaffe's torch_pooling), then reduced by one if the last
+//          window would start at or beyond H + PH (Caffe's rule; Cortado
+//          applies it with PH = 0 too, where Caffe would emit a window that
+//          lies outside the image). Likewise OW. The CPU and GPU paths share
+//          this shape (Reshape).
 //   top[1] (MAX only, optional) same shape: the argmax index as a number,
 //          written as float whatever Ftype (float16 holds integers exactly
 //          only up to 2048).
@@ -36,6 +39,9 @@
 //   stride (default 1), or stride_h + stride_w; > 0
 //   global_pooling (default false): the kernel is the whole H x W (kernel,
 //     pad and stride must not be set)
+//   round_mode (default CEIL): CEIL or FLOOR, the rounding of the output size
+//   torch_pooling (default false; NVCaffe's): true rounds down, as FLOOR
+//     (with round_mode: CEIL given explicitly, an error)
 //   engine: accepted and ignored.
 // The kernel must fit the padded input.
 //
@@ -96,6 +102,7 @@ class PoolingLayer : public Layer<Ftype, Btype> {
   bool stochastic_ = false;
   std::vector<float> rand_;  // (N, C, OH, OW) STOCHASTIC TRAIN: the uniform draws of the last forward
   bool global_ = false;
+  bool floor_ = false;  // the output size rounds down (round_mode FLOOR, torch_pooling)
   int kh_ = 0, kw_ = 0, ph_ = 0, pw_ = 0, sh_ = 1, sw_ = 1;
   int num_ = 0, channels_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
   std::vector<int> mask_;  // (N, C, OH, OW) argmax of MAX, or the STOCHASTIC TRAIN pick

@@ -15,12 +15,23 @@
 #include <google/protobuf/message.h>
 #include <google/protobuf/text_format.h>
 
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cortado/common.hpp"
 
 namespace cortado {
+
+/// Where a layer of an upgraded net (util/upgrade.hpp) was written: a
+/// `layer` entry, a V1 (or V0) `layers` entry, or the net-level input fields
+/// (the Input layer made of them).
+struct LayerOrigin {
+  enum Kind { kLayer, kV1Layer, kNetInput };
+  Kind kind = kLayer;
+  int index = 0;
+};
 
 class SourceInfo {
  public:
@@ -43,8 +54,14 @@ class SourceInfo {
   int root_field_line(const google::protobuf::Descriptor* d, const std::string& field) const;
   /// The same file, with `net_tree` as the tree of the net inside it.
   SourceInfo with_net_tree(const google::protobuf::TextFormat::ParseInfoTree* net_tree) const {
-    return SourceInfo(file_, root_, net_tree);
+    SourceInfo s(file_, root_, net_tree);
+    s.origins_ = origins_;
+    return s;
   }
+  /// After an upgrade: layer i of the net whose parse tree is `net_tree` was
+  /// written at origins[i], so that field_line finds its line.
+  void set_layer_origins(const google::protobuf::TextFormat::ParseInfoTree* net_tree,
+                         std::vector<LayerOrigin> origins);
   const google::protobuf::TextFormat::ParseInfoTree* root_tree() const { return root_.get(); }
   /// "file:line: " or "file: " (or "" without a file).
   std::string where(int line) const;
@@ -53,14 +70,21 @@ class SourceInfo {
   std::string file_;
   std::shared_ptr<google::protobuf::TextFormat::ParseInfoTree> root_;
   const google::protobuf::TextFormat::ParseInfoTree* net_tree_ = nullptr;
+  using Origins = std::map<const google::protobuf::TextFormat::ParseInfoTree*, std::vector<LayerOrigin>>;
+  std::shared_ptr<Origins> origins_;  // shared by the copies for the nets inside one file
 };
 
-/// Parses a prototxt file into `msg`; throws Error naming the file and line.
+/// Parses a prototxt file into `msg`; throws Error naming the file and line
+/// (a field of a layer type Cortado does not have, such as python_param,
+/// says that layer type is not available). A NetParameter or
+/// SolverParameter in an older Caffe format is upgraded (util/upgrade.hpp).
 /// With `info`, returns the parse tree of the whole file (the net's tree is the root).
 void ReadTextProto(const std::string& path, google::protobuf::Message* msg, SourceInfo* info = nullptr);
 /// Parses prototxt text (used by tests); `name` stands in for the file name.
 void ParseTextProto(const std::string& text, const std::string& name, google::protobuf::Message* msg,
                     SourceInfo* info = nullptr);
+/// Reads a binary protobuf file; a NetParameter (.caffemodel) in an older
+/// Caffe format is upgraded.
 void ReadBinaryProto(const std::string& path, google::protobuf::Message* msg);
 /// Writes "<path>.tmp", flushes, renames to path.
 void WriteBinaryProto(const std::string& path, const google::protobuf::Message& msg);

@@ -16,6 +16,18 @@ void DropoutLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec
   if (!(p >= 0.f && p < 1.f)) this->field_error("dropout_param.dropout_ratio", "must be in [0, 1), got ", p);
   ratio_ = p;
   scale_ = 1.0 / (1.0 - ratio_);
+  const int64_t seed = this->layer_param().dropout_param().random_seed();
+  if (seed >= 0) rng_ = std::make_unique<std::mt19937>(static_cast<std::mt19937::result_type>(seed));
+}
+
+template <typename Ftype, typename Btype>
+void DropoutLayer<Ftype, Btype>::DrawMask(int64_t n) {
+  if (!rng_) {
+    rng_bernoulli(n, 1.0 - ratio_, mask_.data());
+    return;
+  }
+  std::bernoulli_distribution keep(1.0 - ratio_);
+  for (int64_t i = 0; i < n; ++i) mask_[i] = keep(*rng_) ? 1u : 0u;
 }
 
 template <typename Ftype, typename Btype>
@@ -34,7 +46,7 @@ void DropoutLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVe
     if (y != x) std::copy(x, x + n, y);
     return;
   }
-  rng_bernoulli(n, 1.0 - ratio_, mask_.data());
+  DrawMask(n);
   const M scale = static_cast<M>(scale_);
   for (int64_t i = 0; i < n; ++i) {
     y[i] = static_cast<Ftype>(mask_[i] ? static_cast<M>(x[i]) * scale : M(0));
@@ -69,7 +81,7 @@ void DropoutLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVe
     gpu_copy(n, x, y, this->context().stream());
     return;
   }
-  rng_bernoulli(n, 1.0 - ratio_, mask_.data());
+  DrawMask(n);
   const size_t bytes = mask_.size() * sizeof(unsigned);
   if (!mask_gpu_ || mask_gpu_->size() != bytes) mask_gpu_ = std::make_unique<SyncedMemory>(bytes);
   if (bytes > 0) std::memcpy(mask_gpu_->mutable_cpu_data(), mask_.data(), bytes);

@@ -45,10 +45,10 @@ std::pair<M, M> window_sums(const M* xp, const Window& win, int width) {
   return {sum, sq};
 }
 
-// Caffe's ceil-mode output extent; the last window must start inside the
-// image or its padding on the near side (see the header).
-inline int out_extent(int in, int k, int p, int s) {
-  int out = (in + 2 * p - k + s - 1) / s + 1;
+// Caffe's output extent, rounded up (or down with `floor`); the last window
+// must start inside the image or its padding on the near side (see the header).
+inline int out_extent(int in, int k, int p, int s, bool floor) {
+  int out = (in + 2 * p - k + (floor ? 0 : s - 1)) / s + 1;
   if ((out - 1) * s >= in + p) --out;
   return out;
 }
@@ -61,6 +61,9 @@ void PoolingLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec
   max_ = p.pool() == PoolingParameter::MAX;
   stochastic_ = p.pool() == PoolingParameter::STOCHASTIC;
   global_ = p.global_pooling();
+  if (p.torch_pooling() && p.has_round_mode() && p.round_mode() == PoolingParameter::CEIL)
+    this->field_error("pooling_param.torch_pooling", "rounds the output size down; round_mode: CEIL contradicts it");
+  floor_ = p.round_mode() == PoolingParameter::FLOOR || p.torch_pooling();
   const bool has_hw_kernel = p.has_kernel_h() || p.has_kernel_w();
   if (global_) {
     if (p.has_kernel_size() || has_hw_kernel) {
@@ -132,8 +135,8 @@ void PoolingLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& t
     this->field_error("pooling_param.kernel_size", "kernel ", kh_, "x", kw_, " is larger than the padded input ",
                       height_ + 2 * ph_, "x", width_ + 2 * pw_, " (pad ", ph_, "x", pw_, ")");
   }
-  out_h_ = out_extent(height_, kh_, ph_, sh_);
-  out_w_ = out_extent(width_, kw_, pw_, sw_);
+  out_h_ = out_extent(height_, kh_, ph_, sh_, floor_);
+  out_w_ = out_extent(width_, kw_, pw_, sw_, floor_);
   for (Blob* t : top) t->Reshape({num_, channels_, out_h_, out_w_});
   if (max_ || stochastic_) mask_.resize(top[0]->count());
 }

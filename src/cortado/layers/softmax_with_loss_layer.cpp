@@ -28,6 +28,9 @@ void SoftmaxWithLossLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const
   has_ignore_label_ = p.loss_param().has_ignore_label();
   ignore_label_ = p.loss_param().ignore_label();
   normalization_ = NormalizationMode(p.loss_param());
+  const float eps = p.loss_param().label_smoothing();
+  if (!(eps >= 0.f && eps < 1.f)) this->field_error("loss_param.label_smoothing", "must be in [0, 1), got ", eps);
+  smoothing_ = eps;
   // A loss layer: its loss top weighs 1 unless the prototxt says otherwise
   // (SetUp applies the weights right after LayerSetUp).
   if (p.loss_weight_size() == 0) {
@@ -44,6 +47,10 @@ void SoftmaxWithLossLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const Bl
     this->field_error("bottom[1]", "the label bottom holds ", bottom[1]->count(), " values (shape ",
                       bottom[1]->shape_string(), ") but the prediction ", bottom[0]->shape_string(),
                       " with softmax axis ", axis_, " needs ", static_cast<int64_t>(outer_) * inner_);
+  }
+  if (smoothing_ > 0 && channels_ < 2) {
+    this->field_error("loss_param.label_smoothing", "needs at least 2 classes along the softmax axis, got ",
+                      channels_);
   }
   top[0]->Reshape(std::vector<int>{});
   if (top.size() > 1) top[1]->ReshapeLike(*bottom[0]);
@@ -70,7 +77,17 @@ void SoftmaxWithLossLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, cons
       const int64_t pos = static_cast<int64_t>(o) * inner_ + i;
       if (Ignored(label[pos], pos)) continue;
       const int l = static_cast<int>(label[pos]);
-      loss -= std::log(std::max(static_cast<double>(prob_[base + l * inner_]), static_cast<double>(FLT_MIN)));
+      const auto log_p = [&](int c) {
+        return std::log(std::max(static_cast<double>(prob_[base + static_cast<int64_t>(c) * inner_]),
+                                 static_cast<double>(FLT_MIN)));
+      };
+      if (smoothing_ > 0) {
+        double others = 0;
+        for (int c = 0; c < channels_; ++c) others += c == l ? 0.0 : log_p(c);
+        loss -= (1 - smoothing_) * log_p(l) + smoothing_ / (channels_ - 1) * others;
+      } else {
+        loss -= log_p(l);
+      }
       ++valid;
     }
   }
@@ -101,9 +118,10 @@ void SoftmaxWithLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const 
       const int64_t pos = static_cast<int64_t>(o) * inner_ + i;
       const bool ignored = Ignored(label[pos], pos);
       const int l = ignored ? -1 : static_cast<int>(label[pos]);
+      const double on = 1 - smoothing_, off = smoothing_ > 0 ? smoothing_ / (channels_ - 1) : 0.0;
       for (int c = 0; c < channels_; ++c) {
         const int64_t k = base + static_cast<int64_t>(c) * inner_;
-        const double g = ignored ? 0.0 : (static_cast<double>(prob_[k]) - (c == l ? 1.0 : 0.0)) * scale;
+        const double g = ignored ? 0.0 : (static_cast<double>(prob_[k]) - (c == l ? on : off)) * scale;
         dx[k] = static_cast<Btype>(static_cast<math_t<Btype>>(g));
       }
     }
@@ -132,8 +150,8 @@ void SoftmaxWithLossLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, cons
   M* prob = prob_gpu_.mutable_gpu_data<M>();
   gpu::softmax_forward(outer_, channels_, inner_, x, prob, stream);
   double* loss = loss_gpu_.mutable_gpu_data<double>();
-  gpu::softmax_loss_positions(outer_, channels_, inner_, prob, label, has_ignore_label_, ignore_label_, loss,
-                              loss + positions, static_cast<unsigned long long*>(error), stream);
+  gpu::softmax_loss_positions(outer_, channels_, inner_, prob, label, has_ignore_label_, ignore_label_, smoothing_,
+                              loss, loss + positions, static_cast<unsigned long long*>(error), stream);
   double fixed = 1;  // the normalizer, or -1: the valid count, known on the device only
   switch (normalization_) {
     case LossParameter::FULL: fixed = static_cast<double>(positions); break;
@@ -159,8 +177,8 @@ void SoftmaxWithLossLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const 
   const double* weight = top[0]->gpu_diff<double>();
   Btype* dx = bottom[0]->mutable_gpu_diff<Btype>();
   gpu::softmax_loss_backward(outer_, channels_, inner_, prob_gpu_.gpu_data<M>(), bottom[1]->gpu_data<float>(),
-                             has_ignore_label_, ignore_label_, weight, norm_gpu_.gpu_data<double>(), dx,
-                             this->context().stream());
+                             has_ignore_label_, ignore_label_, smoothing_, weight, norm_gpu_.gpu_data<double>(),
+                             dx, this->context().stream());
 }
 #endif
 

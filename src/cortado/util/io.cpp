@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cortado.pb.h"
+#include "cortado/util/upgrade.hpp"
 
 namespace cortado {
 
@@ -105,6 +106,9 @@ struct Place {
   std::string field;
 };
 
+// A block that holds one layer: `layer`, V1's `layers`, V0's `layer` inside it.
+bool layer_block(const std::string& name) { return name == "layer" || name == "layers"; }
+
 Place locate(const std::vector<std::string>& lines, int err_line, int err_col) {
   struct Block {
     std::string name;
@@ -130,7 +134,7 @@ Place locate(const std::vector<std::string>& lines, int err_line, int err_col) {
         reached = true;
         at_error = stack;
         for (size_t k = at_error.size(); k-- > 0;)
-          if (at_error[k].name == "layer") {
+          if (layer_block(at_error[k].name)) {
             layer_depth_at_error = k;
             break;
           }
@@ -144,7 +148,7 @@ Place locate(const std::vector<std::string>& lines, int err_line, int err_col) {
       if (c == '"' || c == '\'') {
         size_t j = i + 1;
         while (j < text.size() && text[j] != c) j += text[j] == '\\' ? 2 : 1;
-        if (expect_name && !stack.empty() && stack.back().name == "layer" && stack.back().layer_name.empty())
+        if (expect_name && !stack.empty() && layer_block(stack.back().name) && stack.back().layer_name.empty())
           stack.back().layer_name = text.substr(i + 1, std::min(j, text.size()) - i - 1);
         expect_name = false;
         after_colon = false;
@@ -177,7 +181,7 @@ Place locate(const std::vector<std::string>& lines, int err_line, int err_col) {
       } else if (c == '}' || c == '>') {
         if (reached && layer_depth_at_error != std::string::npos && stack.size() == layer_depth_at_error + 1) {
           // The layer around the error closes: its name is known by now.
-          if (stack.back().name == "layer") at_error[layer_depth_at_error].layer_name = stack.back().layer_name;
+          if (layer_block(stack.back().name)) at_error[layer_depth_at_error].layer_name = stack.back().layer_name;
           done = true;
         }
         if (!stack.empty()) stack.pop_back();
@@ -202,7 +206,7 @@ Place locate(const std::vector<std::string>& lines, int err_line, int err_col) {
       reached = true;
       at_error = stack;
       for (size_t k = at_error.size(); k-- > 0;)
-        if (at_error[k].name == "layer") {
+        if (layer_block(at_error[k].name)) {
           layer_depth_at_error = k;
           break;
         }
@@ -212,7 +216,7 @@ Place locate(const std::vector<std::string>& lines, int err_line, int err_col) {
   if (!reached) at_error = stack;
   size_t first = 0;
   for (size_t k = at_error.size(); k-- > 0;)
-    if (at_error[k].name == "layer") {
+    if (layer_block(at_error[k].name)) {
       place.layer = at_error[k].layer_name;
       if (place.layer.empty()) place.layer = "?";
       first = k + 1;
@@ -224,6 +228,19 @@ Place locate(const std::vector<std::string>& lines, int err_line, int err_col) {
   }
   if (!key_at_error.empty()) place.field += (place.field.empty() ? "" : ".") + key_at_error;
   return place;
+}
+
+// protobuf's "Message type ... has no field named "python_param"." for a
+// parameter of a layer type Cortado does not have: say that instead.
+void unavailable_layer_note(std::string* message) {
+  static const std::string kNoField = "has no field named \"";
+  const size_t at = message->find(kNoField);
+  if (at == std::string::npos) return;
+  const size_t from = at + kNoField.size(), to = message->find('"', from);
+  if (to == std::string::npos) return;
+  const std::string field = message->substr(from, to - from);
+  if (const char* type = UnavailableLayerType(field))
+    *message = str_cat("layer type '", type, "' (", field, ") is not available in Cortado");
 }
 
 }  // namespace
@@ -241,6 +258,7 @@ void ParseTextProto(const std::string& text, const std::string& name, pb::Messag
     for (size_t k = 0; k < collector.errors.size(); ++k) {
       Collector::Item e = collector.errors[k];
       fix_enum_position(lines, &e);
+      if (k == 0) unavailable_layer_note(&e.message);
       msg_text += str_cat(k ? "\n" : "", name, ":", e.line + 1, ":", e.column + 1, ": ", e.message);
       if (k == 0) {
         const Place place = locate(lines, e.line, e.column);
@@ -254,7 +272,9 @@ void ParseTextProto(const std::string& text, const std::string& name, pb::Messag
     }
     throw Error(msg_text);
   }
-  if (info) *info = SourceInfo(name, tree, tree.get());
+  SourceInfo parsed(name, tree, tree.get());
+  UpgradeOnRead(name, msg, &parsed, /*text=*/true);
+  if (info) *info = parsed;
 }
 
 void ReadTextProto(const std::string& path, pb::Message* msg, SourceInfo* info) {
@@ -281,6 +301,7 @@ void ReadBinaryProto(const std::string& path, pb::Message* msg) {
   const bool ok = msg->ParseFromCodedStream(&coded);
   close(fd);
   if (!ok) fail(path, ": not a valid binary ", msg->GetTypeName(), " (corrupt or truncated)");
+  UpgradeOnRead(path, msg, nullptr, /*text=*/false);
 }
 
 void WriteBinaryProto(const std::string& path, const pb::Message& msg) {
@@ -351,13 +372,25 @@ int walk(const Tree* tree, const pb::Descriptor* desc, const std::string& path, 
 }
 }  // namespace
 
+void SourceInfo::set_layer_origins(const Tree* net_tree, std::vector<LayerOrigin> origins) {
+  if (!origins_) origins_ = std::make_shared<Origins>();
+  (*origins_)[net_tree] = std::move(origins);
+}
+
 int SourceInfo::field_line(int layer, const std::string& field) const {
   if (!net_tree_ || layer < 0) return 0;
-  const pb::FieldDescriptor* lf = NetParameter::descriptor()->FindFieldByName("layer");
-  const pb::TextFormat::ParseLocation loc = net_tree_->GetLocation(lf, layer);
+  LayerOrigin origin{LayerOrigin::kLayer, layer};
+  if (origins_) {
+    const auto it = origins_->find(net_tree_);
+    if (it != origins_->end() && layer < static_cast<int>(it->second.size())) origin = it->second[layer];
+  }
+  if (origin.kind == LayerOrigin::kNetInput) return net_field_line("input");
+  const bool v1 = origin.kind == LayerOrigin::kV1Layer;
+  const pb::FieldDescriptor* lf = NetParameter::descriptor()->FindFieldByName(v1 ? "layers" : "layer");
+  const pb::TextFormat::ParseLocation loc = net_tree_->GetLocation(lf, origin.index);
   if (loc.line < 0) return 0;
-  const Tree* lt = net_tree_->GetTreeForNested(lf, layer);
-  return walk(lt, LayerParameter::descriptor(), field, loc.line + 1);
+  const Tree* lt = net_tree_->GetTreeForNested(lf, origin.index);
+  return walk(lt, v1 ? V1LayerParameter::descriptor() : LayerParameter::descriptor(), field, loc.line + 1);
 }
 
 int SourceInfo::net_field_line(const std::string& field) const {
