@@ -73,10 +73,13 @@ class Blob {
   double sumsq_diff() const;
 
   /// Reads shape and values; with reshape false the shapes must match (the
-  /// message names `what`). Values come from double_data if present, else data.
+  /// message names `what`). Values come from double_data, data or NVCaffe's
+  /// raw_data, the first present (util/blob_io.hpp: ReadBlobProtoValues);
+  /// the diff likewise when the proto has one.
   void FromProto(const BlobProto& proto, bool reshape, const std::string& what = "blob");
   /// Writes shape and data as float (BVLC Caffe reads it); double blobs write
-  /// double_data. write_diff adds the diff.
+  /// double_data. write_diff adds the diff. NVCaffe's raw format:
+  /// util/blob_io.hpp, BlobToProto.
   void ToProto(BlobProto* proto, bool write_diff = false) const;
   bool ShapeEquals(const BlobProto& proto) const;
 

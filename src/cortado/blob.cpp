@@ -2,6 +2,7 @@
 
 #include <climits>
 
+#include "cortado/util/blob_io.hpp"
 #include "cortado/util/math.hpp"
 
 namespace cortado {
@@ -97,16 +98,6 @@ double Blob::sumsq_diff() const {
 }
 
 namespace {
-std::vector<int> proto_shape(const BlobProto& proto) {
-  std::vector<int> s;
-  if (proto.has_shape()) {
-    for (int64_t d : proto.shape().dim()) s.push_back(static_cast<int>(d));
-  } else if (proto.has_num() || proto.has_channels() || proto.has_height() || proto.has_width()) {
-    s = {proto.num(), proto.channels(), proto.height(), proto.width()};
-  }
-  return s;
-}
-
 // Legacy 4D shapes (1, 1, 1, N) match an N-vector, as in Caffe.
 bool legacy_equal(const std::vector<int>& a, const std::vector<int>& b) {
   if (a == b) return true;
@@ -118,48 +109,20 @@ bool legacy_equal(const std::vector<int>& a, const std::vector<int>& b) {
 }
 }  // namespace
 
-bool Blob::ShapeEquals(const BlobProto& proto) const { return legacy_equal(shape_, proto_shape(proto)); }
+bool Blob::ShapeEquals(const BlobProto& proto) const { return legacy_equal(shape_, BlobProtoShape(proto)); }
 
 void Blob::FromProto(const BlobProto& proto, bool reshape, const std::string& what) {
-  const std::vector<int> s = proto_shape(proto);
+  const std::vector<int> s = BlobProtoShape(proto);
   if (reshape) {
     Reshape(s);
   } else if (!legacy_equal(shape_, s)) {
     fail(what, ": shape ", cortado::shape_string(s), " in the file does not match the expected ", shape_string());
   }
-  const bool dbl = proto.double_data_size() > 0;
-  const size_t n = dbl ? proto.double_data_size() : proto.data_size();
-  if (n != count_) fail(what, ": holds ", n, " values, expected ", count_);
-  if (dbl) {
-    cpu_copy<double>(n, proto.double_data().data(), mutable_cpu_data<double>());
-  } else {
-    cpu_copy<float>(n, proto.data().data(), mutable_cpu_data<float>());
-  }
-  if (proto.double_diff_size() == static_cast<int>(count_)) {
-    cpu_copy<double>(count_, proto.double_diff().data(), mutable_cpu_diff<double>());
-  } else if (proto.diff_size() == static_cast<int>(count_)) {
-    cpu_copy<float>(count_, proto.diff().data(), mutable_cpu_diff<float>());
-  }
+  if (!ReadBlobProtoValues(proto, false, this, what) && count_ > 0)
+    fail(what, ": holds no values (no data, double_data or raw_data), expected ", count_, " for shape ", shape_string());
+  ReadBlobProtoValues(proto, true, this, what);
 }
 
-void Blob::ToProto(BlobProto* proto, bool write_diff) const {
-  proto->Clear();
-  for (int d : shape_) proto->mutable_shape()->add_dim(d);
-  if (data_type() == DOUBLE) {
-    const double* d = cpu_data<double>();
-    proto->mutable_double_data()->Add(d, d + count_);
-    if (write_diff) {
-      const double* g = cpu_diff<double>();
-      proto->mutable_double_diff()->Add(g, g + count_);
-    }
-  } else {
-    const float* d = cpu_data<float>();
-    proto->mutable_data()->Add(d, d + count_);
-    if (write_diff) {
-      const float* g = cpu_diff<float>();
-      proto->mutable_diff()->Add(g, g + count_);
-    }
-  }
-}
+void Blob::ToProto(BlobProto* proto, bool write_diff) const { BlobToProto(*this, proto, write_diff, BlobFormat::kCaffe); }
 
 }  // namespace cortado

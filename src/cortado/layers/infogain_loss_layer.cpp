@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "cortado/layers/softmax_layer.hpp"
+#include "cortado/util/blob_io.hpp"
 #include "cortado/util/io.hpp"
 #ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
@@ -47,10 +48,10 @@ void InfogainLossLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const Bl
                         e.what());
     }
     file_h_.clear();
-    if (proto.double_data_size() > 0) {
-      for (double v : proto.double_data()) file_h_.push_back(static_cast<M>(v));
-    } else {
-      for (float v : proto.data()) file_h_.push_back(static_cast<M>(v));
+    try {
+      for (double v : BlobProtoData(proto, str_cat("'", path, "'"))) file_h_.push_back(static_cast<M>(v));
+    } catch (const Error& e) {
+      this->field_error("infogain_loss_param.source", e.what());
     }
 #ifdef CORTADO_USE_CUDA
     // The GPU path's copy; it reaches the device on the first GPU forward.

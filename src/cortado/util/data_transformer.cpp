@@ -10,6 +10,7 @@
 
 #include "cortado/bfloat16.hpp"
 #include "cortado/layer.hpp"
+#include "cortado/util/blob_io.hpp"
 
 #ifdef CORTADO_USE_OPENCV
 #include <opencv2/core.hpp>
@@ -82,14 +83,17 @@ DataTransformer::DataTransformer(const TransformationParameter& param, Phase pha
                 ", expected (1, C, H, W)");
   }
   const int64_t count = int64_t{mean_shape_[0]} * mean_shape_[1] * mean_shape_[2];
-  if (proto.data_size() == count) {
-    mean_.assign(proto.data().begin(), proto.data().end());
-  } else if (proto.double_data_size() == count) {
-    mean_.assign(proto.double_data().begin(), proto.double_data().end());
-  } else {
-    field_error("transform_param.mean_file", "'", path, "' holds ", proto.data_size(),
-                " values for shape ", shape_text(mean_shape_));
+  std::vector<double> values;  // data, double_data or NVCaffe's raw_data
+  try {
+    values = BlobProtoData(proto, str_cat("'", path, "'"));
+  } catch (const Error& e) {
+    field_error("transform_param.mean_file", e.what());
   }
+  if (static_cast<int64_t>(values.size()) != count) {
+    field_error("transform_param.mean_file", "'", path, "' holds ", values.size(), " values for shape ",
+                shape_text(mean_shape_));
+  }
+  mean_.assign(values.begin(), values.end());
 }
 
 Datum DataTransformer::Decode(const Datum& datum) const {
