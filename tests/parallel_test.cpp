@@ -28,6 +28,7 @@
 #include "data_parallel_util.hpp"
 #include "datum_db.hpp"
 #include "hdf5_util.hpp"
+#include "log_lines.hpp"
 #include "test_paths.hpp"
 
 #ifdef CORTADO_USE_CUDA
@@ -520,32 +521,7 @@ TEST_F(ParallelSolverTest, TheRanksReadTheirShardOfAnImageList) {
 }
 #endif
 
-// Collects the INFO lines of the log while it lives (they reach stderr too).
-class LogLines : public google::LogSink {
- public:
-  LogLines() : level_(FLAGS_minloglevel) {
-    FLAGS_minloglevel = 0;
-    google::AddLogSink(this);
-  }
-  ~LogLines() override {
-    google::RemoveLogSink(this);
-    FLAGS_minloglevel = level_;
-  }
-  void send(google::LogSeverity, const char*, const char*, int, const std::tm*, const char* message,
-            size_t length) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    lines_.emplace_back(message, length);
-  }
-  std::vector<std::string> lines() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return lines_;
-  }
-
- private:
-  int level_;
-  std::mutex mutex_;
-  std::vector<std::string> lines_;
-};
+using test::LogLines;
 
 // Rank 0 displays the ranks' mean loss and train outputs, not its own shard's.
 TEST_F(ParallelSolverTest, TheDisplayedLossIsTheRanksMean) {

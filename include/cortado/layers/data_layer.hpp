@@ -19,6 +19,14 @@
 //   backend (default LMDB): LEVELDB is rejected
 //   rand_skip (default 0): skip a number of records in [0, rand_skip) at the
 //     start, chosen from the layer's seed
+//   shuffle (default false): at TRAIN, every epoch reads the records in a new
+//     order (EpochOrder below: a permutation drawn from the layer's seed and
+//     the epoch's number), so a resumed run, a Seek and the shards see the
+//     order one uninterrupted reader sees. The reader keeps the database's
+//     keys in memory (packed: their bytes plus 8 bytes a record, and 4 bytes
+//     a record for the order) and reaches each record by key. A TEST net
+//     reads in key order (NVCaffe shuffles at TRAIN only; it also shuffles
+//     only with cache: true, Cortado whenever shuffle is set)
 //   prefetch (default 4, > 0): how many whole batches the reader keeps ready
 //   shard_id, num_shards (default 0 of 1): read one shard of the records
 //     (below); the solver sets them on each rank's train net in a
@@ -31,21 +39,32 @@
 //     copies of transform_param fields; used where transform_param leaves the
 //     field unset (force_encoded_color means force_color). Setting a field in
 //     both places is an error.
-// transform_param: see DataTransformer.
+// transform_param: see DataTransformer. transform_param.random_seed >= 0
+//   seeds the records' generators (record_rng_seed(random_seed, p) below)
+//   instead of the layer's seed: the crops, flips, resizes and distortions
+//   are then the same whatever the solver's seed.
+// Accepted without effect, with one line in the log per layer saying so:
+//   data_param.cache, precache (Cortado keeps no record cache),
+//   parser_threads (one reader thread; data_param.threads transform),
+//   shuffle at TEST; transform_param.use_gpu_transform (transforms run on
+//   the CPU threads), display, num_labels, and the augmentations Cortado
+//   does not apply: resize_param, noise_param, expand_param,
+//   emit_constraint (SSD's, for AnnotatedData).
 //
 // Reading: one reader thread fills a queue of at most `prefetch` whole
-// batches; Forward takes the oldest. Records are read in key order and wrap
-// around at the end of the database, epoch after epoch. The destructor stops
-// and joins the thread.
+// batches; Forward takes the oldest. Records are read in key order (or
+// shuffled) and wrap around at the end of the database, epoch after epoch.
+// The destructor stops and joins the thread.
 //
 // Determinism: the layer draws a 64-bit seed from the process RNG (cortado::
 // rng()) at LayerSetUp, so it follows the solver's random_seed. The record at
 // stream position p (p = 0 is the first record of the first batch) is the
 // database entry (skip + p) mod entries, and its crop offsets and mirror flip
-// come from a generator seeded with record_rng_seed(seed, p). The batches are
-// therefore a function of (seed, p) only: Seek(b) restarts reading so that the
-// next batch is batch b (counting from 0), exactly as an uninterrupted run
-// would have read it.
+// come from a generator seeded with record_rng_seed(seed, p) (with shuffle,
+// the entry is the shuffled one: EpochOrder). The batches are therefore a
+// function of (seed, p) only: Seek(b) restarts reading so that the next
+// batch is batch b (counting from 0), exactly as an uninterrupted run would
+// have read it.
 //
 // Shards: shard s of S reads the records at stream positions s, s + S,
 // s + 2S, ... of the unsharded stream, with the crops and flips those
@@ -56,8 +75,8 @@
 //
 // Backward: none (no bottoms; AllowForceBackward is false).
 //
-// GPU: batches are prefetched into pinned host memory (SyncedMemory pins
-// when a device is present); Forward_gpu copies the oldest one to the tops'
+// GPU: batches are prefetched into pinned host memory (SyncedMemory with
+// pinned_host, pinned when a device is present); Forward_gpu copies the oldest one to the tops'
 // device memory with cudaMemcpyAsync on the context's stream and records an
 // event after the copy. The batch then goes back to the reader, which waits
 // for that event before refilling it, so the Forward never blocks on the copy
@@ -96,16 +115,41 @@ class RecordSource {
   virtual void Read(int64_t i, std::string* key, std::string* value) = 0;
 };
 
-/// The records of an LMDB database in key order.
+/// Which entry of n a source reads at stream index i >= 0: entry i mod n,
+/// or, shuffled, entry order_e[i mod n] where order_e, for the epoch
+/// e = i / n, is a permutation of 0 .. n-1 drawn by Fisher-Yates from a
+/// 64-bit Mersenne Twister seeded with record_rng_seed(seed, -2 - e). The
+/// order is a function of (seed, e) only, so a resumed run and every shard
+/// see the order of one uninterrupted reader. Keeps the order of the last
+/// epoch asked for (4 bytes an entry): readers go forward.
+class EpochOrder {
+ public:
+  EpochOrder(int64_t n, bool shuffle, uint64_t seed);
+  int64_t Entry(int64_t i);
+  bool shuffled() const { return shuffle_; }
+
+ private:
+  int64_t n_;
+  bool shuffle_;
+  uint64_t seed_;
+  std::vector<uint32_t> order_;
+  int64_t epoch_ = -1;
+};
+
+/// The records of an LMDB database, in key order or (shuffle) in the order
+/// of EpochOrder, reached by key (the keys are read once, at construction).
 class LmdbSource : public RecordSource {
  public:
-  explicit LmdbSource(const std::string& path) : cursor_(path, /*wrap_around=*/false) {}
+  explicit LmdbSource(const std::string& path, bool shuffle = false, uint64_t seed = 0);
   int64_t entries() const override { return cursor_.entries(); }
   void Read(int64_t i, std::string* key, std::string* value) override;
 
  private:
   LmdbCursor cursor_;
-  int64_t at_ = 0;  // the cursor's entry
+  int64_t at_ = 0;  // the cursor's entry (in key order)
+  EpochOrder order_;
+  std::string keys_;               // shuffled: every key, one after the other
+  std::vector<uint64_t> key_end_;  // key k ends at key_end_[k]
 };
 
 /// The fields a data layer reads, whichever message holds them.
@@ -156,6 +200,16 @@ class DataLayer : public Layer<Ftype, Btype> {
   virtual std::unique_ptr<RecordSource> OpenSource(uint64_t seed);
   /// Called on the new transformer at LayerSetUp.
   virtual void ConfigureTransformer(DataTransformer* t) const {}
+  /// A field that is set and that Cortado accepts without applying it.
+  struct AcceptedField {
+    std::string note;  // the field and what Cortado does instead: "data_param.cache: ..."
+    bool changes_data;  // NVCaffe would have changed the images (an augmentation not applied)
+  };
+  /// The accepted fields of this layer's parameters; LayerSetUp logs them on
+  /// one line (a WARNING when one changes_data, else INFO).
+  virtual std::vector<AcceptedField> AcceptedFields() const;
+  /// Those of transform_param (both layers).
+  std::vector<AcceptedField> AcceptedTransformFields() const;
 
   /// The DataSourceParams of a message with data_param's field names
   /// (`prefix` names it in messages).
@@ -214,6 +268,7 @@ class DataLayer : public Layer<Ftype, Btype> {
   int batch_size_ = 0;
   int prefetch_ = 4;
   uint64_t seed_ = 0;
+  uint64_t transform_seed_ = 0;  // transform_param.random_seed, or seed_
   int64_t skip_ = 0;
   std::vector<int> datum_shape_;
   std::unique_ptr<DataTransformer> transformer_;

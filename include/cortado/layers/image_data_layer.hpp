@@ -19,9 +19,15 @@
 //     reader sees); false: the list's order
 //   new_height, new_width (both or neither): resize every image to that
 //     size (bilinear) before the transformation
+//   short_side (default 0 = off; NVCaffe's): resize every image (bilinear)
+//     so that its shorter side is short_side and the longer one
+//     longer * short_side / shorter (rounded down); new_height/new_width
+//     are then not used (NVCaffe's rule, noted in the log)
 //   is_color (default true): decode as 3 channels (BGR) or as 1 (gray)
 //   scale, mean_file, crop_size, mirror: legacy copies of transform_param's
 //     fields (setting one in both places is an error)
+//   cache, precache, dataset_share_per_node: NVCaffe's; accepted without
+//     effect, one line in the log (DataLayer::AcceptedFields)
 // transform_param: as for Data (util/data_transformer.hpp).
 //
 // The first image this reader reads gives (C, H, W) (after any resize); an
@@ -46,6 +52,7 @@ class ImageDataLayer : public DataLayer<Ftype, Btype> {
   void ValidateMore() const override;
   std::unique_ptr<RecordSource> OpenSource(uint64_t seed) override;
   void ConfigureTransformer(DataTransformer* t) const override;
+  std::vector<typename DataLayer<Ftype, Btype>::AcceptedField> AcceptedFields() const override;
 };
 
 }  // namespace cortado

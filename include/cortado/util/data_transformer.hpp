@@ -1,12 +1,18 @@
 #pragma once
 // Turns one Caffe Datum into one (C, H', W') image of the layer's Ftype, as
-// Caffe's TransformationParameter describes:
+// Caffe's and NVCaffe's TransformationParameter describe. The steps, in
+// order (NVCaffe's order):
 //
-//   out[c][h][w] = (x[c][h+h0][src_w] - mean[c][h+h0][src_w]) * scale
-//   src_w = w + w0, or (W' - 1 - w) + w0 when the image is mirrored
-//
-// computed in math_t<T> (float for the 16-bit types, double for double) and rounded
-// once into T.
+//   1. decode (encoded records), then ImageData's fixed resize (set_resize,
+//      set_short_side)
+//   2. distort_param: photometric distortions of the 8-bit BGR image
+//   3. NVCaffe's random resize (img_rand_resize_*, rand_resize_ratio_*,
+//      *_stretch_*)
+//   4. crop (crop_size, or crop_h x crop_w), mirror, mean, scale:
+//        out[c][h][w] = (x[c][h+h0][src_w] - mean[c][mh+h][msrc_w]) * scale
+//        src_w = w + w0, or (W' - 1 - w) + w0 when the image is mirrored
+//      computed in math_t<T> (float for the 16-bit types, double for double)
+//      and rounded once into T.
 //
 // transform_param fields (defaults in brackets):
 // - scale [1]: multiplies after the mean is subtracted.
@@ -14,30 +20,87 @@
 //   as in Caffe; a TEST net normally leaves it off).
 // - crop_size [0 = none]: crops crop_size x crop_size; a random offset at
 //   TRAIN, the centre ((H - crop)/2, (W - crop)/2) at TEST.
+// - crop_h, crop_w [0]: NVCaffe's crop of crop_h rows x crop_w columns, placed
+//   as crop_size's. Both or neither, and not with crop_size (FieldError).
 // - mean_value (repeated): one value for all channels or one per channel.
-// - mean_file: a BlobProto (binaryproto) of shape (1, C, H, W) matching the
-//   uncropped record; cropping takes the mean at the same source pixels.
+// - mean_file: a BlobProto (binaryproto) of shape (1, C, H, W). Without a
+//   random resize it must match the record and cropping takes the mean at
+//   the same source pixels (Caffe); with one (the images then vary in size)
+//   its centre crop_h x crop_w window is subtracted (NVCaffe's rule).
 //   mean_file and mean_value together are an error.
 // - force_color / force_gray [false]: decode encoded images as 3-channel BGR
 //   or as 1 channel (both together are an error). Raw records ignore them.
+// - random_seed [-1]: NVCaffe's seed of the transformer. The transformer
+//   draws from the generator its caller gives; the data layers seed it from
+//   this value (>= 0) instead of the layer's seed (data_layer.hpp).
+// - forward_packing [NCHW]: NHWC is a FieldError (Cortado's data layers
+//   write NCHW).
+//
+// NVCaffe's random resize (step 3) is on when img_rand_resize_lower or
+// _upper is non-zero or any of rand_resize_ratio_*, vertical_stretch_*,
+// horizontal_stretch_* is set (NVCaffe's rule, also at TEST: NVCaffe's TEST
+// layers use lower = upper as a fixed resize). For an H x W image:
+//   s = min(H, W), or lower + Rand(upper - lower + 1) when both are > 0
+//       (upper < lower, or only one of them > 0, is a FieldError)
+//   f = s / H if W >= H, else s / W;  fh = f * H, fw = f * W   (float)
+//   if ratio_lower >= 1 and ratio_upper > 1 (NVCaffe: smaller values are
+//     ignored): r = Rand(ratio_lower, ratio_upper) and the longer side becomes
+//     r times the shorter (fw = fh * r if fw > fh, fh = fw * r if fh > fw; a
+//     square picks the side with Rand(2)). An aspect ratio, not an area.
+//   if both vertical_stretch_* > 0: fh *= Rand(vertical_stretch_lower, _upper)
+//   if both horizontal_stretch_* > 0: fw *= Rand(horizontal_stretch_lower, _upper)
+//   new_h = max(crop_h, lround(fh)), new_w = max(crop_w, lround(fw))
+//   allow_upscale [false]: false clamps new_h to H and new_w to W
+// and the image is resized (cv::resize) to new_h x new_w unless that is its
+// size, with interpolation_algo_down [INTER_NEAREST] when neither side
+// grows, interpolation_algo_up [INTER_CUBIC] otherwise. Rand(n) is a draw
+// modulo n; Rand(a, b) is a (a == b, without a draw) or
+// lo + (hi - lo) * u / (2^32 - 1) for a 32-bit draw u. A random resize needs
+// a crop (the resized images differ in size; FieldError without one).
+//
+// distort_param (step 2; NVCaffe/SSD's ApplyDistort, in either phase when
+// set): with p = U[0,1), the order is brightness, contrast, saturation, hue
+// when p > 0.5, else brightness, saturation, hue, contrast; then the channel
+// reordering. Each step draws q = U[0,1) and acts when q < its probability:
+// - brightness (brightness_prob, brightness_delta >= 0): adds
+//   d = U[-delta, delta) to every value (saturating, rounded; skipped if d = 0)
+// - contrast (contrast_prob, 0 <= contrast_lower <= contrast_upper):
+//   multiplies every value by U[lower, upper) (skipped within 1e-3 of 1)
+// - saturation (saturation_prob, saturation_lower/upper likewise): multiplies
+//   the S channel of OpenCV's 8-bit HSV by U[lower, upper) (the HSV round
+//   trip happens even for a factor of 1, as in NVCaffe)
+// - hue (hue_prob, hue_delta >= 0): adds U[-delta, delta) to the H channel
+//   of OpenCV's 8-bit HSV (units of 2 degrees, H in [0, 180); saturating at
+//   0 and 255 as NVCaffe's convertTo does, not wrapping)
+// - random_order_prob: permutes the three channels (a Fisher-Yates shuffle
+//   from the record's generator; NVCaffe's std::random_shuffle order is not
+//   reproducible anyway)
+// U[a, b) = a + (b - a) * u / 2^32. Saturation, hue and reordering need
+// 3-channel images; a 1-channel record is a FieldError when their
+// probability is above 0.
+// Distortion and random resize need 8-bit records (raw `data` or encoded);
+// a float_data record is a FieldError naming the field.
 //
 // Records: `data` holds C*H*W raw uint8 in (C, H, W) order, or `float_data`
 // holds C*H*W floats, or (encoded = true) `data` holds a PNG/JPEG file decoded
 // with OpenCV (cv::imdecode, IMREAD_ANYCOLOR unless forced; the decoded
 // channels are in OpenCV's BGR order). In a build without OpenCV an encoded
-// record is an Error.
+// record, distort_param and the random resize are errors.
 //
-// Randomness: Transform draws from the generator it is given (crop offsets
-// only at TRAIN); with no generator it takes the centre crop and never
-// mirrors. Callers
-// that need reproducible batches seed one generator per record from
-// record_rng_seed(seed, record_index), so a resumed run sees identical images.
+// Randomness: every random choice is drawn by Plan, in NVCaffe's order
+// (distortion, resize, crop offsets h0 then w0, mirror), from the generator
+// Transform is given; crop offsets are random only at TRAIN. With no
+// generator: no distortion, each resize range takes its midpoint, the centre
+// crop, never mirrored. Callers that need reproducible batches seed one
+// generator per record from record_rng_seed(seed, record_index), so a
+// resumed run sees identical images.
 //
 // Errors: bad parameters throw FieldError naming the layer and the field
 // (transform_param.mean_file ...); a corrupt record (wrong size, undecodable
 // image, a shape that differs from the first record) throws Error describing
 // the record; the data layer adds the source path and the record's key.
 
+#include <array>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -51,6 +114,22 @@ namespace cortado {
 /// A seed for the generator of the record at `index` of a stream seeded with `seed`.
 uint64_t record_rng_seed(uint64_t seed, int64_t index);
 
+/// The random choices of one record (DataTransformer::Plan), in the order
+/// they are drawn and applied.
+struct TransformPlan {
+  /// distort_param; `on` is false without one.
+  struct Distortion {
+    bool on = false;
+    bool contrast_last = false;  // p <= 0.5: brightness, saturation, hue, contrast
+    bool brightness = false, contrast = false, saturation = false, hue = false, reorder = false;
+    float brightness_delta = 0, contrast_factor = 1, saturation_factor = 1, hue_delta = 0;
+    std::array<int, 3> order{0, 1, 2};  // reorder: output channel k is input channel order[k]
+  } distort;
+  int resize_h = 0, resize_w = 0;  // the random resize's size; 0: none (the image keeps its size)
+  int crop_h0 = 0, crop_w0 = 0;    // in the (resized) image
+  bool mirror = false;
+};
+
 class DataTransformer {
  public:
   /// Validates the parameters and loads the mean file. layer_name/layer_type
@@ -58,12 +137,14 @@ class DataTransformer {
   DataTransformer(const TransformationParameter& param, Phase phase,
                   const std::string& layer_name = "", const std::string& layer_type = "DataTransformer");
 
-  /// Decodes an encoded record (if needed) into raw (C, H, W) uint8 form.
-  /// Raw and float records are returned as they are.
+  /// Decodes an encoded record (if needed) into raw (C, H, W) uint8 form,
+  /// after the fixed resize of set_resize/set_short_side. Raw and float
+  /// records are returned as they are.
   Datum Decode(const Datum& datum) const;
 
-  /// Output shape (C, H', W') of a record; checks crop_size, mean_value and
-  /// mean_file against it (FieldError). Decodes encoded records to learn it.
+  /// Output shape (C, H', W') of a record; checks the crop, mean_value,
+  /// mean_file and distort_param against it (FieldError). Decodes encoded
+  /// records to learn it.
   std::vector<int> InferShape(const Datum& datum) const;
 
   /// Writes the transformed record to out (count = product of InferShape).
@@ -72,31 +153,56 @@ class DataTransformer {
   void Transform(const Datum& datum, T* out, std::mt19937* rng_or_null,
                  const std::vector<int>& expected = {}) const;
 
+  /// The random choices Transform makes for an image of height x width
+  /// (after decoding and the fixed resize), drawn from `rng_or_null` as
+  /// Transform draws them: Transform(d, out, g) equals applying
+  /// Plan(H, W, g') for g' a copy of g.
+  TransformPlan Plan(int height, int width, std::mt19937* rng_or_null) const;
+
   /// Resizes every encoded record, once decoded, to height x width
   /// (bilinear, as Caffe's ImageData and convert_imageset do); 0, 0: never.
   void set_resize(int height, int width) {
     resize_height_ = height;
     resize_width_ = width;
   }
+  /// NVCaffe's ImageData short_side: resizes every encoded record, once
+  /// decoded, so that its shorter side is `side` (bilinear; the longer side
+  /// becomes longer * side / shorter, rounded down); takes precedence over
+  /// set_resize. 0: never.
+  void set_short_side(int side) { short_side_ = side; }
+
+  /// Whether NVCaffe's random resize (step 3) is on.
+  bool random_resize() const { return random_resize_; }
+  /// The crop (rows, columns); (0, 0) without one.
+  int crop_h() const { return crop_h_; }
+  int crop_w() const { return crop_w_; }
 
   const TransformationParameter& param() const { return param_; }
   Phase phase() const { return phase_; }
 
  private:
+  struct Image;  // one record's pixels, planar or an OpenCV image
   template <typename... A>
   [[noreturn]] void field_error(const std::string& field, const A&... message) const;
+  void ValidateAugmentation();
   std::vector<int> RawShape(const Datum& datum) const;  // (C, H, W), checks the payload size
-  void CheckAgainst(const std::vector<int>& raw_shape) const;
+  /// Checks the crop, the mean, distort_param against a record's (C, H, W);
+  /// `floats`: the record holds float_data.
+  void CheckAgainst(const std::vector<int>& raw_shape, bool floats) const;
+  std::vector<int> OutputShape(const std::vector<int>& raw_shape) const;  // after the crop
+  Image Load(const Datum& datum) const;  // decoded and fixed-resized
+  void Augment(const TransformPlan& plan, Image* image) const;  // steps 2 and 3
   template <typename T>
-  void TransformRaw(const Datum& datum, const std::vector<int>& raw_shape, T* out,
-                    std::mt19937* rng) const;
+  void WritePixels(const Image& image, const TransformPlan& plan, T* out) const;  // step 4
 
   TransformationParameter param_;
   Phase phase_;
   std::string layer_name_, layer_type_;
   std::vector<float> mean_;  // from mean_file, (C, H, W)
   std::vector<int> mean_shape_;
-  int resize_height_ = 0, resize_width_ = 0;
+  int resize_height_ = 0, resize_width_ = 0, short_side_ = 0;
+  int crop_h_ = 0, crop_w_ = 0;
+  bool random_resize_ = false;
 };
 
 }  // namespace cortado

@@ -48,6 +48,9 @@ class LmdbCursor {
 
   void SeekToFirst();
   void Next();
+  /// Positions the cursor on `key` (a B-tree lookup); false, and not
+  /// Valid(), when the database has no such key.
+  bool Seek(std::string_view key);
   bool Valid() const { return valid_; }
   std::string_view key() const;
   std::string_view value() const;
@@ -58,7 +61,8 @@ class LmdbCursor {
   bool wrap_around() const { return wrap_around_; }
 
  private:
-  bool Get(unsigned op);  // unsigned: MDB_cursor_op without including lmdb.h
+  // unsigned: MDB_cursor_op without including lmdb.h; `key` for the ops that take one.
+  bool Get(unsigned op, std::string_view key = {});
 
   std::string path_;
   bool wrap_around_;

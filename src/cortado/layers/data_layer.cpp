@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <numeric>
+#include <random>
+#include <string_view>
 #include <thread>
 
 #include "cortado/util/logging.hpp"
@@ -35,7 +38,48 @@ void DataLayer<Ftype, Btype>::Batch::WaitCopied() {
 #endif
 }
 
+EpochOrder::EpochOrder(int64_t n, bool shuffle, uint64_t seed) : n_(n), shuffle_(shuffle), seed_(seed) {
+  if (shuffle_ && n_ > int64_t{UINT32_MAX}) fail("cannot shuffle ", n_, " records (at most 2^32 - 1)");
+}
+
+int64_t EpochOrder::Entry(int64_t i) {
+  const int64_t epoch = i / n_, k = i % n_;
+  if (!shuffle_) return k;
+  if (epoch != epoch_) {
+    order_.resize(static_cast<size_t>(n_));
+    std::iota(order_.begin(), order_.end(), 0u);
+    // The same order on every platform and every shard: raw draws, no
+    // std::*_distribution.
+    std::mt19937_64 gen(record_rng_seed(seed_, -2 - epoch));
+    for (size_t j = order_.size(); j > 1; --j) std::swap(order_[j - 1], order_[gen() % j]);
+    epoch_ = epoch;
+  }
+  return order_[static_cast<size_t>(k)];
+}
+
+LmdbSource::LmdbSource(const std::string& path, bool shuffle, uint64_t seed)
+    : cursor_(path, /*wrap_around=*/false), order_(cursor_.entries(), shuffle, seed) {
+  if (!shuffle) return;
+  key_end_.reserve(static_cast<size_t>(cursor_.entries()));
+  for (cursor_.SeekToFirst(); cursor_.Valid(); cursor_.Next()) {
+    keys_.append(cursor_.key());
+    key_end_.push_back(keys_.size());
+  }
+  keys_.shrink_to_fit();
+  cursor_.SeekToFirst();
+}
+
 void LmdbSource::Read(int64_t i, std::string* key, std::string* value) {
+  if (order_.shuffled()) {
+    const size_t k = static_cast<size_t>(order_.Entry(i));
+    const size_t begin = k == 0 ? 0 : key_end_[k - 1];
+    const std::string_view want(keys_.data() + begin, key_end_[k] - begin);
+    // The cursor's read transaction is a snapshot: its keys stay.
+    if (!cursor_.Seek(want)) fail("LMDB '", cursor_.path(), "': key '", want, "' is gone");
+    key->assign(cursor_.key());
+    value->assign(cursor_.value());
+    return;
+  }
   const int64_t target = i % entries();
   if (target < at_) {  // the next epoch: from the first record again
     cursor_.SeekToFirst();
@@ -68,10 +112,48 @@ void DataLayer<Ftype, Btype>::ValidateMore() const {
 }
 
 template <typename Ftype, typename Btype>
-std::unique_ptr<RecordSource> DataLayer<Ftype, Btype>::OpenSource(uint64_t) {
+std::vector<typename DataLayer<Ftype, Btype>::AcceptedField> DataLayer<Ftype, Btype>::AcceptedFields() const {
+  const DataParameter& dp = this->layer_param().data_param();
+  std::vector<AcceptedField> out;
+  if (dp.has_cache() || dp.has_precache()) {
+    out.push_back({"data_param.cache/precache: no record cache (the LMDB is read through the OS page cache)", false});
+  }
+  if (dp.has_parser_threads()) {
+    out.push_back({"data_param.parser_threads: one reader thread (data_param.threads transform)", false});
+  }
+  if (dp.shuffle() && this->layer_param().phase() != TRAIN) {
+    out.push_back({"data_param.shuffle: key order (records are shuffled at TRAIN only)", false});
+  }
+  for (AcceptedField& f : AcceptedTransformFields()) out.push_back(std::move(f));
+  return out;
+}
+
+template <typename Ftype, typename Btype>
+std::vector<typename DataLayer<Ftype, Btype>::AcceptedField> DataLayer<Ftype, Btype>::AcceptedTransformFields()
+    const {
+  const TransformationParameter& tp = this->layer_param().transform_param();
+  std::vector<AcceptedField> out;
+  if (tp.has_use_gpu_transform()) {
+    out.push_back({"transform_param.use_gpu_transform: transforms run on CPU threads", false});
+  }
+  if (tp.has_display()) out.push_back({"transform_param.display: no display", false});
+  if (tp.has_num_labels()) out.push_back({"transform_param.num_labels: one label a record, from the record", false});
+  if (tp.has_emit_constraint()) out.push_back({"transform_param.emit_constraint: no boxes to constrain", false});
+  if (tp.has_resize_param()) {
+    out.push_back({"transform_param.resize_param: SSD's resize is NOT applied (img_rand_resize_* and "
+                   "ImageData's new_height/new_width/short_side are)", true});
+  }
+  if (tp.has_noise_param()) out.push_back({"transform_param.noise_param: the noise is NOT applied", true});
+  if (tp.has_expand_param()) out.push_back({"transform_param.expand_param: the expansion is NOT applied", true});
+  return out;
+}
+
+template <typename Ftype, typename Btype>
+std::unique_ptr<RecordSource> DataLayer<Ftype, Btype>::OpenSource(uint64_t seed) {
+  const bool shuffle = this->layer_param().data_param().shuffle() && this->layer_param().phase() == TRAIN;
   std::unique_ptr<RecordSource> s;
   try {
-    s = std::make_unique<LmdbSource>(source_);
+    s = std::make_unique<LmdbSource>(source_, shuffle, seed);
   } catch (const Error& e) {
     this->field_error("data_param.source", "cannot open '", source_, "': ", e.what());
   }
@@ -116,6 +198,8 @@ void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   std::mt19937& gen = rng();
   const uint64_t hi = gen();
   seed_ = (hi << 32) | gen();
+  const TransformationParameter& tp = this->layer_param().transform_param();
+  transform_seed_ = tp.random_seed() >= 0 ? static_cast<uint64_t>(tp.random_seed()) : seed_;
   skip_ = p.rand_skip > 0 ? static_cast<int64_t>(record_rng_seed(seed_, -1) % p.rand_skip) : 0;
   input_ = OpenSource(seed_);
   next_position_ = 0;
@@ -144,6 +228,22 @@ void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
            << " records, output (" << batch_size_ << ", " << datum_shape_[0] << ", " << datum_shape_[1]
            << ", " << datum_shape_[2] << ")"
            << (shards_ > 1 ? str_cat(", shard ", shard_, " of ", shards_) : std::string());
+  const std::vector<AcceptedField> accepted = AcceptedFields();
+  if (!accepted.empty()) {
+    bool warn = false;
+    std::string notes;
+    for (const AcceptedField& f : accepted) {
+      notes += (notes.empty() ? "" : "; ") + f.note;
+      warn = warn || f.changes_data;
+    }
+    const std::string line =
+        str_cat(this->type(), " layer '", this->name(), "': fields accepted but not applied: ", notes);
+    if (warn) {
+      LOG_IF(WARNING, thread_logs_info()) << line;
+    } else {
+      INFO_LOG << line;
+    }
+  }
   StartReader();
 }
 
@@ -217,10 +317,11 @@ template <typename Ftype, typename Btype>
 void DataLayer<Ftype, Btype>::FillBatch(Batch* batch) {
   const size_t image = static_cast<size_t>(datum_shape_[0]) * datum_shape_[1] * datum_shape_[2];
   const size_t data_bytes = image * batch_size_ * sizeof(Ftype);
-  if (!batch->data || batch->data->size() != data_bytes) batch->data = std::make_unique<SyncedMemory>(data_bytes);
+  if (!batch->data || batch->data->size() != data_bytes)
+    batch->data = std::make_unique<SyncedMemory>(data_bytes, /*pinned_host=*/true);
   const size_t label_bytes = static_cast<size_t>(batch_size_) * sizeof(float);
   if (!batch->label || batch->label->size() != label_bytes) {
-    batch->label = std::make_unique<SyncedMemory>(label_bytes);
+    batch->label = std::make_unique<SyncedMemory>(label_bytes, /*pinned_host=*/true);
   }
   Ftype* data = static_cast<Ftype*>(batch->data->mutable_cpu_data());
   float* label = static_cast<float*>(batch->label->mutable_cpu_data());
@@ -251,7 +352,7 @@ void DataLayer<Ftype, Btype>::FillBatch(Batch* batch) {
       const Record& r = records_[i];
       try {
         if (!datum.ParseFromString(r.value)) fail("not a Datum");
-        gen.seed(static_cast<std::mt19937::result_type>(record_rng_seed(seed_, r.position)));
+        gen.seed(static_cast<std::mt19937::result_type>(record_rng_seed(transform_seed_, r.position)));
         transformer_->Transform(datum, data + i * image, &gen, datum_shape_);
       } catch (const FieldError& e) {
         throw FieldError(this->name(), this->type(), e.field(),

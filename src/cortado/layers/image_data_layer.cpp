@@ -5,7 +5,6 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <random>
 #include <vector>
 
 #include "cortado/util/image_list.hpp"
@@ -14,20 +13,18 @@ namespace cortado {
 
 namespace {
 
-// The images of a list: entry i of epoch e is the list's entry order_e[i],
-// where order_e is the list's order or, shuffled, a permutation drawn from
-// (seed, e). The record is the file's bytes as an encoded Datum.
+// The images of a list, in the list's order or shuffled (EpochOrder). The
+// record is the file's bytes as an encoded Datum.
 class ImageListSource : public RecordSource {
  public:
   ImageListSource(std::vector<ImageListEntry> entries, std::string list, std::string root, bool shuffle,
                   uint64_t seed)
-      : entries_(std::move(entries)), list_(std::move(list)), root_(std::move(root)), shuffle_(shuffle),
-        seed_(seed) {}
+      : entries_(std::move(entries)), list_(std::move(list)), root_(std::move(root)),
+        order_(static_cast<int64_t>(entries_.size()), shuffle, seed) {}
   int64_t entries() const override { return static_cast<int64_t>(entries_.size()); }
 
   void Read(int64_t i, std::string* key, std::string* value) override {
-    const int64_t n = entries();
-    const ImageListEntry& e = entries_[static_cast<size_t>(Order(i / n)[static_cast<size_t>(i % n)])];
+    const ImageListEntry& e = entries_[static_cast<size_t>(order_.Entry(i))];
     const std::string file = root_ + e.path;
     *key = str_cat(list_, ":", e.line, ": image '", file, "'");
     datum_.Clear();
@@ -38,21 +35,6 @@ class ImageListSource : public RecordSource {
   }
 
  private:
-  // The order of epoch e (the last one computed is kept: readers go forward).
-  const std::vector<int64_t>& Order(int64_t epoch) {
-    if (order_epoch_ == epoch && !order_.empty()) return order_;
-    order_.resize(entries_.size());
-    for (size_t k = 0; k < order_.size(); ++k) order_[k] = static_cast<int64_t>(k);
-    if (shuffle_) {
-      // Fisher-Yates from a generator of (seed, epoch): the same order on
-      // every platform and every shard.
-      std::mt19937_64 gen(record_rng_seed(seed_, -2 - epoch));
-      for (size_t k = order_.size(); k > 1; --k) std::swap(order_[k - 1], order_[gen() % k]);
-    }
-    order_epoch_ = epoch;
-    return order_;
-  }
-
   static void ReadFile(const std::string& file, const std::string& where, std::string* out) {
     std::error_code ec;
     if (std::filesystem::is_directory(file, ec)) fail(where, ": is a directory");
@@ -67,10 +49,7 @@ class ImageListSource : public RecordSource {
 
   std::vector<ImageListEntry> entries_;
   std::string list_, root_;
-  bool shuffle_;
-  uint64_t seed_;
-  std::vector<int64_t> order_;
-  int64_t order_epoch_ = -1;
+  EpochOrder order_;
   Datum datum_;
 };
 
@@ -105,7 +84,7 @@ void ImageDataLayer<Ftype, Btype>::ValidateMore() const {
                       "new_height and new_width go together (got ", ip.new_height(), " and ", ip.new_width(), ")");
   }
   for (const auto& [name, v] : {std::pair<const char*, uint32_t>{"new_height", ip.new_height()},
-                                {"new_width", ip.new_width()}}) {
+                                {"new_width", ip.new_width()}, {"short_side", ip.short_side()}}) {
     if (v > (1u << 16)) this->field_error(std::string("image_data_param.") + name, "is too large: ", v);
   }
 }
@@ -126,6 +105,27 @@ template <typename Ftype, typename Btype>
 void ImageDataLayer<Ftype, Btype>::ConfigureTransformer(DataTransformer* t) const {
   const ImageDataParameter& ip = this->layer_param().image_data_param();
   t->set_resize(static_cast<int>(ip.new_height()), static_cast<int>(ip.new_width()));
+  t->set_short_side(static_cast<int>(ip.short_side()));
+}
+
+template <typename Ftype, typename Btype>
+std::vector<typename DataLayer<Ftype, Btype>::AcceptedField> ImageDataLayer<Ftype, Btype>::AcceptedFields() const {
+  const ImageDataParameter& ip = this->layer_param().image_data_param();
+  std::vector<typename DataLayer<Ftype, Btype>::AcceptedField> out;
+  if (ip.has_cache() || ip.has_precache()) {
+    out.push_back(
+        {"image_data_param.cache/precache: no image cache (files are read through the OS page cache)", false});
+  }
+  if (ip.has_dataset_share_per_node()) {
+    // NVCaffe's TRAIN nets read the first 1/share of the list on each node.
+    out.push_back({"image_data_param.dataset_share_per_node: the whole list is read (ranks read shards of it)",
+                   ip.dataset_share_per_node() > 1.f && this->layer_param().phase() == TRAIN});
+  }
+  if (ip.short_side() > 0 && ip.new_height() > 0) {
+    out.push_back({"image_data_param.new_height/new_width: short_side resizes instead (NVCaffe's rule)", false});
+  }
+  for (auto& f : this->AcceptedTransformFields()) out.push_back(std::move(f));
+  return out;
 }
 
 CORTADO_INSTANTIATE_LAYER(ImageDataLayer);

@@ -4,9 +4,13 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
+#include <algorithm>
 #include <climits>
-#include <type_traits>
+#include <cmath>
 #include <fstream>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include "cortado/bfloat16.hpp"
 #include "cortado/layer.hpp"
@@ -45,11 +49,84 @@ std::string shape_text(const std::vector<int>& s) {
   return out + ")";
 }
 
+// The draws of Plan. All are built from the generator's raw 32-bit output
+// (not std::*_distribution), so a plan is the same with every standard
+// library; without a generator each takes the value documented in the header.
+class Draws {
+ public:
+  explicit Draws(std::mt19937* rng) : rng_(rng) {}
+  bool random() const { return rng_ != nullptr; }
+  uint32_t raw() { return static_cast<uint32_t>((*rng_)()); }
+  /// NVCaffe's Rand(n): a draw modulo n; the midpoint without a generator.
+  int below(int n) { return rng_ ? static_cast<int>(raw() % static_cast<uint32_t>(n)) : (n - 1) / 2; }
+  /// NVCaffe's Rand(a, b): a when a == b (no draw), else lo + (hi - lo) * u / UINT_MAX.
+  float range(float a, float b) {
+    if (a == b) return a;
+    const double lo = std::min(a, b), hi = std::max(a, b);
+    if (!rng_) return static_cast<float>((lo + hi) / 2);
+    return static_cast<float>(lo + (hi - lo) * static_cast<double>(raw()) / static_cast<double>(UINT_MAX));
+  }
+  /// U[a, b) = a + (b - a) * u / 2^32 (NVCaffe's caffe_rng_uniform on [0, 1) and ranges).
+  float uniform(float a, float b) {
+    return static_cast<float>(a + (static_cast<double>(b) - a) * (static_cast<double>(raw()) / 4294967296.0));
+  }
+
+ private:
+  std::mt19937* rng_;
+};
+
+#ifdef CORTADO_USE_OPENCV
+int cv_interpolation(TransformationParameter::InterpolationAlgo a) {
+  switch (a) {
+    case TransformationParameter::INTER_NEAREST: return cv::INTER_NEAREST;
+    case TransformationParameter::INTER_LINEAR: return cv::INTER_LINEAR;
+    case TransformationParameter::INTER_CUBIC: return cv::INTER_CUBIC;
+    case TransformationParameter::INTER_AREA: return cv::INTER_AREA;
+  }
+  return cv::INTER_LINEAR;
+}
+
+// Runs `adjust` on one channel of the image's 8-bit HSV form (NVCaffe's
+// AdjustSaturation / AdjustHue: BGR -> HSV, change, HSV -> BGR).
+template <typename F>
+void adjust_hsv_channel(cv::Mat* img, int channel, F adjust) {
+  cv::Mat hsv;
+  cv::cvtColor(*img, hsv, cv::COLOR_BGR2HSV);
+  std::vector<cv::Mat> planes;
+  cv::split(hsv, planes);
+  adjust(&planes[static_cast<size_t>(channel)]);
+  cv::merge(planes, hsv);
+  cv::cvtColor(hsv, *img, cv::COLOR_HSV2BGR);
+}
+#endif
+
 }  // namespace
 
 uint64_t record_rng_seed(uint64_t seed, int64_t index) {
   return splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(index));
 }
+
+// One record's pixels: planar (C, H, W) in the Datum's storage (raw bytes or
+// float_data), or an interleaved (H, W, C) 8-bit OpenCV image.
+struct DataTransformer::Image {
+  int C = 0, H = 0, W = 0;
+  bool interleaved = false;
+  const uint8_t* bytes = nullptr;
+  const float* floats = nullptr;
+#ifdef CORTADO_USE_OPENCV
+  cv::Mat mat;  // owns the pixels when interleaved
+  void SetMat(cv::Mat m) {
+    if (!m.isContinuous()) m = m.clone();
+    mat = std::move(m);
+    C = mat.channels();
+    H = mat.rows;
+    W = mat.cols;
+    interleaved = true;
+    bytes = mat.ptr<uint8_t>(0);
+    floats = nullptr;
+  }
+#endif
+};
 
 template <typename... A>
 void DataTransformer::field_error(const std::string& field, const A&... message) const {
@@ -65,6 +142,7 @@ DataTransformer::DataTransformer(const TransformationParameter& param, Phase pha
   if (param_.has_mean_file() && param_.mean_value_size() > 0) {
     field_error("transform_param.mean_file", "mean_file and mean_value cannot both be given");
   }
+  ValidateAugmentation();
   if (!param_.has_mean_file()) return;
   const std::string& path = param_.mean_file();
   BlobProto proto;
@@ -96,8 +174,106 @@ DataTransformer::DataTransformer(const TransformationParameter& param, Phase pha
   mean_.assign(values.begin(), values.end());
 }
 
-Datum DataTransformer::Decode(const Datum& datum) const {
-  if (!datum.encoded()) return datum;
+// The crop, the random resize and distort_param: the combinations NVCaffe
+// CHECKs (or leaves undefined) are FieldErrors here.
+void DataTransformer::ValidateAugmentation() {
+  const TransformationParameter& p = param_;
+  const std::string t = "transform_param.";
+  if (p.forward_packing() == NHWC) {
+    field_error(t + "forward_packing", "NHWC is not supported: Cortado's data layers write NCHW "
+                "(leave forward_packing unset or NCHW)");
+  }
+  if (p.has_crop_h() != p.has_crop_w() || (p.crop_h() > 0) != (p.crop_w() > 0)) {
+    field_error(t + (p.crop_h() > 0 || p.has_crop_h() ? "crop_w" : "crop_h"),
+                "crop_h and crop_w go together (got crop_h = ", p.crop_h(), ", crop_w = ", p.crop_w(), ")");
+  }
+  if (p.crop_h() > 0 && p.crop_size() > 0) {
+    field_error(t + "crop_size", "= ", p.crop_size(), " is also given with crop_h = ", p.crop_h(),
+                " and crop_w = ", p.crop_w(), "; give crop_size (square) or crop_h and crop_w");
+  }
+  for (uint32_t v : {p.crop_size(), p.crop_h(), p.crop_w()}) {
+    if (v > (1u << 16)) field_error(t + "crop_size", "the crop ", v, " is too large");
+  }
+  crop_h_ = static_cast<int>(p.crop_h() > 0 ? p.crop_h() : p.crop_size());
+  crop_w_ = static_cast<int>(p.crop_w() > 0 ? p.crop_w() : p.crop_size());
+
+  const uint32_t lower = p.img_rand_resize_lower(), upper = p.img_rand_resize_upper();
+  if ((lower > 0) != (upper > 0)) {
+    field_error(t + (lower > 0 ? "img_rand_resize_upper" : "img_rand_resize_lower"),
+                "img_rand_resize_lower and img_rand_resize_upper go together (got ", lower, " and ", upper, ")");
+  }
+  if (upper < lower) {
+    field_error(t + "img_rand_resize_upper", "= ", upper, " is less than img_rand_resize_lower = ", lower);
+  }
+  if (upper > (1u << 16)) field_error(t + "img_rand_resize_upper", "is too large: ", upper);
+  const char* enabled_by = lower > 0                        ? "img_rand_resize_lower"
+                           : p.has_rand_resize_ratio_lower()  ? "rand_resize_ratio_lower"
+                           : p.has_rand_resize_ratio_upper()  ? "rand_resize_ratio_upper"
+                           : p.has_vertical_stretch_lower()   ? "vertical_stretch_lower"
+                           : p.has_vertical_stretch_upper()   ? "vertical_stretch_upper"
+                           : p.has_horizontal_stretch_lower() ? "horizontal_stretch_lower"
+                           : p.has_horizontal_stretch_upper() ? "horizontal_stretch_upper"
+                                                              : nullptr;
+  random_resize_ = enabled_by != nullptr;
+  for (const auto& [name, v] : {std::pair<const char*, float>{"rand_resize_ratio_upper", p.rand_resize_ratio_upper()},
+                                {"vertical_stretch_upper", p.vertical_stretch_upper()},
+                                {"horizontal_stretch_upper", p.horizontal_stretch_upper()}}) {
+    if (!(v <= 64.f)) field_error(t + name, "is too large: ", v, " (at most 64)");
+  }
+  if (random_resize_ && crop_h_ == 0) {
+    field_error(t + enabled_by, "NVCaffe's random resize needs a crop (crop_size, or crop_h and crop_w): "
+                "the resized images differ in size");
+  }
+  if (p.has_distort_param()) {
+    const DistortionParameter& d = p.distort_param();
+    const std::string f = t + "distort_param.";
+    if (d.brightness_prob() > 0 && !(d.brightness_delta() >= 0)) {
+      field_error(f + "brightness_delta", "= ", d.brightness_delta(), " must be non-negative");
+    }
+    if (d.hue_prob() > 0 && !(d.hue_delta() >= 0)) {
+      field_error(f + "hue_delta", "= ", d.hue_delta(), " must be non-negative");
+    }
+    for (const auto& [name, prob, lo, hi] :
+         {std::tuple<const char*, float, float, float>{"contrast", d.contrast_prob(), d.contrast_lower(),
+                                                       d.contrast_upper()},
+          {"saturation", d.saturation_prob(), d.saturation_lower(), d.saturation_upper()}}) {
+      if (!(prob > 0)) continue;
+      if (!(lo >= 0)) field_error(f + name + "_lower", "= ", lo, " must be non-negative");
+      if (!(hi >= lo)) field_error(f + name + "_upper", "= ", hi, " is less than ", name, "_lower = ", lo);
+    }
+  }
+#ifndef CORTADO_USE_OPENCV
+  if (random_resize_)
+    field_error(t + enabled_by, "NVCaffe's random resize needs OpenCV (configure with USE_OPENCV=ON)");
+  if (p.has_distort_param()) field_error(t + "distort_param", "needs OpenCV (configure with USE_OPENCV=ON)");
+#endif
+}
+
+namespace {
+
+// The name of the crop's field, for messages.
+std::string crop_field(const TransformationParameter& p) {
+  return p.crop_h() > 0 ? "transform_param.crop_h" : "transform_param.crop_size";
+}
+
+std::string crop_text(int h, int w) { return h == w ? str_cat(h) : str_cat(h, "x", w); }
+
+}  // namespace
+
+DataTransformer::Image DataTransformer::Load(const Datum& datum) const {
+  Image image;
+  if (!datum.encoded()) {
+    const std::vector<int> s = RawShape(datum);
+    image.C = s[0];
+    image.H = s[1];
+    image.W = s[2];
+    if (!datum.data().empty()) {
+      image.bytes = reinterpret_cast<const uint8_t*>(datum.data().data());
+    } else {
+      image.floats = datum.float_data().data();
+    }
+    return image;
+  }
 #ifdef CORTADO_USE_OPENCV
   const std::string& bytes = datum.data();
   int flags = cv::IMREAD_ANYCOLOR;
@@ -114,30 +290,46 @@ Datum DataTransformer::Decode(const Datum& datum) const {
   }
   if (img.empty()) fail("cannot decode the encoded image (", bytes.size(), " bytes)");
   if (img.depth() != CV_8U) fail("decoded image is not 8-bit");
-  if (resize_height_ > 0 && resize_width_ > 0 && (img.rows != resize_height_ || img.cols != resize_width_)) {
+  int height = resize_height_, width = resize_width_;
+  if (short_side_ > 0) {  // NVCaffe's integer rule: longer * side / shorter
+    if (img.rows > img.cols) {
+      width = short_side_;
+      height = static_cast<int>(int64_t{img.rows} * short_side_ / img.cols);
+    } else {
+      height = short_side_;
+      width = static_cast<int>(int64_t{img.cols} * short_side_ / img.rows);
+    }
+  }
+  if (height > 0 && width > 0 && (img.rows != height || img.cols != width)) {
     cv::Mat out;
-    cv::resize(img, out, cv::Size(resize_width_, resize_height_), 0, 0, cv::INTER_LINEAR);
+    cv::resize(img, out, cv::Size(width, height), 0, 0, cv::INTER_LINEAR);
     img = out;
   }
-  if (!img.isContinuous()) img = img.clone();
-  const int C = img.channels(), H = img.rows, W = img.cols;
+  image.SetMat(std::move(img));
+  return image;
+#else
+  fail("the record is an encoded image, but this build has no OpenCV (configure with USE_OPENCV=ON)");
+#endif
+}
+
+Datum DataTransformer::Decode(const Datum& datum) const {
+  if (!datum.encoded()) return datum;
+  const Image image = Load(datum);
+  const int C = image.C, H = image.H, W = image.W;
   Datum out;
   out.set_channels(C);
   out.set_height(H);
   out.set_width(W);
   out.set_label(datum.label());
   std::string planar(static_cast<size_t>(C) * H * W, '\0');
-  const uint8_t* src = img.ptr<uint8_t>(0);
   // (H, W, C) interleaved -> (C, H, W) planar.
   for (int h = 0; h < H; ++h)
     for (int w = 0; w < W; ++w)
       for (int c = 0; c < C; ++c)
-        planar[(static_cast<size_t>(c) * H + h) * W + w] = static_cast<char>(src[(h * W + w) * C + c]);
+        planar[(static_cast<size_t>(c) * H + h) * W + w] =
+            static_cast<char>(image.bytes[(static_cast<size_t>(h) * W + w) * C + c]);
   out.set_data(std::move(planar));
   return out;
-#else
-  fail("the record is an encoded image, but this build has no OpenCV (configure with USE_OPENCV=ON)");
-#endif
 }
 
 std::vector<int> DataTransformer::RawShape(const Datum& d) const {
@@ -162,55 +354,232 @@ std::vector<int> DataTransformer::RawShape(const Datum& d) const {
   return {static_cast<int>(C), static_cast<int>(H), static_cast<int>(W)};
 }
 
-void DataTransformer::CheckAgainst(const std::vector<int>& s) const {
-  const int crop = static_cast<int>(param_.crop_size());
-  if (crop > 0 && (crop > s[1] || crop > s[2])) {
-    field_error("transform_param.crop_size", crop, " is larger than the ", s[1], "x", s[2],
-                " image");
+void DataTransformer::CheckAgainst(const std::vector<int>& s, bool floats) const {
+  // With allow_upscale a random resize makes every image at least the crop.
+  if (crop_h_ > 0 && !(random_resize_ && param_.allow_upscale()) && (crop_h_ > s[1] || crop_w_ > s[2])) {
+    field_error(crop_field(param_), crop_text(crop_h_, crop_w_), " is larger than the ", s[1], "x", s[2], " image");
   }
   const int nmean = param_.mean_value_size();
   if (nmean > 1 && nmean != s[0]) {
     field_error("transform_param.mean_value", "has ", nmean,
                 " values; give one, or one per channel (", s[0], ")");
   }
-  if (!mean_shape_.empty() && mean_shape_ != s) {
-    field_error("transform_param.mean_file", "'", param_.mean_file(), "' has shape ",
-                shape_text(mean_shape_), " but the records are ", shape_text(s));
+  if (!mean_shape_.empty()) {
+    if (random_resize_) {
+      if (mean_shape_[0] != s[0] || mean_shape_[1] < crop_h_ || mean_shape_[2] < crop_w_) {
+        field_error("transform_param.mean_file", "'", param_.mean_file(), "' has shape ", shape_text(mean_shape_),
+                    "; with a random resize its centre ", crop_text(crop_h_, crop_w_),
+                    " window is subtracted, so it needs ", s[0], " channels and at least that size");
+      }
+    } else if (mean_shape_ != s) {
+      field_error("transform_param.mean_file", "'", param_.mean_file(), "' has shape ",
+                  shape_text(mean_shape_), " but the records are ", shape_text(s));
+    }
+  }
+  if (floats && (random_resize_ || param_.has_distort_param())) {
+    field_error(random_resize_ ? "transform_param.img_rand_resize_lower" : "transform_param.distort_param",
+                "NVCaffe's random resize and distort_param work on 8-bit images; this record holds float_data");
+  }
+  if (param_.has_distort_param() && s[0] != 3) {
+    const DistortionParameter& d = param_.distort_param();
+    for (const auto& [name, prob] : {std::pair<const char*, float>{"saturation_prob", d.saturation_prob()},
+                                     {"hue_prob", d.hue_prob()},
+                                     {"random_order_prob", d.random_order_prob()}}) {
+      if (prob > 0) {
+        field_error(std::string("transform_param.distort_param.") + name, "= ", prob,
+                    " needs 3-channel (BGR) images; the records have ", s[0]);
+      }
+    }
   }
 }
 
+std::vector<int> DataTransformer::OutputShape(const std::vector<int>& s) const {
+  return crop_h_ > 0 ? std::vector<int>{s[0], crop_h_, crop_w_} : s;
+}
+
 std::vector<int> DataTransformer::InferShape(const Datum& datum) const {
-  const std::vector<int> s = RawShape(datum.encoded() ? Decode(datum) : datum);
-  CheckAgainst(s);
-  const int crop = static_cast<int>(param_.crop_size());
-  return crop > 0 ? std::vector<int>{s[0], crop, crop} : s;
+  const Image image = Load(datum);
+  const std::vector<int> s{image.C, image.H, image.W};
+  CheckAgainst(s, image.floats != nullptr);
+  return OutputShape(s);
 }
 
 namespace {
 
-// The inner loop, on the source type S (uint8_t or float).
-template <typename S, typename T>
-void transform_pixels(const S* src, const std::vector<int>& raw, int out_h, int out_w, int h0, int w0,
-                      bool mirror, math_t<T> scale, const float* mean_file,
-                      const std::vector<math_t<T>>& mean_values, T* out) {
+// distort_param's draws, in the order NVCaffe's ApplyDistort makes them.
+void plan_distortion(const DistortionParameter& d, Draws* draw, TransformPlan::Distortion* out) {
+  out->on = true;
+  out->contrast_last = !(draw->uniform(0.f, 1.f) > 0.5f);
+  auto chosen = [&](float prob) { return draw->uniform(0.f, 1.f) < prob; };
+  if (chosen(d.brightness_prob())) {
+    out->brightness = true;
+    out->brightness_delta = draw->uniform(-d.brightness_delta(), d.brightness_delta());
+  }
+  auto contrast = [&] {
+    if (chosen(d.contrast_prob())) {
+      out->contrast = true;
+      out->contrast_factor = draw->uniform(d.contrast_lower(), d.contrast_upper());
+    }
+  };
+  if (!out->contrast_last) contrast();
+  if (chosen(d.saturation_prob())) {
+    out->saturation = true;
+    out->saturation_factor = draw->uniform(d.saturation_lower(), d.saturation_upper());
+  }
+  if (chosen(d.hue_prob())) {
+    out->hue = true;
+    out->hue_delta = draw->uniform(-d.hue_delta(), d.hue_delta());
+  }
+  if (out->contrast_last) contrast();
+  if (chosen(d.random_order_prob())) {
+    out->reorder = true;
+    for (int k = 2; k > 0; --k)
+      std::swap(out->order[static_cast<size_t>(k)], out->order[static_cast<size_t>(draw->below(k + 1))]);
+  }
+}
+
+}  // namespace
+
+TransformPlan DataTransformer::Plan(int height, int width, std::mt19937* rng) const {
+  TransformPlan plan;
+  Draws draw(rng);
+  if (param_.has_distort_param() && draw.random()) plan_distortion(param_.distort_param(), &draw, &plan.distort);
+  if (random_resize_) {  // NVCaffe's formula (data_transformer.hpp)
+    const TransformationParameter& p = param_;
+    int size = std::min(height, width);
+    const int lower = static_cast<int>(p.img_rand_resize_lower()), upper = static_cast<int>(p.img_rand_resize_upper());
+    if (lower > 0 && upper > 0) size = lower + draw.below(upper - lower + 1);
+    const float f = width >= height ? static_cast<float>(size) / static_cast<float>(height)
+                                    : static_cast<float>(size) / static_cast<float>(width);
+    float fh = f * static_cast<float>(height), fw = f * static_cast<float>(width);
+    if (p.rand_resize_ratio_lower() >= 1.f && p.rand_resize_ratio_upper() > 1.f) {
+      const float r = draw.range(p.rand_resize_ratio_lower(), p.rand_resize_ratio_upper());
+      if (fw > fh) {
+        fw = fh * r;
+      } else if (fw < fh) {
+        fh = fw * r;
+      } else if (!draw.random() || draw.below(2) > 0) {
+        fw = fh * r;
+      } else {
+        fh = fw * r;
+      }
+    }
+    if (p.vertical_stretch_lower() > 0.f && p.vertical_stretch_upper() > 0.f) {
+      fh *= draw.range(p.vertical_stretch_lower(), p.vertical_stretch_upper());
+    }
+    if (p.horizontal_stretch_lower() > 0.f && p.horizontal_stretch_upper() > 0.f) {
+      fw *= draw.range(p.horizontal_stretch_lower(), p.horizontal_stretch_upper());
+    }
+    int new_h = std::max(crop_h_, static_cast<int>(std::lround(fh)));
+    int new_w = std::max(crop_w_, static_cast<int>(std::lround(fw)));
+    if (!p.allow_upscale()) {
+      new_h = std::min(new_h, height);
+      new_w = std::min(new_w, width);
+    }
+    if (new_h != height || new_w != width) {
+      plan.resize_h = height = new_h;
+      plan.resize_w = width = new_w;
+    }
+  }
+  if (crop_h_ > 0) {
+    if (crop_h_ > height || crop_w_ > width) {
+      field_error(crop_field(param_), crop_text(crop_h_, crop_w_), " is larger than the ", height, "x", width,
+                  " image");
+    }
+    if (phase_ == TRAIN && rng) {
+      // Modulo, not std::uniform_int_distribution: the draw is then the same
+      // with every standard library, so batches are reproducible anywhere.
+      plan.crop_h0 = static_cast<int>(draw.raw() % static_cast<uint32_t>(height - crop_h_ + 1));
+      plan.crop_w0 = static_cast<int>(draw.raw() % static_cast<uint32_t>(width - crop_w_ + 1));
+    } else {
+      plan.crop_h0 = (height - crop_h_) / 2;
+      plan.crop_w0 = (width - crop_w_) / 2;
+    }
+  }
+  plan.mirror = param_.mirror() && rng && (draw.raw() & 1u);
+  return plan;
+}
+
+void DataTransformer::Augment(const TransformPlan& plan, Image* image) const {
+  if (!plan.distort.on && plan.resize_h == 0) return;
+#ifdef CORTADO_USE_OPENCV
+  CORTADO_CHECK(image->bytes != nullptr) << "CheckAgainst lets no float_data record reach Augment";
+  cv::Mat img;
+  if (image->interleaved) {
+    img = image->mat;
+  } else {
+    std::vector<cv::Mat> planes;
+    for (int c = 0; c < image->C; ++c) {
+      planes.emplace_back(image->H, image->W, CV_8UC1,
+                          const_cast<uint8_t*>(image->bytes + static_cast<size_t>(c) * image->H * image->W));
+    }
+    cv::merge(planes, img);
+  }
+  // NVCaffe's (SSD's) im_transforms: the same OpenCV calls on the 8-bit image.
+  const TransformPlan::Distortion& d = plan.distort;
+  if (d.on) {
+    if (d.brightness && std::fabs(d.brightness_delta) > 0) img.convertTo(img, -1, 1, d.brightness_delta);
+    auto contrast = [&] {
+      if (d.contrast && std::fabs(d.contrast_factor - 1.f) > 1e-3f) img.convertTo(img, -1, d.contrast_factor, 0);
+    };
+    if (!d.contrast_last) contrast();
+    if (d.saturation) adjust_hsv_channel(&img, 1, [&](cv::Mat* s) { s->convertTo(*s, -1, d.saturation_factor, 0); });
+    if (d.hue && std::fabs(d.hue_delta) > 0) {
+      adjust_hsv_channel(&img, 0, [&](cv::Mat* h) { h->convertTo(*h, -1, 1, d.hue_delta); });
+    }
+    if (d.contrast_last) contrast();
+    if (d.reorder) {
+      std::vector<cv::Mat> planes, reordered;
+      cv::split(img, planes);
+      for (int k : d.order) reordered.push_back(planes[static_cast<size_t>(k)]);
+      cv::merge(reordered, img);
+    }
+  }
+  if (plan.resize_h > 0) {
+    const bool down = plan.resize_h <= img.rows && plan.resize_w <= img.cols;
+    cv::Mat resized;
+    cv::resize(img, resized, cv::Size(plan.resize_w, plan.resize_h), 0, 0,
+               cv_interpolation(down ? param_.interpolation_algo_down() : param_.interpolation_algo_up()));
+    img = resized;
+  }
+  image->SetMat(std::move(img));
+#endif
+}
+
+namespace {
+
+// The window of the mean file subtracted from the output (null: none).
+struct MeanWindow {
+  const float* data = nullptr;  // (C, H, W)
+  int H = 0, W = 0, h0 = 0, w0 = 0;
+};
+
+// The inner loop, on the source type S (uint8_t or float), planar (C, H, W)
+// or interleaved (H, W, C).
+template <typename S, bool Interleaved, typename T>
+void transform_pixels(const S* src, int C, int H, int W, int out_h, int out_w, int h0, int w0, bool mirror,
+                      math_t<T> scale, const MeanWindow& mean, const std::vector<math_t<T>>& mean_values, T* out) {
   using M = math_t<T>;
-  const int H = raw[1], W = raw[2];
   // For float16 and bfloat16 the image is computed in float, then converted in bulk (F16C
   // where the CPU has it): the per-value conversion was the reader's
   // bottleneck for FP16 nets.
-  const size_t count = static_cast<size_t>(raw[0]) * out_h * out_w;
+  const size_t count = static_cast<size_t>(C) * out_h * out_w;
   thread_local std::vector<M> staging;
   if constexpr (!std::is_same_v<T, M>) staging.resize(count);
   M* base = std::is_same_v<T, M> ? reinterpret_cast<M*>(out) : staging.data();
-  for (int c = 0; c < raw[0]; ++c) {
+  const size_t step = Interleaved ? static_cast<size_t>(C) : 1;
+  for (int c = 0; c < C; ++c) {
     const M mv = mean_values.empty() ? M(0) : mean_values[c];
     for (int h = 0; h < out_h; ++h) {
-      const size_t row = (static_cast<size_t>(c) * H + h + h0) * W + w0;
+      const S* row = Interleaved ? src + (static_cast<size_t>(h + h0) * W + w0) * C + c
+                                 : src + (static_cast<size_t>(c) * H + h + h0) * W + w0;
+      const float* mrow = mean.data ? mean.data + (static_cast<size_t>(c) * mean.H + h + mean.h0) * mean.W + mean.w0
+                                    : nullptr;
       M* dst = base + (static_cast<size_t>(c) * out_h + h) * out_w;
       for (int w = 0; w < out_w; ++w) {
-        const size_t i = row + (mirror ? out_w - 1 - w : w);
-        const M m = mean_file ? static_cast<M>(mean_file[i]) : mv;
-        dst[w] = (static_cast<M>(src[i]) - m) * scale;
+        const int sw = mirror ? out_w - 1 - w : w;
+        const M m = mrow ? static_cast<M>(mrow[sw]) : mv;
+        dst[w] = (static_cast<M>(row[sw * step]) - m) * scale;
       }
     }
   }
@@ -220,59 +589,52 @@ void transform_pixels(const S* src, const std::vector<int>& raw, int out_h, int 
 }  // namespace
 
 template <typename T>
-void DataTransformer::TransformRaw(const Datum& d, const std::vector<int>& raw, T* out,
-                                   std::mt19937* rng) const {
+void DataTransformer::WritePixels(const Image& im, const TransformPlan& plan, T* out) const {
   using M = math_t<T>;
-  const int crop = static_cast<int>(param_.crop_size());
-  const int out_h = crop > 0 ? crop : raw[1], out_w = crop > 0 ? crop : raw[2];
-  int h0 = 0, w0 = 0;
-  if (crop > 0) {
-    if (phase_ == TRAIN && rng) {
-      // Modulo, not std::uniform_int_distribution: the draw is then the same
-      // with every standard library, so batches are reproducible anywhere.
-      h0 = static_cast<int>((*rng)() % static_cast<uint32_t>(raw[1] - crop + 1));
-      w0 = static_cast<int>((*rng)() % static_cast<uint32_t>(raw[2] - crop + 1));
-    } else {
-      h0 = (raw[1] - crop) / 2;
-      w0 = (raw[2] - crop) / 2;
-    }
-  }
-  const bool mirror = param_.mirror() && rng && ((*rng)() & 1u);
+  const int out_h = crop_h_ > 0 ? crop_h_ : im.H, out_w = crop_w_ > 0 ? crop_w_ : im.W;
   std::vector<M> mean_values;
   if (param_.mean_value_size() > 0) {
-    for (int c = 0; c < raw[0]; ++c) {
+    for (int c = 0; c < im.C; ++c) {
       mean_values.push_back(static_cast<M>(param_.mean_value(param_.mean_value_size() == 1 ? 0 : c)));
     }
   }
-  const float* mean_file = mean_.empty() ? nullptr : mean_.data();
+  MeanWindow mean;
+  if (!mean_.empty()) {
+    mean.data = mean_.data();
+    mean.H = mean_shape_[1];
+    mean.W = mean_shape_[2];
+    // Randomly resized images vary in size: NVCaffe subtracts the mean's centre.
+    mean.h0 = random_resize_ ? (mean.H - out_h) / 2 : plan.crop_h0;
+    mean.w0 = random_resize_ ? (mean.W - out_w) / 2 : plan.crop_w0;
+  }
   const M scale = static_cast<M>(param_.scale());
-  if (!d.data().empty()) {
-    const auto* src = reinterpret_cast<const uint8_t*>(d.data().data());
-    transform_pixels<uint8_t, T>(src, raw, out_h, out_w, h0, w0, mirror, scale, mean_file, mean_values, out);
+  const int h0 = plan.crop_h0, w0 = plan.crop_w0;
+  if (im.floats) {
+    transform_pixels<float, false, T>(im.floats, im.C, im.H, im.W, out_h, out_w, h0, w0, plan.mirror, scale, mean,
+                                      mean_values, out);
+  } else if (im.interleaved) {
+    transform_pixels<uint8_t, true, T>(im.bytes, im.C, im.H, im.W, out_h, out_w, h0, w0, plan.mirror, scale, mean,
+                                       mean_values, out);
   } else {
-    transform_pixels<float, T>(d.float_data().data(), raw, out_h, out_w, h0, w0, mirror, scale,
-                               mean_file, mean_values, out);
+    transform_pixels<uint8_t, false, T>(im.bytes, im.C, im.H, im.W, out_h, out_w, h0, w0, plan.mirror, scale, mean,
+                                        mean_values, out);
   }
 }
 
 template <typename T>
 void DataTransformer::Transform(const Datum& datum, T* out, std::mt19937* rng,
                                 const std::vector<int>& expected) const {
-  Datum decoded;
-  const Datum* d = &datum;
-  if (datum.encoded()) {
-    decoded = Decode(datum);
-    d = &decoded;
-  }
-  const std::vector<int> raw = RawShape(*d);
-  CheckAgainst(raw);
-  const int crop = static_cast<int>(param_.crop_size());
-  const std::vector<int> shape = crop > 0 ? std::vector<int>{raw[0], crop, crop} : raw;
+  Image image = Load(datum);
+  const std::vector<int> raw{image.C, image.H, image.W};
+  CheckAgainst(raw, image.floats != nullptr);
+  const std::vector<int> shape = OutputShape(raw);
   if (!expected.empty() && shape != expected) {
     fail("record gives an image of shape ", shape_text(shape), ", but the first record gave ",
-         shape_text(expected), " (all records must have the same size, or use crop_size)");
+         shape_text(expected), " (all records must have the same size, or use a crop)");
   }
-  TransformRaw(*d, raw, out, rng);
+  const TransformPlan plan = Plan(image.H, image.W, rng);
+  Augment(plan, &image);
+  WritePixels(image, plan, out);
 }
 
 template void DataTransformer::Transform<double>(const Datum&, double*, std::mt19937*,

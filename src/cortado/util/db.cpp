@@ -103,8 +103,8 @@ LmdbCursor::~LmdbCursor() {
   if (txn_) mdb_txn_abort(txn_);
 }
 
-bool LmdbCursor::Get(unsigned op) {
-  MDB_val k, v;
+bool LmdbCursor::Get(unsigned op, std::string_view key) {
+  MDB_val k{key.size(), const_cast<char*>(key.data())}, v;
   const int rc = mdb_cursor_get(cursor_, &k, &v, static_cast<MDB_cursor_op>(op));
   if (rc == MDB_NOTFOUND) {
     valid_ = false;
@@ -118,6 +118,8 @@ bool LmdbCursor::Get(unsigned op) {
 }
 
 void LmdbCursor::SeekToFirst() { Get(MDB_FIRST); }
+
+bool LmdbCursor::Seek(std::string_view key) { return Get(MDB_SET_KEY, key); }
 
 void LmdbCursor::Next() {
   CORTADO_CHECK(valid_) << "LmdbCursor::Next on an invalid cursor";
