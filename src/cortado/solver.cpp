@@ -551,10 +551,10 @@ std::vector<double> Solver::Test(int id) {
       scores[k] /= iters;
       const std::string loss_msg = w ? str_cat(" (* ", w, " = ", w * scores[k], " loss)") : "";
       INFO_LOG << "    Test net output #" << k << ": " << net.blob_names()[blob] << " = " << scores[k] << loss_msg;
-    }
       if (w && !std::isfinite(scores[k]))
         LOG_IF(WARNING, thread_logs_info()) << "Test net output #" << k << ": the test loss " << net.blob_names()[blob] << " is " << scores[k]
                  << " at iteration " << iter_ << ": the net has diverged (or its inputs hold NaN or Inf)";
+    }
   }
   return scores;
 }
