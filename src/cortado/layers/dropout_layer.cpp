@@ -83,7 +83,7 @@ void DropoutLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVe
   }
   DrawMask(n);
   const size_t bytes = mask_.size() * sizeof(unsigned);
-  if (!mask_gpu_ || mask_gpu_->size() != bytes) mask_gpu_ = std::make_unique<SyncedMemory>(bytes);
+  if (!mask_gpu_ || mask_gpu_->size() != bytes) mask_gpu_ = std::make_unique<SyncedMemory>(bytes, /*pinned_host=*/true);
   if (bytes > 0) std::memcpy(mask_gpu_->mutable_cpu_data(), mask_.data(), bytes);
   const unsigned* mask = static_cast<const unsigned*>(mask_gpu_->gpu_data());
   gpu::dropout_forward(n, x, mask, scale_, y, this->context().stream());
