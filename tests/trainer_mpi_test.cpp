@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cortado/communicator.hpp"
+#include "cortado/config.hpp"
 #include "command.hpp"
 #include "datum_db.hpp"
 #include "test_paths.hpp"
@@ -40,7 +41,7 @@ test::CommandRun mpirun(const std::string& args) {
 class TrainerMpi : public ::testing::Test {
  protected:
   void SetUp() override {
-#ifndef CORTADO_MPIRUN
+#if !defined(CORTADO_MPIRUN) || !defined(CORTADO_USE_MPI)
     GTEST_SKIP() << "built without MPI (or without mpirun)";
 #else
     // A copy of the tests on a machine without Open MPI (the GPU bundle).

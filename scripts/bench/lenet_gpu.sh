@@ -8,7 +8,7 @@
 # alternating so that clock or thermal drift hits all. Prints each run, the
 # median over runs of the per-run median ms/iteration, FP32/FP16 (the FP16
 # speed-up) and FP32/BF16,
-# then one key=value line (lenet_gpu: ...) for scripts/gpu_check.sh.
+# then one key=value line (lenet_gpu: ...).
 #
 # Needs a CUDA build (BUILD_DIR, default build-gpu, else build) and the
 # Fashion-MNIST LMDBs (data/fashion_mnist/create.sh).

@@ -18,10 +18,45 @@ search included (what the process holds, as Cortado's allocator peak), and
 allocated, as one key=value line:
   pytorch: precision=amp batch=256 ms_median=... images_per_s=... peak_reserved_mib=... peak_allocated_mib=...
 Exit status 3: out of memory at this batch (the caller may retry smaller).
+Without torchvision, the same network built here (builtin_resnet50; the
+key=value line says model=builtin).
 """
 import argparse
 import statistics
 import sys
+
+
+def builtin_resnet50(num_classes):
+    """torchvision.models.resnet50's layers (ResNet v1.5: the stride on the 3x3
+    of a bottleneck), for a machine without torchvision."""
+    import torch.nn as nn
+
+    class Bottleneck(nn.Module):
+        def __init__(self, cin, width, stride):
+            super().__init__()
+            cout = width * 4
+            self.conv1, self.bn1 = nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width)
+            self.conv2, self.bn2 = nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width)
+            self.conv3, self.bn3 = nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout)
+            self.relu = nn.ReLU(inplace=True)
+            self.downsample = None
+            if stride != 1 or cin != cout:
+                self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            identity = x if self.downsample is None else self.downsample(x)
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.relu(self.bn2(self.conv2(out)))
+            return self.relu(self.bn3(self.conv3(out)) + identity)
+
+    layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)]
+    cin = 64
+    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for i in range(blocks):
+            layers.append(Bottleneck(cin, width, stride if i == 0 else 1))
+            cin = width * 4
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, num_classes)]
+    return nn.Sequential(*layers)
 
 
 def main():
@@ -34,7 +69,6 @@ def main():
     args = ap.parse_args()
 
     import torch
-    import torchvision
 
     dev = torch.device(args.device)
     if dev.type != "cuda" or not torch.cuda.is_available():
@@ -48,7 +82,12 @@ def main():
     autocast_dtype = torch.bfloat16 if args.precision == "bf16" else torch.float16
     autocast_on = args.precision != "fp32"
 
-    model = torchvision.models.resnet50(num_classes=1000).to(dev, memory_format=torch.channels_last)
+    try:
+        import torchvision
+        model, model_name = torchvision.models.resnet50(num_classes=1000), "torchvision"
+    except ImportError:
+        model, model_name = builtin_resnet50(1000), "builtin"
+    model = model.to(dev, memory_format=torch.channels_last)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     scaler = torch.amp.GradScaler("cuda", enabled=amp)
@@ -83,10 +122,10 @@ def main():
     ms = statistics.median(times)
     mib = 1024.0 * 1024.0
     print("pytorch: precision=%s batch=%d iterations=%d warmup=%d ms_median=%.3f images_per_s=%.1f "
-          "peak_reserved_mib=%.1f peak_allocated_mib=%.1f torch=%s cudnn=%s gpu=%s" % (
+          "peak_reserved_mib=%.1f peak_allocated_mib=%.1f torch=%s cudnn=%s model=%s gpu=%s" % (
               args.precision, args.batch, args.iters, args.warmup, ms, args.batch * 1000.0 / ms,
               torch.cuda.max_memory_reserved(dev) / mib, torch.cuda.max_memory_allocated(dev) / mib,
-              torch.__version__, torch.backends.cudnn.version(),
+              torch.__version__, torch.backends.cudnn.version(), model_name,
               torch.cuda.get_device_name(dev).replace(" ", "_")))
     return 0
 
