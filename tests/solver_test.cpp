@@ -171,6 +171,16 @@ std::string classifier(const char* type) {
   layer { name: "loss" type: "SoftmaxWithLoss" bottom: "y" bottom: "label" top: "loss" })");
 }
 
+// The learnable parameters of two solvers' nets, bit for bit.
+void ExpectSameWeights(Solver& x, Solver& y) {
+  const auto& a = x.net()->learnable_params();
+  const auto& b = y.net()->learnable_params();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t k = 0; k < a[i]->count(); ++k)
+      ASSERT_EQ(a[i]->cpu_data<float>()[k], b[i]->cpu_data<float>()[k]) << "param " << i << " index " << k;
+}
+
 class SolverResume : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(SolverResume, SnapshotThenResumeIsBitIdentical) {
@@ -188,12 +198,8 @@ TEST_P(SolverResume, SnapshotThenResumeIsBitIdentical) {
   auto resumed = make_solver(solver, classifier(GetParam()));
   resumed->Solve((dir / "run_iter_10.solverstate").string());
   EXPECT_EQ(resumed->iter(), 20);
+  ExpectSameWeights(*full, *resumed);
   const auto& a = full->net()->learnable_params();
-  const auto& b = resumed->net()->learnable_params();
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i)
-    for (size_t k = 0; k < a[i]->count(); ++k)
-      ASSERT_EQ(a[i]->cpu_data<float>()[k], b[i]->cpu_data<float>()[k]) << "param " << i << " index " << k;
   // And the run actually trained: the weights moved away from the snapshot.
   NetParameter w10;
   ReadBinaryProto((dir / "run_iter_10.caffemodel").string(), &w10);
@@ -247,12 +253,7 @@ TEST(Solver, StopSnapshotsAndResumesToTheBitsOfAnUninterruptedRun) {
   auto resumed = make_solver(solver, classifier("FLOAT16"));
   resumed->Solve((dir / "s_iter_7.solverstate").string());
   EXPECT_EQ(resumed->iter(), 12);
-  const auto& a = full->net()->learnable_params();
-  const auto& b = resumed->net()->learnable_params();
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i)
-    for (size_t k = 0; k < a[i]->count(); ++k)
-      ASSERT_EQ(a[i]->cpu_data<float>()[k], b[i]->cpu_data<float>()[k]) << "param " << i << " index " << k;
+  ExpectSameWeights(*full, *resumed);
   fs::remove_all(dir);
 }
 
