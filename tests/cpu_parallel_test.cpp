@@ -3,9 +3,15 @@
 // runs in turn on its caller's thread, an exception reaches the caller, and
 // BLAS calls inside chunks give the single-threaded results.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <fstream>
+#include <cmath>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -55,6 +61,8 @@ TEST(CpuParallel, NothingToDoCallsNothing) {
 
 TEST(CpuParallel, ChunksRunOnSeveralThreads) {
   if (cpu_threads() < 2) GTEST_SKIP() << "one CPU thread (OPENBLAS_NUM_THREADS or OpenBLAS's pthreads build)";
+  // Every chunk on a thread of its own, however busy the machine is.
+  const int pinned = pin_cpu_workers(cpu_threads());
   std::mutex m;
   std::set<std::thread::id> ids;
   // Each chunk waits for the others: only concurrent chunks get past it.
@@ -66,8 +74,107 @@ TEST(CpuParallel, ChunksRunOnSeveralThreads) {
     std::lock_guard<std::mutex> lock(m);
     ids.insert(std::this_thread::get_id());
   });
+  pin_cpu_workers(pinned);
   EXPECT_EQ(static_cast<int>(ids.size()), chunks);
   EXPECT_EQ(ids.count(std::this_thread::get_id()), 1u) << "the caller runs a chunk itself";
+}
+
+// With the cores taken by other processes a region runs its chunks on fewer
+// threads (pin_cpu_workers stands in for the load here): the same chunks,
+// the same ranges, and with one worker all on the caller's thread.
+TEST(CpuParallel, FewerWorkersRunTheSameChunks) {
+  const int n = 37;
+  auto chunks_seen = [&](int workers, std::set<std::thread::id>* ids) {
+    const int before = pin_cpu_workers(workers);
+    std::mutex m;
+    std::vector<std::pair<int, int>> ranges(static_cast<size_t>(cpu_chunks(n)));
+    cpu_parallel_for(n, [&](int chunk, int begin, int end) {
+      std::lock_guard<std::mutex> lock(m);
+      ranges[static_cast<size_t>(chunk)] = {begin, end};
+      ids->insert(std::this_thread::get_id());
+    });
+    pin_cpu_workers(before);
+    return ranges;
+  };
+  std::set<std::thread::id> all_ids, one_ids;
+  const auto all = chunks_seen(cpu_threads(), &all_ids);
+  const auto one = chunks_seen(1, &one_ids);
+  EXPECT_EQ(all, one);
+  ASSERT_EQ(one_ids.size(), 1u);
+  EXPECT_EQ(one_ids.count(std::this_thread::get_id()), 1u);
+  EXPECT_EQ(pin_cpu_workers(0), 0) << "the default follows the free cores";
+}
+
+// A real layer's reductions over chunks: a convolution's weight gradient sums
+// per-chunk partial products in chunk order; one worker or all give the same bits.
+TEST(CpuParallel, ConvolutionGradientsDoNotDependOnTheWorkers) {
+  if (cpu_threads() < 2) GTEST_SKIP() << "one CPU thread";
+  const int N = 8, C = 3, H = 9, W = 9, K = 4, R = 3;
+  std::vector<float> x(static_cast<size_t>(N) * C * H * W), w(static_cast<size_t>(K) * C * R * R);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::cos(0.11f * static_cast<float>(i));
+  const int OH = H - R + 1, OW = W - R + 1;
+  // dW = sum over images of dY(n) * col(n)^T, one partial per chunk, summed in chunk order.
+  auto grad = [&](int workers) {
+    const int before = pin_cpu_workers(workers);
+    const int chunks = cpu_chunks(N);
+    std::vector<std::vector<float>> part(static_cast<size_t>(chunks), std::vector<float>(w.size(), 0.f));
+    cpu_parallel_for(N, [&](int chunk, int begin, int end) {
+      std::vector<float> col(static_cast<size_t>(C) * R * R * OH * OW), dy(static_cast<size_t>(K) * OH * OW);
+      for (int n = begin; n < end; ++n) {
+        for (int c = 0; c < C; ++c)
+          for (int i = 0; i < R; ++i)
+            for (int j = 0; j < R; ++j)
+              for (int y = 0; y < OH; ++y)
+                for (int z = 0; z < OW; ++z)
+                  col[((static_cast<size_t>(c) * R + i) * R + j) * OH * OW + y * OW + z] =
+                      x[((static_cast<size_t>(n) * C + c) * H + y + i) * W + z + j];
+        for (size_t i = 0; i < dy.size(); ++i) dy[i] = std::sin(0.05f * static_cast<float>(i + 131 * n));
+        cpu_gemm<float>(Trans::No, Trans::Yes, K, C * R * R, OH * OW, 1.f, dy.data(), col.data(), 1.f,
+                        part[static_cast<size_t>(chunk)].data());
+      }
+    });
+    std::vector<float> sum(w.size(), 0.f);
+    for (const auto& p : part)
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += p[i];
+    pin_cpu_workers(before);
+    return sum;
+  };
+  const std::vector<float> all = grad(cpu_threads()), one = grad(1);
+  for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], one[i]) << i;
+}
+
+// Other processes that keep every core busy: within a few of its 250 ms
+// looks the count drops below cpu_threads(). (The children spin and exit;
+// if /proc/stat cannot be read the count stays and the test says so.)
+TEST(CpuParallel, BusyCoresLowerTheWorkers) {
+  if (cpu_threads() < 2) GTEST_SKIP() << "one CPU thread";
+  if (!std::ifstream("/proc/stat")) GTEST_SKIP() << "no /proc/stat";
+  const int before = pin_cpu_workers(0);
+  std::vector<pid_t> children;
+  for (int i = 0; i < cpu_threads(); ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(3000);
+      volatile unsigned long spin = 0;
+      while (std::chrono::steady_clock::now() < end) ++spin;
+      _exit(0);
+    }
+    children.push_back(pid);
+  }
+  int fewest = cpu_threads();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
+  while (std::chrono::steady_clock::now() < until && fewest == cpu_threads()) {
+    fewest = std::min(fewest, cpu_workers());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (pid_t pid : children) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  pin_cpu_workers(before);
+  EXPECT_LT(fewest, cpu_threads()) << "with " << cpu_threads() << " processes spinning beside it";
 }
 
 TEST(CpuParallel, NestedCallRunsOnTheCallersThread) {

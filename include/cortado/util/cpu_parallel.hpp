@@ -24,6 +24,21 @@
 // Determinism: the chunks depend only on n and the thread count, never on
 // timing. A layer that sums per-chunk partial results in chunk order gets
 // the same bits on every run with the same thread count.
+//
+// A shared machine. The chunks are fixed, but the threads that run them are
+// not: every 250 ms the first region to start looks at how busy the cores
+// are (the CPU time /proc/stat counts on this process's cores, less this
+// process's own CPU time), and the regions that follow run their chunks on
+// as many threads as there are cores left free, rounded, at least one (the
+// caller then runs every chunk in turn). OpenMP's idle threads spin for a
+// while after a region, so with the cores taken by other processes a region
+// on two threads waits for a thread that gets a slice of a core now and
+// then, and its spinning takes time from the other processes: measured on
+// 2 cores with 2 busy processes beside it, LeNet fell to a tenth of its
+// speed. OpenBLAS's OpenMP build is told the same count on each thread that
+// calls it (cpu_workers() before a GEMM). Since the chunks do not change,
+// neither do the results. CORTADO_CPU_SHARE=0 turns this off (every region
+// on cpu_threads() threads, as before).
 
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +50,18 @@ namespace cortado {
 /// The number of threads CPU layers split their work over (at least 1).
 /// The first call on each thread hands an OPENBLAS_NUM_THREADS cap to OpenBLAS's OpenMP build.
 int cpu_threads();
+
+/// How many threads the next region runs its chunks on: cpu_threads(), or
+/// fewer while other processes keep cores busy (see "A shared machine"
+/// above). Also hands that count to OpenBLAS's OpenMP build for the calling
+/// thread, so a GEMM outside the regions uses as many.
+int cpu_workers();
+
+/// Fixes the workers' count at min(n, cpu_threads()) for n > 0, or lets it
+/// follow the free cores for n = 0 (the default; CORTADO_CPU_SHARE=0 starts
+/// it fixed at cpu_threads()); returns the previous setting. Tests that need
+/// every chunk on a thread of its own, or one thread, set it.
+int pin_cpu_workers(int n);
 
 /// One line for logs: "2 threads (OpenBLAS: OpenMP build)", say.
 std::string cpu_threads_summary();

@@ -5,10 +5,20 @@
 #include <omp.h>
 #endif
 
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -63,9 +73,126 @@ int cpu_threads() {
   return threads;
 }
 
+namespace {
+
+// The busy ticks (user, nice, system, irq, softirq, steal) that /proc/stat
+// counts on the cores this process may run on; -1 where it cannot be read.
+int64_t busy_ticks_of_our_cores() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  const bool have_mask = sched_getaffinity(0, sizeof(mask), &mask) == 0;
+  std::FILE* f = std::fopen("/proc/stat", "r");
+  if (!f) return -1;
+  int64_t busy = 0;
+  bool any = false;
+  char line[512];
+  while (std::fgets(line, sizeof(line), f)) {
+    int cpu = -1;
+    unsigned long long v[8] = {};
+    // "cpuN user nice system idle iowait irq softirq steal ..."; the summary line "cpu " has no N.
+    if (std::sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0], &v[1], &v[2], &v[3], &v[4],
+                    &v[5], &v[6], &v[7]) != 9)
+      continue;
+    if (have_mask && (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &mask))) continue;
+    busy += static_cast<int64_t>(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]);
+    any = true;
+  }
+  std::fclose(f);
+  return any ? busy : -1;
+}
+
+double own_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// 0 (follow the free cores) unless CORTADO_CPU_SHARE=0: then every thread.
+int pinned_from_env() {
+  const char* e = std::getenv("CORTADO_CPU_SHARE");
+  return e && std::strcmp(e, "0") == 0 ? 1 << 16 : 0;
+}
+
+// The workers' count, revised every kWindow from the cores' load over the
+// window before.
+struct CoreShare {
+  static constexpr std::chrono::milliseconds kWindow{250};
+  std::atomic<int> pinned{pinned_from_env()};  // > 0: that many (at most cpu_threads()), always
+  std::atomic<int> workers{0};  // 0: not decided yet (cpu_threads())
+  std::mutex mu;
+  bool primed = false, broken = false;
+  std::chrono::steady_clock::time_point last;
+  int64_t last_busy = 0;
+  double last_own = 0;
+  std::atomic<int64_t> next_ns{0};  // steady_clock time of the next look
+
+  int get(int threads) {
+    if (const int p = pinned.load(std::memory_order_relaxed)) return std::min(p, threads);
+    if (threads == 1) return 1;
+    const auto now = std::chrono::steady_clock::now();
+    const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+    if (now_ns >= next_ns.load(std::memory_order_relaxed)) {
+      std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
+      if (lock.owns_lock() && !broken) look(now, threads);
+    }
+    const int w = workers.load(std::memory_order_relaxed);
+    return w > 0 ? std::min(w, threads) : threads;
+  }
+
+  void look(std::chrono::steady_clock::time_point now, int threads) {
+    const int64_t busy = busy_ticks_of_our_cores();
+    const double own = own_cpu_seconds();
+    if (busy < 0) {  // no /proc/stat: every thread, always
+      broken = true;
+      return;
+    }
+    if (primed) {
+      const double wall = std::chrono::duration<double>(now - last).count();
+      static const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+      if (wall > 0 && hz > 0) {
+        const double others = std::max(0.0, (static_cast<double>(busy - last_busy) / hz - (own - last_own)) / wall);
+        const double free_cores = static_cast<double>(threads) - others;
+        workers.store(std::max(1, std::min(threads, static_cast<int>(std::lround(free_cores)))),
+                      std::memory_order_relaxed);
+      }
+    }
+    primed = true;
+    last = now;
+    last_busy = busy;
+    last_own = own;
+    next_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>((now + kWindow).time_since_epoch()).count(),
+                  std::memory_order_relaxed);
+  }
+};
+
+CoreShare& core_share() {
+  static CoreShare share;
+  return share;
+}
+
+}  // namespace
+
+int cpu_workers() {
+  const int threads = cpu_threads();
+  const int w = core_share().get(threads);
+#ifdef _OPENMP
+  // What OpenBLAS's OpenMP build reads before each call (omp_get_max_threads
+  // of the calling thread): kept equal to the workers' count.
+  thread_local int handed = 0;
+  if (w != handed && !in_region && openblas_get_parallel() == kBlasOpenMp) {
+    omp_set_num_threads(w);
+    handed = w;
+  }
+#endif
+  return w;
+}
+
+int pin_cpu_workers(int n) { return core_share().pinned.exchange(std::max(n, 0)); }
+
 std::string cpu_threads_summary() {
   const int t = cpu_threads();
   std::string s = std::to_string(t) + (t == 1 ? " thread" : " threads");
+  if (t > 1 && core_share().pinned.load() == 0) s += ", fewer while other processes keep the cores busy";
   switch (openblas_get_parallel()) {
     case kBlasSequential: return s + " (OpenBLAS: sequential build)";
     case kBlasPthreads: return s + " (OpenBLAS: pthreads build, whose own threads run the GEMMs; the layers stay on one)";
@@ -82,23 +209,36 @@ void cpu_parallel_for(int n, const std::function<void(int, int, int)>& body) {
   if (n <= 0) return;
   const int chunks = cpu_chunks(n);
   auto range = [n, chunks](int c) { return static_cast<int>(static_cast<long long>(n) * c / chunks); };
-  if (chunks == 1 || in_region) {
+  const int workers = chunks == 1 || in_region ? 1 : std::min(chunks, cpu_workers());
+  if (workers == 1 && (chunks == 1 || in_region)) {
     for (int c = 0; c < chunks; ++c) body(c, range(c), range(c + 1));
     return;
   }
-  // Only reached with in_region false: a worker (or the caller running chunk 0) marks itself for the chunk.
+  // Only reached with in_region false: each thread (the caller included)
+  // marks itself while it runs chunks w, w + workers, ... in turn. The
+  // chunks' ranges are the same whatever `workers` is.
   std::vector<std::exception_ptr> errors(chunks);
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(chunks) schedule(static, 1)
-#endif
-  for (int c = 0; c < chunks; ++c) {
+  auto run = [&](int w, int stride) {
     in_region = true;
-    try {
-      body(c, range(c), range(c + 1));
-    } catch (...) {
-      errors[c] = std::current_exception();
+    for (int c = w; c < chunks; c += stride) {
+      try {
+        body(c, range(c), range(c + 1));
+      } catch (...) {
+        errors[c] = std::current_exception();
+      }
     }
     in_region = false;
+  };
+  if (workers == 1) {
+    run(0, 1);
+  } else {
+#ifdef _OPENMP
+    // The stride is the team OpenMP gave, which may be smaller than asked.
+#pragma omp parallel num_threads(workers)
+    run(omp_get_thread_num(), omp_get_num_threads());
+#else
+    run(0, 1);
+#endif
   }
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
