@@ -2,6 +2,7 @@
 // CORTADO_USE_MPI; the launcher checks work in every build, so that a
 // binary built without MPI and started by mpirun can say so.
 #include "cortado/communicator.hpp"
+#include "cortado/util/env.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -16,12 +17,6 @@
 
 namespace cortado {
 
-namespace {
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
-}  // namespace
 
 void Communicator::AllReduceSum(const std::vector<Span>& spans, Type type) {
   const size_t bytes = type_size(type);
@@ -53,14 +48,14 @@ bool MpiBuilt() {
 int LauncherRanks() {
   // Open MPI's mpirun, MPICH's Hydra (PMI), and Slurm's srun with PMIx.
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
-    if (const char* v = env(name)) return std::max(1, std::atoi(v));
-  if (env("PMIX_RANK") && env("SLURM_NTASKS")) return std::max(1, std::atoi(env("SLURM_NTASKS")));
+    if (const char* v = env_value(name)) return std::max(1, std::atoi(v));
+  if (env_value("PMIX_RANK") && env_value("SLURM_NTASKS")) return std::max(1, std::atoi(env_value("SLURM_NTASKS")));
   return 1;
 }
 
 int MpiLocalRank() {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "SLURM_LOCALID"})
-    if (const char* v = env(name)) return std::atoi(v);
+    if (const char* v = env_value(name)) return std::atoi(v);
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "cortado/common.hpp"
+#include "cortado/util/env.hpp"
 
 #ifdef CORTADO_USE_CUDA
 #include <cuda_runtime.h>
@@ -13,22 +14,16 @@
 
 namespace cortado {
 
-namespace {
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
-}  // namespace
 
 bool SyncLayers() {
-  const char* v = env("CORTADO_SYNC_LAYERS");
+  const char* v = env_value("CORTADO_SYNC_LAYERS");
   if (!v || std::strcmp(v, "0") == 0) return false;
   if (std::strcmp(v, "1") == 0) return true;
   fail("CORTADO_SYNC_LAYERS = '", v, "': expected 1 (synchronize after every layer on the GPU) or 0");
 }
 
 double NcclTimeoutSeconds() {
-  const char* v = env("CORTADO_NCCL_TIMEOUT");
+  const char* v = env_value("CORTADO_NCCL_TIMEOUT");
   if (!v) return kNcclTimeoutDefault;
   char* end = nullptr;
   errno = 0;
