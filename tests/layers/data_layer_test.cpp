@@ -209,6 +209,31 @@ TYPED_TEST(DataLayerTest, SeekReproducesAnUninterruptedRun) {
 
 // The batches are a function of (seed, stream position) only, however many
 // threads transform them: 1, 3 (uneven chunks of a batch of 7) or 7.
+// Several workers, stopped and restarted mid-run by Seek, continue with the
+// batch an uninterrupted single reader gives.
+TYPED_TEST(DataLayerTest, SeekWithSeveralWorkersContinuesTheStream) {
+  TempDir dir;
+  WriteDb(dir / "db", 10, {2, 5, 6});
+  const std::string transform = "phase: TRAIN transform_param { crop_size: 3 mirror: true }";
+  const auto one = this->Batches(31, DataText(dir / "db", 3, transform, "threads: 1"), -1, 8);
+  const std::string three = DataText(dir / "db", 3, transform, "threads: 3 prefetch: 2");
+  set_random_seed(31);
+  this->SetUp(three);
+  for (int b : {0, 1, 2}) {
+    this->Forward();
+    EXPECT_EQ(this->Data(), one[b].first) << "batch " << b;
+  }
+  this->layer_->Seek(6);
+  this->Forward();
+  EXPECT_EQ(this->Data(), one[6].first) << "Seek(6) after three batches";
+  this->layer_->Seek(1);
+  for (int b : {1, 2, 3, 4}) {
+    this->Forward();
+    EXPECT_EQ(this->Data(), one[b].first) << "batch " << b << " after Seek(1)";
+    EXPECT_EQ(this->Labels(), one[b].second) << "batch " << b << " after Seek(1)";
+  }
+}
+
 TYPED_TEST(DataLayerTest, ThreadsDoNotChangeTheBatches) {
   TempDir dir;
   WriteDb(dir / "db", 9, {2, 5, 6});
@@ -462,6 +487,31 @@ TEST(DataLayerErrorTest, CorruptRecordNamesSourceAndKey) {
   layer.Seek(0);
   EXPECT_NO_THROW(layer.Forward({}, top.vec));
   EXPECT_EQ(top[1]->cpu_data<float>()[1], static_cast<float>(Label(1)));
+}
+
+// With several workers the batches after a bad one may be filled first;
+// Forward still gives every batch before it, then the error, in order.
+TEST(DataLayerErrorTest, WorkersRaiseABadRecordAtItsBatch) {
+  TempDir dir;
+  WriteDb(dir / "db", 9, {2, 3, 3}, [](int i, Datum* d) {
+    if (i == 5) d->mutable_data()->pop_back();
+  });
+  for (int threads : {2, 3, 4}) {
+    FloatLayer layer(
+        test::MakeParam<FloatPair>(DataText(dir / "db", 1, "phase: TEST", str_cat("threads: ", threads))));
+    test::Blobs top;
+    top.add(FLOAT);
+    top.add(FLOAT);
+    layer.SetUp({}, top.vec);
+    int ok = 0;
+    const std::string msg = ForwardError(&layer, top.vec, 8, &ok);
+    EXPECT_EQ(ok, 5) << threads << " workers: records 0 to 4 are good";
+    EXPECT_NE(msg.find("'00000005'"), std::string::npos) << msg;
+    EXPECT_THROW(layer.Forward({}, top.vec), Error);
+    layer.Seek(6);  // past the bad record: the workers start again there
+    layer.Forward({}, top.vec);
+    EXPECT_EQ(top[1]->cpu_data<float>()[0], static_cast<float>(Label(6))) << threads << " workers";
+  }
 }
 
 TEST(DataLayerErrorTest, RecordOfAnotherShapeOrNotADatum) {

@@ -32,7 +32,7 @@
 //     (below); the solver sets them on each rank's train net in a
 //     multi-rank run
 //   threads (default 0: the machine's cores, at most 8; at most 256): how
-//     many threads decode and transform each batch. JPEG decoding is what
+//     many workers read and transform batches (below). JPEG decoding is what
 //     bounds ImageNet training on a fast GPU; scripts/bench/imagenet_data.sh
 //     measures the rate per thread.
 //   scale, mean_file, crop_size, mirror, force_encoded_color: Caffe's legacy
@@ -45,16 +45,23 @@
 //   are then the same whatever the solver's seed.
 // Accepted without effect, with one line in the log per layer saying so:
 //   data_param.cache, precache (Cortado keeps no record cache),
-//   parser_threads (one reader thread; data_param.threads transform),
+//   parser_threads (every worker reads its own records: threads sets them),
 //   shuffle at TEST; transform_param.use_gpu_transform (transforms run on
 //   the CPU threads), display, num_labels, and the augmentations Cortado
 //   does not apply: resize_param, noise_param, expand_param,
 //   emit_constraint (SSD's, for AnnotatedData).
 //
-// Reading: one reader thread fills a queue of at most `prefetch` whole
-// batches; Forward takes the oldest. Records are read in key order (or
+// Reading: W workers (threads) each own a source of their own (an LMDB
+// cursor in its own read transaction, or the image list) and fill whole
+// batches: worker w reads and transforms batches w, w + W, w + 2W, ... of
+// the layer's stream, one record after the other, so reading and decoding
+// run on every worker at once and no batch waits for a thread to start.
+// Forward takes the batches in stream order; the workers stay at most
+// max(prefetch, W) batches ahead of it. Records are read in key order (or
 // shuffled) and wrap around at the end of the database, epoch after epoch.
-// The destructor stops and joins the thread.
+// The destructor stops and joins the workers. By default a batch of fewer
+// than 16 records per worker gets fewer workers (data_param.threads is
+// taken as given).
 //
 // Determinism: the layer draws a 64-bit seed from the process RNG (cortado::
 // rng()) at LayerSetUp, so it follows the solver's random_seed. The record at
@@ -87,6 +94,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -251,16 +259,20 @@ class DataLayer : public Layer<Ftype, Btype> {
     /// Waits until the device copy recorded in `copied` (if any) has finished.
     void WaitCopied();
   };
-  /// The oldest prefetched batch (waits for the reader; rethrows its error).
+  /// The next batch in stream order (waits for its worker; rethrows the
+  /// error of the worker that failed to fill it).
   std::unique_ptr<Batch> TakeBatch();
-  /// Hands a used batch back to the reader.
+  /// Hands a used batch back to the workers.
   void ReturnBatch(std::unique_ptr<Batch> batch);
 
   void ValidateParams(const DataSourceParams& p) const;
+  /// Starts the workers at stream position next_position_ (a batch boundary).
   void StartReader();
   void StopReader();
-  void ReaderLoop();
-  void FillBatch(Batch* batch);  // reader thread; throws on a bad record
+  void WorkerLoop(int w);
+  /// Worker w's batch `seq` (counted from the start position); throws on a bad record.
+  void FillBatch(int w, int64_t seq, Batch* batch);
+  bool Stopping();
 
   std::string source_;
   std::string source_field_;  // "data_param.source" or "image_data_param.source", for errors
@@ -272,26 +284,22 @@ class DataLayer : public Layer<Ftype, Btype> {
   int64_t skip_ = 0;
   std::vector<int> datum_shape_;
   std::unique_ptr<DataTransformer> transformer_;
-  std::unique_ptr<RecordSource> input_;  // the records
-  int64_t next_position_ = 0;  // stream position of the next record the reader reads
+  std::vector<std::unique_ptr<RecordSource>> sources_;  // one per worker
+  int64_t next_position_ = 0;  // this shard's stream position where the workers start
   int64_t shard_ = 0, shards_ = 1;
   /// The unsharded stream position of this shard's position p.
   int64_t global_position(int64_t p) const { return p * shards_ + shard_; }
-  // One batch's records, read in order by the reader thread and transformed
-  // by transform_threads_ threads (data_param.threads, or the machine's cores, at most 8).
-  struct Record {
-    std::string key, value;
-    int64_t position = 0;
-  };
-  std::vector<Record> records_;
-  int transform_threads_ = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
+  // data_param.threads, or the machine's cores, at most 8.
+  int threads_ = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
+  int workers_ = 1;  // threads_, fewer for small batches unless threads was given
 
-  std::thread reader_;
+  std::vector<std::thread> threads_running_;
   std::mutex mutex_;
   std::condition_variable not_full_, not_empty_;
-  std::deque<std::unique_ptr<Batch>> full_;
+  std::map<int64_t, std::unique_ptr<Batch>> ready_;  // filled batches by sequence number
   std::vector<std::unique_ptr<Batch>> free_;
-  std::exception_ptr error_;  // set by the reader when it stops on a bad record
+  int64_t next_take_ = 0;  // the sequence number Forward takes next
+  std::map<int64_t, std::exception_ptr> errors_;  // a worker stops at the batch it failed to fill
   bool stop_ = false;
 };
 

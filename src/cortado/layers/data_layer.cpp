@@ -119,7 +119,7 @@ std::vector<typename DataLayer<Ftype, Btype>::AcceptedField> DataLayer<Ftype, Bt
     out.push_back({"data_param.cache/precache: no record cache (the LMDB is read through the OS page cache)", false});
   }
   if (dp.has_parser_threads()) {
-    out.push_back({"data_param.parser_threads: one reader thread (data_param.threads transform)", false});
+    out.push_back({"data_param.parser_threads: every worker reads its own records (data_param.threads sets them)", false});
   }
   if (dp.shuffle() && this->layer_param().phase() != TRAIN) {
     out.push_back({"data_param.shuffle: key order (records are shuffled at TRAIN only)", false});
@@ -187,7 +187,10 @@ void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   threads_given_ = p.threads > 0;
   batch_size_ = static_cast<int>(p.batch_size);
   prefetch_ = static_cast<int>(p.prefetch);
-  if (p.threads > 0) transform_threads_ = static_cast<int>(p.threads);
+  if (p.threads > 0) threads_ = static_cast<int>(p.threads);
+  // By default at least 16 records a worker (small batches are not worth
+  // the threads); data_param.threads is taken as given.
+  workers_ = threads_given_ ? threads_ : std::max(1, std::min(threads_, batch_size_ / 16));
   shard_ = p.shard_id;
   shards_ = p.num_shards;
   transformer_ = std::make_unique<DataTransformer>(MergedTransformParam(), this->layer_param().phase(),
@@ -201,14 +204,16 @@ void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   const TransformationParameter& tp = this->layer_param().transform_param();
   transform_seed_ = tp.random_seed() >= 0 ? static_cast<uint64_t>(tp.random_seed()) : seed_;
   skip_ = p.rand_skip > 0 ? static_cast<int64_t>(record_rng_seed(seed_, -1) % p.rand_skip) : 0;
-  input_ = OpenSource(seed_);
+  sources_.clear();
+  for (int w = 0; w < workers_; ++w) sources_.push_back(OpenSource(seed_));
+  RecordSource* input = sources_[0].get();
   next_position_ = 0;
 
   // The first record this shard reads gives the shape.
   Datum first;
   std::string key, value;
   try {
-    input_->Read(skip_ + global_position(0), &key, &value);
+    input->Read(skip_ + global_position(0), &key, &value);
   } catch (const FieldError&) {
     throw;
   } catch (const Error& e) {
@@ -224,10 +229,11 @@ void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   } catch (const Error& e) {
     this->field_error(source_field_, "'", source_, "': record '", key, "': ", e.what());
   }
-  INFO_LOG << this->type() << " layer '" << this->name() << "': " << source_ << ", " << input_->entries()
+  INFO_LOG << this->type() << " layer '" << this->name() << "': " << source_ << ", " << input->entries()
            << " records, output (" << batch_size_ << ", " << datum_shape_[0] << ", " << datum_shape_[1]
            << ", " << datum_shape_[2] << ")"
-           << (shards_ > 1 ? str_cat(", shard ", shard_, " of ", shards_) : std::string());
+           << (shards_ > 1 ? str_cat(", shard ", shard_, " of ", shards_) : std::string()) << ", " << workers_
+           << (workers_ == 1 ? " worker" : " workers");
   const std::vector<AcceptedField> accepted = AcceptedFields();
   if (!accepted.empty()) {
     bool warn = false;
@@ -258,38 +264,47 @@ void DataLayer<Ftype, Btype>::StartReader() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = false;
+    next_take_ = 0;
   }
-  reader_ = std::thread([this] { ReaderLoop(); });
+  for (int w = 0; w < workers_; ++w) threads_running_.emplace_back([this, w] { WorkerLoop(w); });
 }
 
 template <typename Ftype, typename Btype>
 void DataLayer<Ftype, Btype>::StopReader() {
-  if (!reader_.joinable()) return;
+  if (threads_running_.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
   not_full_.notify_all();
-  reader_.join();
+  for (std::thread& t : threads_running_) t.join();
+  threads_running_.clear();
   std::lock_guard<std::mutex> lock(mutex_);
-  while (!full_.empty()) {
-    free_.push_back(std::move(full_.front()));
-    full_.pop_front();
-  }
-  error_ = nullptr;
+  for (auto& [seq, batch] : ready_) free_.push_back(std::move(batch));
+  ready_.clear();
+  errors_.clear();
 }
 
 template <typename Ftype, typename Btype>
-void DataLayer<Ftype, Btype>::ReaderLoop() {
+bool DataLayer<Ftype, Btype>::Stopping() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stop_;
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::WorkerLoop(int w) {
 #ifdef CORTADO_USE_CUDA
   // Pinned batch memory and event waits then belong to the net's device.
   if (this->on_gpu()) cudaSetDevice(this->context().device());
 #endif
-  for (;;) {
+  // At most `ahead` batches past the one Forward takes next are filled or
+  // being filled: every worker has one to fill, and prefetch are kept.
+  const int64_t ahead = std::max(prefetch_, workers_);
+  for (int64_t seq = w;; seq += workers_) {
     std::unique_ptr<Batch> batch;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      not_full_.wait(lock, [this] { return stop_ || static_cast<int>(full_.size()) < prefetch_; });
+      not_full_.wait(lock, [&] { return stop_ || seq < next_take_ + ahead; });
       if (stop_) return;
       if (!free_.empty()) {
         batch = std::move(free_.back());
@@ -299,22 +314,22 @@ void DataLayer<Ftype, Btype>::ReaderLoop() {
     if (!batch) batch = std::make_unique<Batch>();
     try {
       batch->WaitCopied();
-      FillBatch(batch.get());
+      FillBatch(w, seq, batch.get());
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (!stop_) error_ = std::current_exception();
+      if (!stop_) errors_.emplace(seq, std::current_exception());
       not_empty_.notify_all();
       return;
     }
     std::lock_guard<std::mutex> lock(mutex_);
     if (stop_) return;  // a partial batch (stopped mid-way) is dropped
-    full_.push_back(std::move(batch));
+    ready_.emplace(seq, std::move(batch));
     not_empty_.notify_all();
   }
 }
 
 template <typename Ftype, typename Btype>
-void DataLayer<Ftype, Btype>::FillBatch(Batch* batch) {
+void DataLayer<Ftype, Btype>::FillBatch(int w, int64_t seq, Batch* batch) {
   const size_t image = static_cast<size_t>(datum_shape_[0]) * datum_shape_[1] * datum_shape_[2];
   const size_t data_bytes = image * batch_size_ * sizeof(Ftype);
   if (!batch->data || batch->data->size() != data_bytes)
@@ -325,79 +340,53 @@ void DataLayer<Ftype, Btype>::FillBatch(Batch* batch) {
   }
   Ftype* data = static_cast<Ftype*>(batch->data->mutable_cpu_data());
   float* label = static_cast<float*>(batch->label->mutable_cpu_data());
-  // Read the batch's records in order (the cursor is not shared), then parse
-  // and transform them on several threads. Each record's crop and mirror
-  // come from (seed, stream position) alone, so the batch is the same
-  // whatever the number of threads.
-  records_.resize(batch_size_);
+  RecordSource* source = sources_[static_cast<size_t>(w)].get();
+  // Each record's crop and mirror come from (seed, stream position) alone,
+  // so the batch is the same whichever worker fills it.
+  const int64_t first = next_position_ + seq * batch_size_;
+  std::string key, value;
+  Datum datum;
+  std::mt19937 gen;
   for (int i = 0; i < batch_size_; ++i) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (stop_) return;
-    }
-    records_[i].position = global_position(next_position_);
+    if ((i & 15) == 0 && Stopping()) return;
+    const int64_t position = global_position(first + i);
     try {
-      input_->Read(skip_ + records_[i].position, &records_[i].key, &records_[i].value);
+      source->Read(skip_ + position, &key, &value);
     } catch (const FieldError&) {
       throw;
     } catch (const Error& e) {
       this->field_error(source_field_, "'", source_, "': ", e.what());
     }
-    ++next_position_;
-  }
-  auto work = [&](int begin, int end) {
-    Datum datum;
-    std::mt19937 gen;
-    for (int i = begin; i < end; ++i) {
-      const Record& r = records_[i];
-      try {
-        if (!datum.ParseFromString(r.value)) fail("not a Datum");
-        gen.seed(static_cast<std::mt19937::result_type>(record_rng_seed(transform_seed_, r.position)));
-        transformer_->Transform(datum, data + i * image, &gen, datum_shape_);
-      } catch (const FieldError& e) {
-        throw FieldError(this->name(), this->type(), e.field(),
-                         str_cat(e.message(), " (source '", source_, "', record '", r.key, "')"));
-      } catch (const Error& e) {
-        this->field_error(source_field_, "'", source_, "': record '", r.key, "': ", e.what());
-      }
-      label[i] = static_cast<float>(datum.label());
+    try {
+      if (!datum.ParseFromString(value)) fail("not a Datum");
+      gen.seed(static_cast<std::mt19937::result_type>(record_rng_seed(transform_seed_, position)));
+      transformer_->Transform(datum, data + i * image, &gen, datum_shape_);
+    } catch (const FieldError& e) {
+      throw FieldError(this->name(), this->type(), e.field(),
+                       str_cat(e.message(), " (source '", source_, "', record '", key, "')"));
+    } catch (const Error& e) {
+      this->field_error(source_field_, "'", source_, "': record '", key, "': ", e.what());
     }
-  };
-  // By default at least 16 records per thread (small batches are not worth
-  // the threads); data_param.threads is taken as given.
-  const int per_thread = threads_given_ ? 1 : 16;
-  const int workers = std::max(1, std::min(transform_threads_, batch_size_ / per_thread));
-  std::vector<std::exception_ptr> errors(workers);
-  std::vector<std::thread> pool;
-  const int chunk = (batch_size_ + workers - 1) / workers;
-  for (int w = 0; w < workers; ++w) {
-    const int begin = w * chunk, end = std::min(batch_size_, begin + chunk);
-    auto run = [&, w, begin, end] {
-      try {
-        work(begin, end);
-      } catch (...) {
-        errors[w] = std::current_exception();
-      }
-    };
-    if (w + 1 < workers) {
-      pool.emplace_back(run);
-    } else {
-      run();
-    }
+    label[i] = static_cast<float>(datum.label());
   }
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& e : errors)  // the first bad record in stream order
-    if (e) std::rethrow_exception(e);
 }
 
 template <typename Ftype, typename Btype>
 std::unique_ptr<typename DataLayer<Ftype, Btype>::Batch> DataLayer<Ftype, Btype>::TakeBatch() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  CORTADO_CHECK(reader_.joinable()) << "DataLayer::Forward before SetUp";
-  not_empty_.wait(lock, [this] { return !full_.empty() || error_; });
-  if (full_.empty()) std::rethrow_exception(error_);
-  std::unique_ptr<Batch> batch = std::move(full_.front());
-  full_.pop_front();
+  std::unique_ptr<Batch> batch;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    CORTADO_CHECK(!threads_running_.empty()) << "DataLayer::Forward before SetUp";
+    // Batches past a worker's failure may be ready; the failure comes first.
+    auto failed = [this] { return !errors_.empty() && errors_.begin()->first <= next_take_; };
+    not_empty_.wait(lock, [&] { return ready_.count(next_take_) > 0 || failed(); });
+    if (failed()) std::rethrow_exception(errors_.begin()->second);
+    auto it = ready_.find(next_take_);
+    batch = std::move(it->second);
+    ready_.erase(it);
+    ++next_take_;
+  }
+  not_full_.notify_all();
   return batch;
 }
 
@@ -437,7 +426,7 @@ void DataLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& 
 
 template <typename Ftype, typename Btype>
 void DataLayer<Ftype, Btype>::Seek(int64_t batches) {
-  CORTADO_CHECK(input_ != nullptr) << "DataLayer::Seek before SetUp";
+  CORTADO_CHECK(!sources_.empty()) << "DataLayer::Seek before SetUp";
   CORTADO_CHECK_GE(batches, 0);
   StopReader();
   next_position_ = batches * batch_size_;
