@@ -10,12 +10,18 @@
 //   force_backward asks for it;
 // - each layer's types come from its own forward_type/backward_type fields,
 //   else the net's default_forward_type/default_backward_type.
-// Building reports user errors as Error with the prototxt file and line, the
-// layer, and the field.
+// Building runs in stages (net.cpp): the net's fields and the filter (a net
+// left with no layers is an error naming the file), then every layer checked,
+// wired and set up against its bottoms' shapes, then backward planned. It
+// reports user errors as one Error holding every error found, each with the
+// prototxt file and line, the layer, and the field; a layer fed by a layer
+// with an error is not checked. Layer types are told apart by their traits
+// (layer_traits.hpp), not by name.
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -107,15 +113,27 @@ class Net {
   static NetParameter FilterNet(const NetParameter& param, std::vector<int>* kept_index = nullptr);
 
  private:
+  // The stages of Init; the errors found are appended to `errors`.
   void Init(const NetParameter& param);
+  NetParameter Prepare(const NetParameter& in_param, std::vector<std::string>* errors);
+  void SetUpLayers(const NetParameter& param, std::vector<std::string>* errors);
+  bool CheckLayer(const LayerParameter& lp, int layer_id, const std::map<std::string, int>& available,
+                  const std::set<std::string>& unknown, std::vector<std::string>* errors);
+  bool SetUpLayer(const LayerParameter& lp, int layer_id, std::map<std::string, int>* available,
+                  std::vector<std::string>* errors);
+  void AnalyseBackward(bool force_backward);
+  void ShareParameters();
+  /// "file:line: layer 'name' (Type): field: msg".
+  std::string LayerError(int layer_id, const std::string& field, const std::string& msg) const;
   [[noreturn]] void LayerFail(int layer_id, const std::string& field, const std::string& msg) const;
+  std::string OutOfMemoryError(int layer_id, const char* doing) const;
   [[noreturn]] void OutOfMemory(int layer_id, const char* doing) const;
   /// Waits for the device and names layer `layer_id` and `pass` in an Error
   /// when a CUDA error is pending (CORTADO_SYNC_LAYERS).
   void CheckLayerRan(int layer_id, const char* pass) const;
-  void AppendTop(const NetParameter& param, int layer_id, int top_id, std::map<std::string, int>* available);
-  int AppendBottom(const NetParameter& param, int layer_id, int bottom_id, std::map<std::string, int>* available);
-  void AppendParam(const NetParameter& param, int layer_id, int param_id);
+  void AppendTop(const LayerParameter& lp, int layer_id, int top_id, std::map<std::string, int>* available);
+  int AppendBottom(const LayerParameter& lp, int layer_id, int bottom_id, std::map<std::string, int>* available);
+  void AppendParam(int layer_id, int param_id, std::vector<std::string>* errors);
 
   std::string name_;
   Phase phase_ = TRAIN;

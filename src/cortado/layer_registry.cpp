@@ -1,8 +1,9 @@
-// The one table of layer types, sorted by type string. Adding a layer is one
-// include and one line here.
+// The one table of layer types, sorted by type string, with each type's
+// traits (layer_traits.hpp). Adding a layer is one include and one line here.
 #include <algorithm>
 
 #include "cortado/layer_factory.hpp"
+#include "cortado/layer_traits.hpp"
 #include "cortado/layers/absval_layer.hpp"
 #include "cortado/layers/accuracy_layer.hpp"
 #include "cortado/layers/argmax_layer.hpp"
@@ -70,7 +71,31 @@ namespace {
 struct Entry {
   const char* type;
   std::unique_ptr<LayerBase> (*make)(const LayerParameter&, const Context*);
+  LayerTraits traits = {};  // a line without traits: none
 };
+
+// The traits a line names (layer_traits.hpp says what each means).
+constexpr LayerTraits kNone{};
+constexpr LayerTraits kGemm = [] {
+  LayerTraits t;
+  t.gemm = true;
+  return t;
+}();
+constexpr LayerTraits shard(const char* param) {
+  LayerTraits t;
+  t.shard_param = param;
+  return t;
+}
+constexpr LayerTraits kRankFile = [] {
+  LayerTraits t;
+  t.rank_file_param = "hdf5_output_param";
+  return t;
+}();
+constexpr LayerTraits kNetInput = [] {
+  LayerTraits t;
+  t.net_input = true;
+  return t;
+}();
 
 const Entry kRegistry[] = {
     {"AbsVal", &MakeLayer<AbsValLayer>},
@@ -83,10 +108,10 @@ const Entry kRegistry[] = {
     {"Clip", &MakeLayer<ClipLayer>},
     {"Concat", &MakeLayer<ConcatLayer>},
     {"ContrastiveLoss", &MakeLayer<ContrastiveLossLayer>},
-    {"Convolution", &MakeConvolution},
+    {"Convolution", &MakeConvolution, kGemm},
     {"Crop", &MakeLayer<CropLayer>},
-    {"Data", &MakeLayer<DataLayer>},
-    {"Deconvolution", &MakeLayer<DeconvolutionLayer>},
+    {"Data", &MakeLayer<DataLayer>, shard("data_param")},
+    {"Deconvolution", &MakeLayer<DeconvolutionLayer>, kGemm},
     {"Dropout", &MakeLayer<DropoutLayer>},
     {"DummyData", &MakeLayer<DummyDataLayer>},
     {"ELU", &MakeLayer<ELULayer>},
@@ -96,14 +121,14 @@ const Entry kRegistry[] = {
     {"Exp", &MakeLayer<ExpLayer>},
     {"Filter", &MakeLayer<FilterLayer>},
     {"Flatten", &MakeLayer<FlattenLayer>},
-    {"HDF5Data", &MakeLayer<HDF5DataLayer>},
-    {"HDF5Output", &MakeLayer<HDF5OutputLayer>},
+    {"HDF5Data", &MakeLayer<HDF5DataLayer>, shard("hdf5_data_param")},
+    {"HDF5Output", &MakeLayer<HDF5OutputLayer>, kRankFile},
     {"HingeLoss", &MakeLayer<HingeLossLayer>},
     {"Im2col", &MakeLayer<Im2colLayer>},
-    {"ImageData", &MakeLayer<ImageDataLayer>},
+    {"ImageData", &MakeLayer<ImageDataLayer>, shard("image_data_param")},
     {"InfogainLoss", &MakeLayer<InfogainLossLayer>},
-    {"InnerProduct", &MakeLayer<InnerProductLayer>},
-    {"Input", &MakeLayer<InputLayer>},
+    {"InnerProduct", &MakeLayer<InnerProductLayer>, kGemm},
+    {"Input", &MakeLayer<InputLayer>, kNetInput},
     {"LRN", &MakeLayer<LRNLayer>},
     {"LSTM", &MakeLayer<LSTMLayer>},
     {"LSTMUnit", &MakeLayer<LSTMUnitLayer>},
@@ -148,6 +173,11 @@ std::vector<std::string> LayerTypes() {
 }
 
 bool IsKnownLayerType(const std::string& type) { return find(type) != nullptr; }
+
+const LayerTraits& layer_traits(const std::string& type) {
+  const Entry* e = find(type);
+  return e ? e->traits : kNone;
+}
 
 std::unique_ptr<LayerBase> CreateLayer(const LayerParameter& param, const Context* ctx) {
   const Entry* e = find(param.type());

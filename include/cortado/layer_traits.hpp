@@ -1,0 +1,48 @@
+#pragma once
+// What the Net and the Solver need to know about a layer type, as data: each
+// type's traits sit in its line of the registry (layer_registry.cpp), so no
+// module matches type strings such as "Data" or "Convolution". A new layer
+// type states its traits in that one line; a new trait is a member here with a
+// default that is right for every type that does not set it.
+//
+// - shard_param: the LayerParameter field (a message with uint32 shard_id and
+//   num_shards) of a data source whose records can be split among ranks
+//   ("data_param" for Data, "image_data_param" for ImageData,
+//   "hdf5_data_param" for HDF5Data); null for every other type.
+// - rank_file_param: the LayerParameter field (a message with a string
+//   file_name) of a layer that writes a file, which each rank of a
+//   data-parallel run writes under a name of its own (RankFileName):
+//   "hdf5_output_param" for HDF5Output.
+// - gemm: the layer's arithmetic is GEMMs (or cuDNN convolutions) whose
+//   compute type follows forward_math/backward_math (Convolution,
+//   Deconvolution, InnerProduct); other layers compute as types.hpp says
+//   whatever those fields hold.
+// - net_input: the layer's tops are the net's inputs (Input), which a caller
+//   fills before Forward.
+
+#include <string>
+
+namespace cortado {
+
+class LayerParameter;
+
+struct LayerTraits {
+  const char* shard_param = nullptr;
+  const char* rank_file_param = nullptr;
+  bool gemm = false;
+  bool net_input = false;
+};
+
+/// The traits of a layer type; an unknown type has the defaults (none).
+const LayerTraits& layer_traits(const std::string& type);
+
+/// Gives `layer` rank `rank`'s part of a data-parallel run of `ranks` ranks,
+/// as its traits say; a layer with neither trait is left as it is.
+/// - A shardable data source that reads shard s of S (positions s + kS)
+///   reads shard s + rank*S of ranks*S: positions s + (j*ranks + rank)*S, so
+///   the ranks' shards together are the layer's records.
+/// - A layer that writes a file writes RankFileName(file_name, rank).
+/// Nothing changes when ranks <= 1. Returns whether the layer changed.
+bool ShardForRank(LayerParameter* layer, int rank, int ranks);
+
+}  // namespace cortado
