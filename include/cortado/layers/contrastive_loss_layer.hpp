@@ -19,7 +19,7 @@
 //   (default 1: a loss layer).
 // Errors: a and b of different shapes, y count other than N (FieldError
 // "bottom[1]" / "bottom[2]"); propagate_down to y.
-// In place: no.
+// In place: no. Family: LossLayer (loss_layer.hpp).
 // GPU (contrastive_loss_layer.cu): one thread per pair computes d and D_n in
 // the CPU path's order (both kept on the device in math_t) and its l_n; the
 // pairs' losses are summed in math_t per block, then across blocks, and the
@@ -29,17 +29,16 @@
 #include <vector>
 
 #include "cortado/config.hpp"
-#include "cortado/layer.hpp"
+#include "cortado/layers/loss_layer.hpp"
 
 namespace cortado {
 
 template <typename Ftype, typename Btype>
-class ContrastiveLossLayer : public Layer<Ftype, Btype> {
+class ContrastiveLossLayer : public LossLayer<Ftype, Btype> {
  public:
-  using Layer<Ftype, Btype>::Layer;
+  using LossLayer<Ftype, Btype>::LossLayer;
   const char* type() const override { return "ContrastiveLoss"; }
   int ExactNumBottomBlobs() const override { return 3; }
-  int ExactNumTopBlobs() const override { return 1; }
   bool AllowForceBackward(int bottom_index) const override { return bottom_index != 2; }
 
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
@@ -67,7 +66,6 @@ class ContrastiveLossLayer : public Layer<Ftype, Btype> {
   // GPU path.
   Tensor diff_gpu_{type_of<M>()};     // (N, C) a - b in M
   Tensor dist_sq_gpu_{type_of<M>()};  // (N) D_n in M
-  Tensor partial_gpu_{type_of<M>()};  // (cuda::blocks_for(N)) partial loss sums
 };
 
 #ifdef CORTADO_USE_CUDA

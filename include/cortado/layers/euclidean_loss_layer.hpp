@@ -9,7 +9,8 @@
 // Tops: 1, the loss, a scalar (shape ()), written as float.
 // Fields: loss_weight (default 1: a loss layer). No other parameters.
 // Errors: bottoms of different counts (FieldError "bottom[1]").
-// Both bottoms may receive gradients. In place: no.
+// Both bottoms may receive gradients. In place: no. Family: LossLayer
+// (loss_layer.hpp).
 // GPU (euclidean_loss_layer.cu): one kernel computes d (kept on the device in
 // math_t) and per-block partial sums of d^2 in math_t, a second sums the
 // partials and writes the loss to top[0], without leaving the device. The
@@ -18,20 +19,17 @@
 #include <vector>
 
 #include "cortado/config.hpp"
-#include "cortado/layer.hpp"
+#include "cortado/layers/loss_layer.hpp"
 
 namespace cortado {
 
 template <typename Ftype, typename Btype>
-class EuclideanLossLayer : public Layer<Ftype, Btype> {
+class EuclideanLossLayer : public LossLayer<Ftype, Btype> {
  public:
-  using Layer<Ftype, Btype>::Layer;
+  using LossLayer<Ftype, Btype>::LossLayer;
   const char* type() const override { return "EuclideanLoss"; }
-  int ExactNumBottomBlobs() const override { return 2; }
-  int ExactNumTopBlobs() const override { return 1; }
   bool AllowForceBackward(int) const override { return true; }
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
  protected:
@@ -52,7 +50,6 @@ class EuclideanLossLayer : public Layer<Ftype, Btype> {
   int num_ = 1;
   // GPU path.
   Tensor diff_gpu_{type_of<M>()};     // a - b in M
-  Tensor partial_gpu_{type_of<M>()};  // (cuda::blocks_for(count)) partial sums of d^2
 };
 
 #ifdef CORTADO_USE_CUDA

@@ -12,7 +12,7 @@
 // Fields: hinge_loss_param.norm: L1 (default) or L2; loss_weight (default 1).
 // Errors: a label that is not a class index (FieldError "bottom[1]" naming the
 // value and D); a label count other than N; propagate_down to the labels.
-// In place: no.
+// In place: no. Family: LossLayer (loss_layer.hpp).
 // GPU (hinge_loss_layer.cu): one kernel computes the margins (kept on the
 // device in math_t) and per-block partial sums of m or m^2 in math_t; a
 // second adds the block sums and writes the loss to top[0], all without
@@ -25,19 +25,15 @@
 #include <vector>
 
 #include "cortado/config.hpp"
-#include "cortado/layer.hpp"
-#include "cortado/layers/gpu_label_error.hpp"
+#include "cortado/layers/loss_layer.hpp"
 
 namespace cortado {
 
 template <typename Ftype, typename Btype>
-class HingeLossLayer : public Layer<Ftype, Btype> {
+class HingeLossLayer : public LossLayer<Ftype, Btype> {
  public:
-  using Layer<Ftype, Btype>::Layer;
+  using LossLayer<Ftype, Btype>::LossLayer;
   const char* type() const override { return "HingeLoss"; }
-  int ExactNumBottomBlobs() const override { return 2; }
-  int ExactNumTopBlobs() const override { return 1; }
-  bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
 
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
@@ -51,22 +47,16 @@ class HingeLossLayer : public Layer<Ftype, Btype> {
 
  protected:
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  /// Throws the FieldError of a bad label a GPU forward recorded, if any.
-  void CheckGpuLabelError();
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
 #endif
 
  private:
   using M = math_t<Ftype>;
-  int Label(float v, int n) const;
-
   bool l2_ = false;
   int num_ = 1, dim_ = 0;
   std::vector<M> margin_;  // m
   // GPU path.
   Tensor margin_gpu_{type_of<M>()};   // (N, D) m in M
-  Tensor partial_gpu_{type_of<M>()};  // (cuda::blocks_for(N * D)) partial loss sums
-  GpuLabelError label_error_;
 };
 
 #ifdef CORTADO_USE_CUDA

@@ -27,6 +27,8 @@
 // bad axis, a label count mismatch or a label that is not a class index;
 // propagate_down to the labels or H.
 // In place: no.
+// Family: SoftmaxLossBase (loss_layer.hpp) holds the axis, the label checks,
+// the normalization, the loss weight and the probabilities.
 // GPU (infogain_loss_layer.cu): H (from bottom[2], or the file's matrix
 // uploaded once) and its row sums are formed on the device in math_t; the
 // probabilities are kept on the device in math_t (gpu::softmax_forward); one
@@ -44,21 +46,18 @@
 #include <vector>
 
 #include "cortado/config.hpp"
-#include "cortado/layer.hpp"
-#include "cortado/layers/gpu_label_error.hpp"
+#include "cortado/layers/loss_layer.hpp"
 
 namespace cortado {
 
 template <typename Ftype, typename Btype>
-class InfogainLossLayer : public Layer<Ftype, Btype> {
+class InfogainLossLayer : public SoftmaxLossBase<Ftype, Btype> {
  public:
-  using Layer<Ftype, Btype>::Layer;
+  using SoftmaxLossBase<Ftype, Btype>::SoftmaxLossBase;
   const char* type() const override { return "InfogainLoss"; }
+  int ExactNumBottomBlobs() const override { return -1; }
   int MinBottomBlobs() const override { return 2; }
   int MaxBottomBlobs() const override { return 3; }
-  int MinTopBlobs() const override { return 1; }
-  int MaxTopBlobs() const override { return 2; }
-  bool AutoTopBlobs() const override { return true; }
   bool AllowForceBackward(int bottom_index) const override { return bottom_index == 0; }
 
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
@@ -73,37 +72,23 @@ class InfogainLossLayer : public Layer<Ftype, Btype> {
 
  protected:
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  /// Throws the FieldError of a bad label a GPU forward recorded, if any.
-  void CheckGpuLabelError();
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
 #endif
 
  private:
   using M = math_t<Ftype>;
-  bool Ignored(float v, int64_t position) const;
   /// H as M values: from bottom[2] when present, else the matrix read at set-up.
   const M* Matrix(const BlobVec& bottom);
+  /// The errors of propagate_down to the labels or the matrix.
+  void CheckPropagateDown(const std::vector<bool>& propagate_down) const;
 
-  int axis_ = 1;
-  int outer_ = 0, channels_ = 0, inner_ = 0;
-  bool has_ignore_label_ = false;
-  int ignore_label_ = 0;
-  LossParameter::NormalizationMode normalization_ = LossParameter::VALID;
-  double normalizer_ = 1;
   std::vector<M> file_h_;   // H from the source file (K * K)
   std::vector<M> h_;        // H of the last forward
   std::vector<M> row_sum_;  // (K) sum_j H[k, j]
-  std::vector<M> prob_;     // (outer, K, inner)
-  std::vector<M> scratch_;  // (K)
   // GPU path.
   Tensor file_h_gpu_{type_of<M>()};   // (K * K) H from the source file, uploaded on first use
   Tensor h_gpu_{type_of<M>()};        // (K * K) H of the last forward
   Tensor row_sum_gpu_{type_of<M>()};  // (K)
-  Tensor prob_gpu_{type_of<M>()};     // (outer, K, inner)
-  Tensor partial_gpu_{type_of<M>()};  // (cuda::blocks_for(outer * inner)) partial loss sums
-  Tensor valid_gpu_{DOUBLE};          // (cuda::blocks_for(outer * inner)) partial valid counts
-  Tensor norm_gpu_{DOUBLE};           // (1) the normalizer of the last forward
-  GpuLabelError label_error_;
 };
 
 #ifdef CORTADO_USE_CUDA

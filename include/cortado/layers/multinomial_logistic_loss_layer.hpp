@@ -11,7 +11,7 @@
 // Fields: loss_weight (default 1: a loss layer).
 // Errors: a label that is not a class index (FieldError "bottom[1]"); a
 // label count other than N; propagate_down to the labels.
-// In place: no.
+// In place: no. Family: LossLayer (loss_layer.hpp).
 // GPU (multinomial_logistic_loss_layer.cu): one kernel sums -log p of the
 // labelled entries in math_t per block; a second adds the block sums and
 // writes the loss to top[0], all without leaving the device. The backward
@@ -24,21 +24,16 @@
 #include <vector>
 
 #include "cortado/config.hpp"
-#include "cortado/layer.hpp"
-#include "cortado/layers/gpu_label_error.hpp"
+#include "cortado/layers/loss_layer.hpp"
 
 namespace cortado {
 
 template <typename Ftype, typename Btype>
-class MultinomialLogisticLossLayer : public Layer<Ftype, Btype> {
+class MultinomialLogisticLossLayer : public LossLayer<Ftype, Btype> {
  public:
-  using Layer<Ftype, Btype>::Layer;
+  using LossLayer<Ftype, Btype>::LossLayer;
   const char* type() const override { return "MultinomialLogisticLoss"; }
-  int ExactNumBottomBlobs() const override { return 2; }
-  int ExactNumTopBlobs() const override { return 1; }
-  bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
  protected:
@@ -50,18 +45,12 @@ class MultinomialLogisticLossLayer : public Layer<Ftype, Btype> {
 
  protected:
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  /// Throws the FieldError of a bad label a GPU forward recorded, if any.
-  void CheckGpuLabelError();
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
 #endif
 
  private:
   using M = math_t<Ftype>;
-  int Label(float v, int n) const;
   int num_ = 1, dim_ = 0;
-  // GPU path.
-  Tensor partial_gpu_{type_of<M>()};           // (cuda::blocks_for(N)) partial loss sums
-  GpuLabelError label_error_;
 };
 
 #ifdef CORTADO_USE_CUDA

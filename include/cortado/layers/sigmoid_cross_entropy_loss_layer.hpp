@@ -19,7 +19,7 @@
 //     true = VALID, false = BATCH_SIZE.
 //   loss_weight (default 1: a loss layer).
 // Errors: counts that differ (FieldError "bottom[1]"); propagate_down to the
-// targets. In place: no.
+// targets. In place: no. Family: LossLayer (loss_layer.hpp).
 // GPU (sigmoid_cross_entropy_loss_layer.cu): one kernel sums the elements'
 // losses in math_t and counts the non-ignored ones (double) per block; a
 // second adds the block sums, picks the normalizer (the valid count is known
@@ -29,18 +29,15 @@
 #include <vector>
 
 #include "cortado/config.hpp"
-#include "cortado/layer.hpp"
+#include "cortado/layers/loss_layer.hpp"
 
 namespace cortado {
 
 template <typename Ftype, typename Btype>
-class SigmoidCrossEntropyLossLayer : public Layer<Ftype, Btype> {
+class SigmoidCrossEntropyLossLayer : public LossLayer<Ftype, Btype> {
  public:
-  using Layer<Ftype, Btype>::Layer;
+  using LossLayer<Ftype, Btype>::LossLayer;
   const char* type() const override { return "SigmoidCrossEntropyLoss"; }
-  int ExactNumBottomBlobs() const override { return 2; }
-  int ExactNumTopBlobs() const override { return 1; }
-  bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
 
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
@@ -59,15 +56,7 @@ class SigmoidCrossEntropyLossLayer : public Layer<Ftype, Btype> {
 
  private:
   using M = math_t<Ftype>;
-  bool has_ignore_label_ = false;
-  int ignore_label_ = 0;
-  LossParameter::NormalizationMode normalization_ = LossParameter::VALID;
   int outer_ = 1;
-  double normalizer_ = 1;
-  // GPU path.
-  Tensor partial_gpu_{type_of<M>()};  // (cuda::blocks_for(count)) partial loss sums
-  Tensor valid_gpu_{DOUBLE};          // (cuda::blocks_for(count)) partial valid counts
-  Tensor norm_gpu_{DOUBLE};           // (1) the normalizer of the last forward
 };
 
 #ifdef CORTADO_USE_CUDA

@@ -42,11 +42,13 @@
 // the value and C); a label count that does not match; propagate_down to the
 // labels.
 // In place: no.
+// Family: SoftmaxLossBase (loss_layer.hpp) holds the axis, the label checks,
+// the normalization, the loss weight and the probabilities.
 // GPU (softmax_with_loss_layer.cu): the probabilities are kept on the device
 // in math_t (gpu::softmax_forward); one thread per position computes its
 // -log p in double, one block sums the losses and the valid count (double)
-// and writes loss / normalizer to top[0] as float, all without leaving the
-// device. The backward reads the normalizer and the loss weight on the
+// (loss_finish, loss_sum.cuh) and writes loss / normalizer to top[0] as
+// float, all without leaving the device. The backward reads the normalizer and the loss weight on the
 // device, computes in double and rounds through math_t<Btype> like the CPU.
 // Labels that are not class indices cannot throw inside a kernel: the first
 // one is recorded in pinned host memory, the position counts as ignored, and
@@ -56,21 +58,15 @@
 #include <vector>
 
 #include "cortado/config.hpp"
-#include "cortado/layer.hpp"
-#include "cortado/layers/gpu_label_error.hpp"
+#include "cortado/layers/loss_layer.hpp"
 
 namespace cortado {
 
 template <typename Ftype, typename Btype>
-class SoftmaxWithLossLayer : public Layer<Ftype, Btype> {
+class SoftmaxWithLossLayer : public SoftmaxLossBase<Ftype, Btype> {
  public:
-  using Layer<Ftype, Btype>::Layer;
+  using SoftmaxLossBase<Ftype, Btype>::SoftmaxLossBase;
   const char* type() const override { return "SoftmaxWithLoss"; }
-  int ExactNumBottomBlobs() const override { return 2; }
-  int MinTopBlobs() const override { return 1; }
-  int MaxTopBlobs() const override { return 2; }
-  bool AutoTopBlobs() const override { return true; }
-  bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
 
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
@@ -84,30 +80,15 @@ class SoftmaxWithLossLayer : public Layer<Ftype, Btype> {
 
  protected:
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  /// Throws the FieldError of a bad label a GPU forward recorded, if any.
-  void CheckGpuLabelError();
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
 #endif
 
  private:
   using M = math_t<Ftype>;
-  /// Whether label value v is ignored; throws FieldError if it is not a class index.
-  bool Ignored(float v, int64_t position) const;
-
-  int axis_ = 1;
-  int outer_ = 0, channels_ = 0, inner_ = 0;
-  bool has_ignore_label_ = false;
-  int ignore_label_ = 0;
   double smoothing_ = 0;  // loss_param.label_smoothing
-  LossParameter::NormalizationMode normalization_ = LossParameter::VALID;
-  double normalizer_ = 1;
-  std::vector<M> prob_;     // (outer, C, inner)
-  std::vector<M> scratch_;  // (C)
-  // GPU path.
-  Tensor prob_gpu_{type_of<M>()};  // (outer, C, inner) in M
-  Tensor loss_gpu_{DOUBLE};        // (2, outer * inner): per-position loss, then valid flags
-  Tensor norm_gpu_{DOUBLE};        // (1) the normalizer of the last forward
-  GpuLabelError label_error_;
+#ifdef CORTADO_USE_CUDA
+  Tensor loss_gpu_{DOUBLE};  // (2, outer * inner): per-position loss, then valid flags
+#endif
 };
 
 #ifdef CORTADO_USE_CUDA
@@ -120,8 +101,9 @@ template <typename M>
 void softmax_loss_positions(int outer, int channels, int inner, const M* prob, const float* label,
                             bool has_ignore_label, int ignore_label, double smoothing, double* loss, double* valid,
                             unsigned long long* error, CUstream_st* stream);
-/// One block: top = sum(loss) / normalizer as float, *normalizer_out = normalizer (double), where
-/// normalizer = max(1, fixed_normalizer), or max(1, sum(valid)) when fixed_normalizer < 0.
+/// One block (loss_finish of loss_sum.cuh): top = sum(loss) / normalizer as float, *normalizer_out =
+/// normalizer (double), where normalizer = max(1, fixed_normalizer), or max(1, sum(valid)) when
+/// fixed_normalizer < 0.
 void softmax_loss_reduce(int64_t positions, const double* loss, const double* valid, double fixed_normalizer,
                          float* top, double* normalizer_out, CUstream_st* stream);
 /// dx[n, c] = w / normalizer * (prob[n, c] - q[n, c]) (0 at ignored or bad labels), w = *weight, q the

@@ -3,21 +3,17 @@
 #include <algorithm>
 #include <cmath>
 
-#ifdef CORTADO_USE_CUDA
-#include "cortado/util/cuda.hpp"
-#endif
-
 namespace cortado {
 
 template <typename Ftype, typename Btype>
 void ContrastiveLossLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  LossLayer<Ftype, Btype>::LayerSetUp(bottom, top);
   const LayerParameter& p = this->layer_param();
   margin_ = p.contrastive_loss_param().margin();
   if (!std::isfinite(margin_)) {
     this->field_error("contrastive_loss_param.margin", "must be finite, got ", margin_);
   }
   legacy_ = p.contrastive_loss_param().legacy_version();
-  if (p.loss_weight_size() == 0) this->param_.add_loss_weight(1.f);
 }
 
 template <typename Ftype, typename Btype>
@@ -68,11 +64,9 @@ void ContrastiveLossLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, cons
 template <typename Ftype, typename Btype>
 void ContrastiveLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                                       const BlobVec& bottom) {
-  if (propagate_down.size() > 2 && propagate_down[2]) {
-    this->field_error("propagate_down", "cannot back-propagate to the similarity bottom");
-  }
+  this->NoGradientTo(propagate_down, 2, "similarity");
   using MB = math_t<Btype>;
-  const double w = top[0]->cpu_diff<double>()[0];
+  const double w = this->LossWeight(top);
   const float* y = bottom[2]->cpu_data<float>();
   const MB margin = static_cast<MB>(margin_);
   for (int i = 0; i < 2; ++i) {
@@ -102,23 +96,19 @@ void ContrastiveLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const 
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype>
 void ContrastiveLossLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
-  const size_t count = static_cast<size_t>(num_) * dim_;
-  const size_t blocks = static_cast<size_t>(cuda::blocks_for(num_));
-  if (diff_gpu_.count() != count) diff_gpu_.resize(count);
-  if (dist_sq_gpu_.count() != static_cast<size_t>(num_)) dist_sq_gpu_.resize(num_);
-  if (partial_gpu_.count() != blocks) partial_gpu_.resize(blocks);
+  const int64_t count = static_cast<int64_t>(num_) * dim_;
   gpu::contrastive_loss_forward(num_, dim_, bottom[0]->gpu_data<Ftype>(), bottom[1]->gpu_data<Ftype>(),
-                                bottom[2]->gpu_data<float>(), margin_, legacy_, diff_gpu_.mutable_gpu_data<M>(),
-                                dist_sq_gpu_.mutable_gpu_data<M>(), partial_gpu_.mutable_gpu_data<M>(),
-                                top[0]->mutable_gpu_data<float>(), this->context().stream());
+                                bottom[2]->gpu_data<float>(), margin_, legacy_,
+                                this->Sized(&diff_gpu_, count)->template mutable_gpu_data<M>(),
+                                this->Sized(&dist_sq_gpu_, num_)->template mutable_gpu_data<M>(),
+                                this->loss_partials(num_), top[0]->mutable_gpu_data<float>(),
+                                this->context().stream());
 }
 
 template <typename Ftype, typename Btype>
 void ContrastiveLossLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                                       const BlobVec& bottom) {
-  if (propagate_down.size() > 2 && propagate_down[2]) {
-    this->field_error("propagate_down", "cannot back-propagate to the similarity bottom");
-  }
+  this->NoGradientTo(propagate_down, 2, "similarity");
   if (!propagate_down[0] && !propagate_down[1]) return;
   CORTADO_CHECK_EQ(diff_gpu_.count(), bottom[0]->count()) << "ContrastiveLoss backward before a GPU forward";
   gpu::contrastive_loss_backward(num_, dim_, diff_gpu_.gpu_data<M>(), dist_sq_gpu_.gpu_data<M>(),

@@ -53,8 +53,7 @@ __global__ void contrastive_forward_kernel(int num, int dim, const T* a, const T
     }
     sum = add_rn(sum, l);
   }
-  sum = block_sum(sum);
-  if (threadIdx.x == 0) partial[blockIdx.x] = sum;
+  write_block_sums(sum, partial);
 }
 
 /// The factor of d_n in the gradient of the bottom whose scale is alpha.

@@ -2,16 +2,7 @@
 
 #include <algorithm>
 
-#ifdef CORTADO_USE_CUDA
-#include "cortado/util/cuda.hpp"
-#endif
-
 namespace cortado {
-
-template <typename Ftype, typename Btype>
-void EuclideanLossLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
-  if (this->layer_param().loss_weight_size() == 0) this->param_.add_loss_weight(1.f);
-}
 
 template <typename Ftype, typename Btype>
 void EuclideanLossLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
@@ -40,7 +31,7 @@ template <typename Ftype, typename Btype>
 void EuclideanLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                                     const BlobVec& bottom) {
   using MB = math_t<Btype>;
-  const double w = top[0]->cpu_diff<double>()[0];
+  const double w = this->LossWeight(top);
   for (int k = 0; k < 2; ++k) {
     if (!propagate_down[k]) continue;
     const MB alpha = static_cast<MB>((k == 0 ? w : -w) / std::max(1, num_));
@@ -53,12 +44,9 @@ void EuclideanLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const st
 template <typename Ftype, typename Btype>
 void EuclideanLossLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   const int64_t n = static_cast<int64_t>(bottom[0]->count());
-  const size_t blocks = static_cast<size_t>(cuda::blocks_for(n));
-  if (diff_gpu_.count() != static_cast<size_t>(n)) diff_gpu_.resize(n);
-  if (partial_gpu_.count() != blocks) partial_gpu_.resize(blocks);
   // The divisor 2 N is exact in M, as the CPU path's M(2) * N is.
   gpu::euclidean_loss_forward(n, bottom[0]->gpu_data<Ftype>(), bottom[1]->gpu_data<Ftype>(),
-                              diff_gpu_.mutable_gpu_data<M>(), partial_gpu_.mutable_gpu_data<M>(),
+                              this->Sized(&diff_gpu_, n)->template mutable_gpu_data<M>(), this->loss_partials(n),
                               2.0 * std::max(1, num_), top[0]->mutable_gpu_data<float>(), this->context().stream());
 }
 

@@ -29,8 +29,7 @@ __global__ void euclidean_forward_kernel(int64_t n, const T* a, const T* b, dmat
     diff[i] = d;
     sum = add_rn(sum, mul_rn(d, d));
   }
-  sum = block_sum(sum);
-  if (threadIdx.x == 0) partial[blockIdx.x] = sum;
+  write_block_sums(sum, partial);
 }
 
 template <typename M, typename B>

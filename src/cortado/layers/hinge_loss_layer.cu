@@ -20,13 +20,6 @@ namespace {
 
 using namespace kernels;
 
-/// The class index of label v among dim classes, or -1 if it is not one.
-__device__ __forceinline__ int class_of(float v, int dim) {
-  if (!(v >= 0.f) || !(v < static_cast<float>(dim))) return -1;
-  const int l = static_cast<int>(v);
-  return static_cast<float>(l) == v ? l : -1;
-}
-
 template <typename T>
 __global__ void hinge_forward_kernel(int64_t count, int dim, const T* x, const float* label, bool l2,
                                      dmath_t<T>* margin, dmath_t<T>* partial, unsigned long long* error) {
@@ -48,8 +41,7 @@ __global__ void hinge_forward_kernel(int64_t count, int dim, const T* x, const f
     margin[k] = m;
     sum = add_rn(sum, l2 ? mul_rn(m, m) : m);
   }
-  sum = block_sum(sum);
-  if (threadIdx.x == 0) partial[blockIdx.x] = sum;
+  write_block_sums(sum, partial);
 }
 
 template <typename M, typename B>

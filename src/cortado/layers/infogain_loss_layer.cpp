@@ -1,36 +1,21 @@
 #include "cortado/layers/infogain_loss_layer.hpp"
-#include "cortado/layers/loss_normalization.hpp"
 
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <fstream>
 
-#include "cortado/layers/softmax_layer.hpp"
 #include "cortado/util/blob_io.hpp"
 #include "cortado/util/io.hpp"
-#ifdef CORTADO_USE_CUDA
-#include "cortado/util/cuda.hpp"
-#include "cortado/util/gpu_math.hpp"
-#endif
 
 namespace cortado {
 
 template <typename Ftype, typename Btype>
 void InfogainLossLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  SoftmaxLossBase<Ftype, Btype>::LayerSetUp(bottom, top);
   const LayerParameter& p = this->layer_param();
-  const int axis = p.infogain_loss_param().axis();
-  const int n = bottom[0]->num_axes();
-  if (axis < -n || axis >= n) {
-    this->field_error("infogain_loss_param.axis", "must be in [", -n, ", ", n, ") for a bottom of shape ",
-                      bottom[0]->shape_string(), ", got ", axis);
-  }
-  axis_ = bottom[0]->CanonicalAxisIndex(axis);
-  has_ignore_label_ = p.loss_param().has_ignore_label();
-  ignore_label_ = p.loss_param().ignore_label();
-  normalization_ = NormalizationMode(p.loss_param());
+  this->SetUpSoftmax(bottom, p.infogain_loss_param().axis(), "infogain_loss_param.axis");
   if (bottom.size() < 3) {
     if (!p.infogain_loss_param().has_source() || p.infogain_loss_param().source().empty()) {
       this->field_error("infogain_loss_param.source",
@@ -59,42 +44,24 @@ void InfogainLossLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const Bl
     if (!file_h_.empty()) std::copy(file_h_.begin(), file_h_.end(), file_h_gpu_.mutable_data<M>());
 #endif
   }
-  if (p.loss_weight_size() == 0) {
-    for (size_t i = 0; i < top.size(); ++i) this->param_.add_loss_weight(i == 0 ? 1.f : 0.f);
-  }
 }
 
 template <typename Ftype, typename Btype>
 void InfogainLossLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
-  outer_ = static_cast<int>(bottom[0]->count(0, axis_));
-  channels_ = bottom[0]->shape(axis_);
-  inner_ = static_cast<int>(bottom[0]->count(axis_ + 1));
-  if (bottom[1]->count() != static_cast<size_t>(outer_) * inner_) {
-    this->field_error("bottom[1]", "the label bottom holds ", bottom[1]->count(), " values (shape ",
-                      bottom[1]->shape_string(), ") but the prediction ", bottom[0]->shape_string(), " with axis ",
-                      axis_, " needs ", static_cast<int64_t>(outer_) * inner_);
-  }
-  const size_t kk = static_cast<size_t>(channels_) * channels_;
+  this->ReshapeSoftmax(bottom, top, str_cat(" with axis ", this->axis_));
+  const int channels = this->channels_;
+  const size_t kk = static_cast<size_t>(channels) * channels;
   if (bottom.size() > 2) {
     if (bottom[2]->count() != kk) {
       this->field_error("bottom[2]", "the infogain matrix holds ", bottom[2]->count(), " values (shape ",
-                        bottom[2]->shape_string(), "), expected ", channels_, " x ", channels_);
+                        bottom[2]->shape_string(), "), expected ", channels, " x ", channels);
     }
   } else if (file_h_.size() != kk) {
     this->field_error("infogain_loss_param.source", "'", this->layer_param().infogain_loss_param().source(),
-                      "' holds ", file_h_.size(), " values, expected ", channels_, " x ", channels_);
+                      "' holds ", file_h_.size(), " values, expected ", channels, " x ", channels);
   }
-  top[0]->Reshape(std::vector<int>{});
-  if (top.size() > 1) top[1]->ReshapeLike(*bottom[0]);
-  prob_.resize(bottom[0]->count());
-  scratch_.resize(channels_);
   h_.resize(kk);
-  row_sum_.resize(channels_);
-}
-
-template <typename Ftype, typename Btype>
-bool InfogainLossLayer<Ftype, Btype>::Ignored(float v, int64_t position) const {
-  return this->ClassLabel(v, position, channels_, has_ignore_label_ ? &ignore_label_ : nullptr) < 0;
+  row_sum_.resize(channels);
 }
 
 template <typename Ftype, typename Btype>
@@ -105,9 +72,10 @@ const typename InfogainLossLayer<Ftype, Btype>::M* InfogainLossLayer<Ftype, Btyp
   } else {
     h_ = file_h_;
   }
-  for (int r = 0; r < channels_; ++r) {
+  const int channels = this->channels_;
+  for (int r = 0; r < channels; ++r) {
     M s = 0;
-    for (int c = 0; c < channels_; ++c) s += h_[static_cast<size_t>(r) * channels_ + c];
+    for (int c = 0; c < channels; ++c) s += h_[static_cast<size_t>(r) * channels + c];
     row_sum_[r] = s;
   }
   return h_.data();
@@ -115,130 +83,85 @@ const typename InfogainLossLayer<Ftype, Btype>::M* InfogainLossLayer<Ftype, Btyp
 
 template <typename Ftype, typename Btype>
 void InfogainLossLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  const Ftype* x = bottom[0]->cpu_data<Ftype>();
-  const float* label = bottom[1]->cpu_data<float>();
   const M* h = Matrix(bottom);
-  const int64_t dim = static_cast<int64_t>(channels_) * inner_;
+  this->Probabilities_cpu(bottom, top);
+  const int channels = this->channels_, inner = this->inner_;
   M loss = 0;
   int64_t valid = 0;
-  for (int o = 0; o < outer_; ++o) {
-    for (int i = 0; i < inner_; ++i) {
-      const int64_t base = o * dim + i;
-      if (channels_ > 0) softmax_column(x + base, channels_, inner_, scratch_.data(), prob_.data() + base);
-      const int64_t pos = static_cast<int64_t>(o) * inner_ + i;
-      if (Ignored(label[pos], pos)) continue;
-      const int l = static_cast<int>(label[pos]);
-      for (int c = 0; c < channels_; ++c) {
-        const M pc = std::max(prob_[base + static_cast<int64_t>(c) * inner_], static_cast<M>(FLT_MIN));
-        loss -= h[static_cast<int64_t>(l) * channels_ + c] * std::log(pc);
-      }
-      ++valid;
+  this->ForEachPosition(bottom[1]->cpu_data<float>(), [&](int64_t base, int64_t, int l) {
+    if (l < 0) return;
+    for (int c = 0; c < channels; ++c) {
+      const M pc = std::max(this->prob_[base + static_cast<int64_t>(c) * inner], static_cast<M>(FLT_MIN));
+      loss -= h[static_cast<int64_t>(l) * channels + c] * std::log(pc);
     }
-  }
-  normalizer_ = LossNormalizer(normalization_, static_cast<double>(outer_) * inner_, static_cast<double>(valid), outer_);
-  top[0]->mutable_cpu_data<float>()[0] = static_cast<float>(loss / static_cast<M>(normalizer_));
-  if (top.size() > 1) {
-    Ftype* y = top[1]->mutable_cpu_data<Ftype>();
-    for (size_t k = 0; k < prob_.size(); ++k) y[k] = static_cast<Ftype>(prob_[k]);
-  }
+    ++valid;
+  });
+  this->normalizer_ = this->Normalizer(static_cast<double>(this->outer_) * inner, static_cast<double>(valid),
+                                       this->outer_);
+  top[0]->mutable_cpu_data<float>()[0] = static_cast<float>(loss / static_cast<M>(this->normalizer_));
+}
+
+template <typename Ftype, typename Btype>
+void InfogainLossLayer<Ftype, Btype>::CheckPropagateDown(const std::vector<bool>& propagate_down) const {
+  this->NoGradientTo(propagate_down, 1, "label");
+  this->NoGradientTo(propagate_down, 2, "infogain matrix");
 }
 
 template <typename Ftype, typename Btype>
 void InfogainLossLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                                    const BlobVec& bottom) {
-  if (propagate_down.size() > 1 && propagate_down[1]) {
-    this->field_error("propagate_down", "cannot back-propagate to the label bottom");
-  }
-  if (propagate_down.size() > 2 && propagate_down[2]) {
-    this->field_error("propagate_down", "cannot back-propagate to the infogain matrix bottom");
-  }
+  CheckPropagateDown(propagate_down);
   if (!propagate_down[0]) return;
   using MB = math_t<Btype>;
-  const MB scale = static_cast<MB>(top[0]->cpu_diff<double>()[0] / normalizer_);
+  const MB scale = static_cast<MB>(this->LossWeight(top) / this->normalizer_);
   Btype* dx = bottom[0]->mutable_cpu_diff<Btype>();
-  const float* label = bottom[1]->cpu_data<float>();
-  const int64_t dim = static_cast<int64_t>(channels_) * inner_;
-  for (int o = 0; o < outer_; ++o) {
-    for (int i = 0; i < inner_; ++i) {
-      const int64_t base = o * dim + i;
-      const int64_t pos = static_cast<int64_t>(o) * inner_ + i;
-      const bool ignored = Ignored(label[pos], pos);
-      const int l = ignored ? 0 : static_cast<int>(label[pos]);
-      for (int c = 0; c < channels_; ++c) {
-        const int64_t k = base + static_cast<int64_t>(c) * inner_;
-        MB g = 0;
-        if (!ignored) {
-          g = static_cast<MB>(prob_[k] * row_sum_[l] - h_[static_cast<int64_t>(l) * channels_ + c]) * scale;
-        }
-        dx[k] = static_cast<Btype>(g);
-      }
+  const int channels = this->channels_, inner = this->inner_;
+  this->ForEachPosition(bottom[1]->cpu_data<float>(), [&](int64_t base, int64_t, int l) {
+    for (int c = 0; c < channels; ++c) {
+      const int64_t k = base + static_cast<int64_t>(c) * inner;
+      MB g = 0;
+      if (l >= 0) g = static_cast<MB>(this->prob_[k] * row_sum_[l] - h_[static_cast<int64_t>(l) * channels + c]) * scale;
+      dx[k] = static_cast<Btype>(g);
     }
-  }
+  });
 }
 
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype>
-void InfogainLossLayer<Ftype, Btype>::CheckGpuLabelError() {
-  label_error_.Rethrow([this](float v, int64_t p) { Ignored(v, p); });
-}
-
-template <typename Ftype, typename Btype>
 void InfogainLossLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
-  CheckGpuLabelError();
-  void* error = label_error_.device_word();
+  this->CheckGpuLabelError();
   cudaStream_t stream = this->context().stream();
-  const int64_t count = static_cast<int64_t>(bottom[0]->count());
-  const int64_t positions = static_cast<int64_t>(outer_) * inner_;
-  const size_t kk = static_cast<size_t>(channels_) * channels_;
-  const size_t blocks = static_cast<size_t>(cuda::blocks_for(positions));
-  if (h_gpu_.count() != kk) h_gpu_.resize(kk);
-  if (row_sum_gpu_.count() != static_cast<size_t>(channels_)) row_sum_gpu_.resize(channels_);
-  if (prob_gpu_.count() != static_cast<size_t>(count)) prob_gpu_.resize(count);
-  if (partial_gpu_.count() != blocks) partial_gpu_.resize(blocks);
-  if (valid_gpu_.count() != blocks) valid_gpu_.resize(blocks);
-  if (norm_gpu_.count() != 1) norm_gpu_.resize(1);
-
-  M* h = h_gpu_.mutable_gpu_data<M>();
-  M* row_sum = row_sum_gpu_.mutable_gpu_data<M>();
+  const int channels = this->channels_;
+  const int64_t positions = static_cast<int64_t>(this->outer_) * this->inner_;
+  M* h = this->Sized(&h_gpu_, static_cast<int64_t>(channels) * channels)->template mutable_gpu_data<M>();
+  M* row_sum = this->Sized(&row_sum_gpu_, channels)->template mutable_gpu_data<M>();
   if (bottom.size() > 2) {
-    gpu::infogain_matrix(channels_, bottom[2]->gpu_data<float>(), h, row_sum, stream);
+    gpu::infogain_matrix(channels, bottom[2]->gpu_data<float>(), h, row_sum, stream);
   } else {
-    gpu::infogain_matrix(channels_, file_h_gpu_.gpu_data<M>(), h, row_sum, stream);
+    gpu::infogain_matrix(channels, file_h_gpu_.gpu_data<M>(), h, row_sum, stream);
   }
-  M* prob = prob_gpu_.mutable_gpu_data<M>();
-  gpu::softmax_forward(outer_, channels_, inner_, bottom[0]->gpu_data<Ftype>(), prob, stream);
-  double fixed = 1;  // the normalizer, or -1: the valid count, known on the device only
-  switch (normalization_) {
-    case LossParameter::FULL: fixed = static_cast<double>(positions); break;
-    case LossParameter::VALID: fixed = has_ignore_label_ ? -1.0 : static_cast<double>(positions); break;
-    case LossParameter::BATCH_SIZE: fixed = outer_; break;
-    case LossParameter::NONE: fixed = 1; break;
-  }
-  gpu::infogain_loss_forward(outer_, channels_, inner_, prob, bottom[1]->gpu_data<float>(), has_ignore_label_,
-                             ignore_label_, h, fixed, partial_gpu_.mutable_gpu_data<M>(),
-                             valid_gpu_.mutable_gpu_data<double>(), top[0]->mutable_gpu_data<float>(),
-                             norm_gpu_.mutable_gpu_data<double>(), static_cast<unsigned long long*>(error), stream);
-  if (top.size() > 1) {
-    gpu_convert(type_of<M>(), prob, type_of<Ftype>(), top[1]->mutable_gpu_data<Ftype>(), count, stream);
-  }
+  const M* prob = this->Probabilities_gpu(bottom, top);
+  gpu::infogain_loss_forward(this->outer_, channels, this->inner_, prob, bottom[1]->gpu_data<float>(),
+                             this->has_ignore_label_, this->ignore_label_, h,
+                             this->FixedNormalizer(static_cast<double>(positions), this->outer_),
+                             this->loss_partials(positions), this->valid_partials(positions),
+                             top[0]->mutable_gpu_data<float>(),
+                             this->Sized(&this->norm_gpu_, 1)->template mutable_gpu_data<double>(),
+                             this->gpu_label_error(), stream);
 }
 
 template <typename Ftype, typename Btype>
 void InfogainLossLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                                    const BlobVec& bottom) {
-  if (propagate_down.size() > 1 && propagate_down[1]) {
-    this->field_error("propagate_down", "cannot back-propagate to the label bottom");
-  }
-  if (propagate_down.size() > 2 && propagate_down[2]) {
-    this->field_error("propagate_down", "cannot back-propagate to the infogain matrix bottom");
-  }
-  CheckGpuLabelError();
+  CheckPropagateDown(propagate_down);
+  this->CheckGpuLabelError();
   if (!propagate_down[0]) return;
-  CORTADO_CHECK_EQ(prob_gpu_.count(), bottom[0]->count()) << "InfogainLoss backward before a GPU forward";
-  gpu::infogain_loss_backward(outer_, channels_, inner_, prob_gpu_.gpu_data<M>(), bottom[1]->gpu_data<float>(),
-                              has_ignore_label_, ignore_label_, h_gpu_.gpu_data<M>(), row_sum_gpu_.gpu_data<M>(),
-                              top[0]->gpu_diff<double>(), norm_gpu_.gpu_data<double>(),
-                              bottom[0]->mutable_gpu_diff<Btype>(), this->context().stream());
+  CORTADO_CHECK_EQ(this->prob_gpu_.count(), bottom[0]->count()) << "InfogainLoss backward before a GPU forward";
+  gpu::infogain_loss_backward(this->outer_, this->channels_, this->inner_, this->prob_gpu_.template gpu_data<M>(),
+                              bottom[1]->gpu_data<float>(), this->has_ignore_label_, this->ignore_label_,
+                              h_gpu_.gpu_data<M>(), row_sum_gpu_.gpu_data<M>(), top[0]->gpu_diff<double>(),
+                              this->norm_gpu_.template gpu_data<double>(), bottom[0]->mutable_gpu_diff<Btype>(),
+                              this->context().stream());
 }
 #endif
 

@@ -27,17 +27,6 @@ namespace {
 
 using namespace kernels;
 
-__device__ __forceinline__ float log_of(float v) { return logf(v); }
-__device__ __forceinline__ double log_of(double v) { return log(v); }
-
-/// The class index of label v, or -1 if ignored, -2 if not a class index.
-__device__ __forceinline__ int class_of(float v, int channels, bool has_ignore_label, int ignore_label) {
-  if (has_ignore_label && v == static_cast<float>(ignore_label)) return -1;
-  if (!(v >= 0.f) || !(v < static_cast<float>(channels))) return -2;
-  const int l = static_cast<int>(v);
-  return static_cast<float>(l) == v ? l : -2;
-}
-
 template <typename S, typename M>
 __global__ void infogain_matrix_kernel(int k, const S* src, M* h, M* row_sum) {
   CORTADO_KERNEL_LOOP(r, k) {
@@ -73,12 +62,7 @@ __global__ void infogain_forward_kernel(int64_t positions, int channels, int inn
     }
     valid += 1;
   }
-  sum = block_sum(sum);
-  valid = block_sum(valid);
-  if (threadIdx.x == 0) {
-    partial[blockIdx.x] = sum;
-    valid_partial[blockIdx.x] = valid;
-  }
+  write_block_sums(sum, valid, partial, valid_partial);
 }
 
 template <typename M, typename B>

@@ -9,7 +9,7 @@
 //   (double, double) pair), block_sum() adds the block's threads in a
 //   shared-memory tree, and thread 0 writes the block's partial sum. Layers
 //   that normalize by the count of non-ignored items sum that count the same
-//   way, in double (exact).
+//   way, in double (exact); write_block_sums() ends such a kernel.
 // - Stage 2, loss_finish(), is one block: it sums the partials in a fixed
 //   order, picks the normalizer and writes loss / normalizer to the float top,
 //   and the normalizer (double) to device memory for the backward.
@@ -34,6 +34,24 @@ __device__ A block_sum(A v) {
     __syncthreads();
   }
   return part[0];
+}
+
+/// The end of a stage-1 kernel: thread 0 writes the block's sum of v to
+/// partial[blockIdx.x] (and of valid to valid_partial[blockIdx.x]). Every
+/// thread of the block must call it.
+template <typename A>
+__device__ void write_block_sums(A v, A* partial) {
+  v = block_sum(v);
+  if (threadIdx.x == 0) partial[blockIdx.x] = v;
+}
+template <typename A>
+__device__ void write_block_sums(A v, double valid, A* partial, double* valid_partial) {
+  v = block_sum(v);
+  valid = block_sum(valid);
+  if (threadIdx.x == 0) {
+    partial[blockIdx.x] = v;
+    valid_partial[blockIdx.x] = valid;
+  }
 }
 
 template <typename A>
@@ -65,6 +83,20 @@ void loss_finish(int64_t blocks, const A* partial, const double* valid_partial, 
                                                          normalizer_out);
   CORTADO_KERNEL_CHECK();
 }
+
+/// The class index label value v names among `classes`: -1 if it is the
+/// ignore_label (has_ignore_label), -2 if it is not an integer in
+/// [0, classes): the test of Layer::ClassLabel.
+__device__ __forceinline__ int class_of(float v, int classes, bool has_ignore_label = false, int ignore_label = 0) {
+  if (has_ignore_label && v == static_cast<float>(ignore_label)) return -1;
+  if (!(v >= 0.f) || !(v < static_cast<float>(classes))) return -2;
+  const int l = static_cast<int>(v);
+  return static_cast<float>(l) == v ? l : -2;
+}
+
+/// log in the type of its argument (logf for float).
+__device__ __forceinline__ float log_of(float v) { return logf(v); }
+__device__ __forceinline__ double log_of(double v) { return log(v); }
 
 /// The pinned-word key of a bad label (the first one wins with atomicMin):
 /// its position in the high half, the float's bits in the low half.

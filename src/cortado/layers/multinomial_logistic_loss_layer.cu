@@ -22,16 +22,6 @@ using namespace kernels;
 
 constexpr double kLogThreshold = 1e-20;  // the CPU path's clamp
 
-__device__ __forceinline__ float log_of(float v) { return logf(v); }
-__device__ __forceinline__ double log_of(double v) { return log(v); }
-
-/// The class index of label v among dim classes, or -1 if it is not one.
-__device__ __forceinline__ int class_of(float v, int dim) {
-  if (!(v >= 0.f) || !(v < static_cast<float>(dim))) return -1;
-  const int l = static_cast<int>(v);
-  return static_cast<float>(l) == v ? l : -1;
-}
-
 template <typename T>
 __global__ void mll_forward_kernel(int num, int dim, const T* p, const float* label, dmath_t<T>* partial,
                                    unsigned long long* error) {
@@ -48,8 +38,7 @@ __global__ void mll_forward_kernel(int num, int dim, const T* p, const float* la
     const M q = load(p, n * dim + l);
     sum = add_rn(sum, -log_of(q < threshold ? threshold : q));  // the CPU's loss -= log(max(q, threshold))
   }
-  sum = block_sum(sum);
-  if (threadIdx.x == 0) partial[blockIdx.x] = sum;
+  write_block_sums(sum, partial);
 }
 
 template <typename T, typename B>

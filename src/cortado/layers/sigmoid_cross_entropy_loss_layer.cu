@@ -38,12 +38,7 @@ __global__ void sce_forward_kernel(int64_t n, const T* x, const float* target, b
     sum = add_rn(sum, add_rn(add_rn(positive, -mul_rn(v, static_cast<M>(t))), softplus_tail(v)));
     valid += 1;
   }
-  sum = block_sum(sum);
-  valid = block_sum(valid);
-  if (threadIdx.x == 0) {
-    partial[blockIdx.x] = sum;
-    valid_partial[blockIdx.x] = valid;
-  }
+  write_block_sums(sum, valid, partial, valid_partial);
 }
 
 template <typename T, typename B>

@@ -9,11 +9,12 @@
 // and not ignore_label counts as ignored and is recorded with atomicMin in a
 // pinned host word, so that the host can report the first one.
 //
-// softmax_loss_reduce: one block of 1024 threads; each thread sums a strided
-// share of the positions in double, then a shared-memory tree. Thread 0 picks
-// the normalizer and writes the loss to the float top and the normalizer to
-// device memory for the backward. The order of the sum is fixed, so the loss
-// is the same run after run.
+// softmax_loss_reduce: loss_finish (loss_sum.cuh) over the positions' losses
+// and valid flags, in double: one block, each thread sums a strided share,
+// then a shared-memory tree; thread 0 picks the normalizer and writes the
+// loss to the float top and the normalizer to device memory for the
+// backward. The order of the sum is fixed, so the loss is the same run after
+// run.
 //
 // softmax_loss_backward: one thread per element of (outer, C, inner); the
 // gradient is computed in double and rounded through math_t of the diff type
@@ -22,21 +23,12 @@
 
 #include "cortado/layers/softmax_with_loss_layer.hpp"
 #include "device_values.cuh"
+#include "loss_sum.cuh"
 
 namespace cortado {
 namespace {
 
 using namespace kernels;
-
-constexpr int kReduceThreads = 1024;
-
-/// The class index of label v, or -1 if ignored, -2 if not a class index.
-__device__ __forceinline__ int class_of(float v, int channels, bool has_ignore_label, int ignore_label) {
-  if (has_ignore_label && v == static_cast<float>(ignore_label)) return -1;
-  if (!(v >= 0.f) || !(v < static_cast<float>(channels))) return -2;
-  const int l = static_cast<int>(v);
-  return static_cast<float>(l) == v ? l : -2;
-}
 
 template <typename M>
 __global__ void loss_positions_kernel(int64_t positions, int channels, int inner, const M* prob, const float* label,
@@ -46,7 +38,7 @@ __global__ void loss_positions_kernel(int64_t positions, int channels, int inner
     const float v = label[p];
     const int l = class_of(v, channels, has_ignore_label, ignore_label);
     if (l < 0) {
-      if (l == -2) atomicMin(error, (static_cast<unsigned long long>(p) << 32) | __float_as_uint(v));
+      if (l == -2) atomicMin(error, bad_label_key(p, v));
       loss[p] = 0;
       valid[p] = 0;
       continue;
@@ -63,32 +55,6 @@ __global__ void loss_positions_kernel(int64_t positions, int channels, int inner
       loss[p] = -log_p(l);
     }
     valid[p] = 1;
-  }
-}
-
-__global__ void loss_reduce_kernel(int64_t positions, const double* loss, const double* valid,
-                                   double fixed_normalizer, float* top, double* normalizer_out) {
-  __shared__ double part_loss[kReduceThreads];
-  __shared__ double part_valid[kReduceThreads];
-  double l = 0, v = 0;
-  for (int64_t p = threadIdx.x; p < positions; p += blockDim.x) {
-    l += loss[p];
-    v += valid[p];
-  }
-  part_loss[threadIdx.x] = l;
-  part_valid[threadIdx.x] = v;
-  __syncthreads();
-  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-    if (threadIdx.x < w) {
-      part_loss[threadIdx.x] += part_loss[threadIdx.x + w];
-      part_valid[threadIdx.x] += part_valid[threadIdx.x + w];
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    const double normalizer = fmax(1.0, fixed_normalizer >= 0 ? fixed_normalizer : part_valid[0]);
-    top[0] = static_cast<float>(part_loss[0] / normalizer);
-    normalizer_out[0] = normalizer;
   }
 }
 
@@ -124,9 +90,7 @@ void softmax_loss_positions(int outer, int channels, int inner, const M* prob, c
 
 void softmax_loss_reduce(int64_t positions, const double* loss, const double* valid, double fixed_normalizer,
                          float* top, double* normalizer_out, CUstream_st* stream) {
-  loss_reduce_kernel<<<1, kReduceThreads, 0, stream>>>(positions, loss, valid, fixed_normalizer, top,
-                                                       normalizer_out);
-  CORTADO_KERNEL_CHECK();
+  loss_finish<double>(positions, loss, valid, fixed_normalizer, top, normalizer_out, stream);
 }
 
 template <typename M, typename B>
