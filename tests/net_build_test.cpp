@@ -3,7 +3,7 @@
 // in file order, each with its line, and a layer fed by a failed layer adds
 // none; the layer traits of the registry (layer_traits.hpp) and what they
 // decide: the GEMM math warning, the net's inputs, a rank's shard of a data
-// source.
+// source, the batch a benchmark sets.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -207,6 +207,7 @@ TEST(LayerTraits, RegistryStatesTheTraitsOfEveryType) {
     EXPECT_EQ(t.shard_param != nullptr, shard.count(type) > 0) << type;
     EXPECT_EQ(t.net_input, type == "Input") << type;
     EXPECT_EQ(t.rank_file_param != nullptr, type == "HDF5Output") << type;
+    EXPECT_EQ(t.batch_param != nullptr, type == "Data" || type == "DummyData" || type == "Input") << type;
     // The fields a trait names exist, with the members ShardForRank uses.
     if (t.shard_param) {
       const auto* f = LayerParameter::descriptor()->FindFieldByName(t.shard_param);
@@ -216,7 +217,28 @@ TEST(LayerTraits, RegistryStatesTheTraitsOfEveryType) {
     }
   }
   const LayerTraits& none = layer_traits("NoSuchType");
-  EXPECT_FALSE(none.gemm || none.net_input || none.shard_param || none.rank_file_param);
+  EXPECT_FALSE(none.gemm || none.net_input || none.shard_param || none.rank_file_param || none.batch_param);
+}
+
+// SetBatchSize's layer by layer part (the whole is tested in
+// trainer_time_test.cpp): a source without batch_param keeps its batch.
+TEST(LayerTraits, SetLayerBatchChangesOnlyTheSourcesWithBatchParam) {
+  LayerParameter images;
+  images.set_type("ImageData");
+  images.mutable_image_data_param()->set_batch_size(5);
+  EXPECT_FALSE(SetLayerBatch(&images, 2));
+  EXPECT_EQ(images.image_data_param().batch_size(), 5u);
+  LayerParameter data;
+  data.set_type("Data");  // no data_param yet: made, with the batch
+  EXPECT_TRUE(SetLayerBatch(&data, 2));
+  EXPECT_EQ(data.data_param().batch_size(), 2u);
+  LayerParameter input;
+  input.set_type("Input");
+  input.mutable_input_param()->add_shape();  // no dimension: left empty
+  input.mutable_input_param()->add_shape()->add_dim(9);
+  EXPECT_TRUE(SetLayerBatch(&input, 2));
+  EXPECT_EQ(input.input_param().shape(0).dim_size(), 0);
+  EXPECT_EQ(input.input_param().shape(1).dim(0), 2);
 }
 
 // Rank r of R reads shard s + rS of RS: together the ranks read exactly the

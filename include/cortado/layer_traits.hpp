@@ -9,6 +9,10 @@
 //   num_shards) of a data source whose records can be split among ranks
 //   ("data_param" for Data, "image_data_param" for ImageData,
 //   "hdf5_data_param" for HDF5Data); null for every other type.
+// - batch_param: the LayerParameter field of a data source whose batch
+//   `trainer time --batch_size` sets: its batch_size ("data_param" for Data),
+//   or the first dimension of each of its shapes and its legacy num values
+//   ("dummy_data_param" for DummyData, "input_param" for Input).
 // - rank_file_param: the LayerParameter field (a message with a string
 //   file_name) of a layer that writes a file, which each rank of a
 //   data-parallel run writes under a name of its own (RankFileName):
@@ -28,6 +32,7 @@ class LayerParameter;
 
 struct LayerTraits {
   const char* shard_param = nullptr;
+  const char* batch_param = nullptr;
   const char* rank_file_param = nullptr;
   bool gemm = false;
   bool net_input = false;
@@ -44,5 +49,10 @@ const LayerTraits& layer_traits(const std::string& type);
 /// - A layer that writes a file writes RankFileName(file_name, rank).
 /// Nothing changes when ranks <= 1. Returns whether the layer changed.
 bool ShardForRank(LayerParameter* layer, int rank, int ranks);
+
+/// Sets the batch (the first dimension) of a data source with batch_param to
+/// `batch` (positive: the caller checks); returns false, changing nothing,
+/// for any other layer.
+bool SetLayerBatch(LayerParameter* layer, int batch);
 
 }  // namespace cortado

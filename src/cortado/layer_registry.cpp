@@ -74,28 +74,17 @@ struct Entry {
   LayerTraits traits = {};  // a line without traits: none
 };
 
-// The traits a line names (layer_traits.hpp says what each means).
+// The traits of a line, by name: Traits().shard("data_param").batch("data_param").
+struct Traits {
+  LayerTraits t;
+  constexpr Traits shard(const char* param) const { Traits r = *this; r.t.shard_param = param; return r; }
+  constexpr Traits batch(const char* param) const { Traits r = *this; r.t.batch_param = param; return r; }
+  constexpr Traits rank_file(const char* param) const { Traits r = *this; r.t.rank_file_param = param; return r; }
+  constexpr Traits gemm() const { Traits r = *this; r.t.gemm = true; return r; }
+  constexpr Traits net_input() const { Traits r = *this; r.t.net_input = true; return r; }
+  constexpr operator LayerTraits() const { return t; }
+};
 constexpr LayerTraits kNone{};
-constexpr LayerTraits kGemm = [] {
-  LayerTraits t;
-  t.gemm = true;
-  return t;
-}();
-constexpr LayerTraits shard(const char* param) {
-  LayerTraits t;
-  t.shard_param = param;
-  return t;
-}
-constexpr LayerTraits kRankFile = [] {
-  LayerTraits t;
-  t.rank_file_param = "hdf5_output_param";
-  return t;
-}();
-constexpr LayerTraits kNetInput = [] {
-  LayerTraits t;
-  t.net_input = true;
-  return t;
-}();
 
 const Entry kRegistry[] = {
     {"AbsVal", &MakeLayer<AbsValLayer>},
@@ -108,12 +97,12 @@ const Entry kRegistry[] = {
     {"Clip", &MakeLayer<ClipLayer>},
     {"Concat", &MakeLayer<ConcatLayer>},
     {"ContrastiveLoss", &MakeLayer<ContrastiveLossLayer>},
-    {"Convolution", &MakeConvolution, kGemm},
+    {"Convolution", &MakeConvolution, Traits().gemm()},
     {"Crop", &MakeLayer<CropLayer>},
-    {"Data", &MakeLayer<DataLayer>, shard("data_param")},
-    {"Deconvolution", &MakeLayer<DeconvolutionLayer>, kGemm},
+    {"Data", &MakeLayer<DataLayer>, Traits().shard("data_param").batch("data_param")},
+    {"Deconvolution", &MakeLayer<DeconvolutionLayer>, Traits().gemm()},
     {"Dropout", &MakeLayer<DropoutLayer>},
-    {"DummyData", &MakeLayer<DummyDataLayer>},
+    {"DummyData", &MakeLayer<DummyDataLayer>, Traits().batch("dummy_data_param")},
     {"ELU", &MakeLayer<ELULayer>},
     {"Eltwise", &MakeLayer<EltwiseLayer>},
     {"Embed", &MakeLayer<EmbedLayer>},
@@ -121,14 +110,14 @@ const Entry kRegistry[] = {
     {"Exp", &MakeLayer<ExpLayer>},
     {"Filter", &MakeLayer<FilterLayer>},
     {"Flatten", &MakeLayer<FlattenLayer>},
-    {"HDF5Data", &MakeLayer<HDF5DataLayer>, shard("hdf5_data_param")},
-    {"HDF5Output", &MakeLayer<HDF5OutputLayer>, kRankFile},
+    {"HDF5Data", &MakeLayer<HDF5DataLayer>, Traits().shard("hdf5_data_param")},
+    {"HDF5Output", &MakeLayer<HDF5OutputLayer>, Traits().rank_file("hdf5_output_param")},
     {"HingeLoss", &MakeLayer<HingeLossLayer>},
     {"Im2col", &MakeLayer<Im2colLayer>},
-    {"ImageData", &MakeLayer<ImageDataLayer>, shard("image_data_param")},
+    {"ImageData", &MakeLayer<ImageDataLayer>, Traits().shard("image_data_param")},
     {"InfogainLoss", &MakeLayer<InfogainLossLayer>},
-    {"InnerProduct", &MakeLayer<InnerProductLayer>, kGemm},
-    {"Input", &MakeLayer<InputLayer>, kNetInput},
+    {"InnerProduct", &MakeLayer<InnerProductLayer>, Traits().gemm()},
+    {"Input", &MakeLayer<InputLayer>, Traits().net_input().batch("input_param")},
     {"LRN", &MakeLayer<LRNLayer>},
     {"LSTM", &MakeLayer<LSTMLayer>},
     {"LSTMUnit", &MakeLayer<LSTMUnitLayer>},

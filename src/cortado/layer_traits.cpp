@@ -1,5 +1,5 @@
-// What a rank of a data-parallel run changes in a layer, from the layer's
-// traits (the table is in layer_registry.cpp). The fields are reached by
+// What a rank of a data-parallel run and a benchmark's batch size change in a
+// layer, from the layer's traits (the table is in layer_registry.cpp). The fields are reached by
 // name through protobuf reflection, so that a new data source is one line in
 // the registry.
 #include "cortado/layer_traits.hpp"
@@ -47,6 +47,24 @@ bool ShardForRank(LayerParameter* layer, int rank, int ranks) {
     changed = true;
   }
   return changed;
+}
+
+bool SetLayerBatch(LayerParameter* layer, int batch) {
+  const LayerTraits& t = layer_traits(layer->type());
+  if (!t.batch_param) return false;
+  pb::Message* m = MutableParam(layer, t.batch_param, {});
+  const pb::Descriptor* d = m->GetDescriptor();
+  const pb::Reflection* r = m->GetReflection();
+  if (const pb::FieldDescriptor* f = d->FindFieldByName("batch_size")) r->SetUInt32(m, f, static_cast<uint32_t>(batch));
+  if (const pb::FieldDescriptor* f = d->FindFieldByName("shape")) {
+    for (int i = 0; i < r->FieldSize(*m, f); ++i) {
+      auto* shape = static_cast<BlobShape*>(r->MutableRepeatedMessage(m, f, i));
+      if (shape->dim_size() > 0) shape->set_dim(0, batch);
+    }
+  }
+  if (const pb::FieldDescriptor* f = d->FindFieldByName("num"))  // DummyData's legacy 4D form
+    for (int i = 0; i < r->FieldSize(*m, f); ++i) r->SetRepeatedUInt32(m, f, i, static_cast<uint32_t>(batch));
+  return true;
 }
 
 }  // namespace cortado

@@ -699,22 +699,7 @@ void Net::ToProto(NetParameter* param, bool write_diff) const {
 int SetBatchSize(NetParameter* param, int batch) {
   if (batch <= 0) fail("batch size ", batch, ": must be positive");
   int changed = 0;
-  for (LayerParameter& l : *param->mutable_layer()) {
-    if (l.type() == "Data") {
-      l.mutable_data_param()->set_batch_size(batch);
-      ++changed;
-    } else if (l.type() == "DummyData") {
-      DummyDataParameter* d = l.mutable_dummy_data_param();
-      for (BlobShape& s : *d->mutable_shape())
-        if (s.dim_size() > 0) s.set_dim(0, batch);
-      for (int i = 0; i < d->num_size(); ++i) d->set_num(i, batch);  // the legacy 4D form
-      ++changed;
-    } else if (l.type() == "Input") {
-      for (BlobShape& s : *l.mutable_input_param()->mutable_shape())
-        if (s.dim_size() > 0) s.set_dim(0, batch);
-      ++changed;
-    }
-  }
+  for (LayerParameter& l : *param->mutable_layer()) changed += SetLayerBatch(&l, batch) ? 1 : 0;
   return changed;
 }
 
