@@ -18,50 +18,47 @@
 // In place: yes.
 // Types: forward reads x, writes y as Ftype; backward reads dy and y as
 // Btype, writes dx as Btype; comparisons in math_t.
-// GPU: one thread per element (clip_layer.cu).
+// An elementwise op (elementwise_layer.hpp): the CPU loop is split over the
+// cores; on the GPU one thread per element, identical results.
 
-#include "cortado/config.hpp"
-#include "cortado/layer.hpp"
+#include "cortado/layers/elementwise_layer.hpp"
 
 namespace cortado {
 
-template <typename Ftype, typename Btype>
-class ClipLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Clip"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
+struct ClipOp : ElementwiseOp {
+  static constexpr const char* kType = "Clip";
+  static constexpr ElementwiseReads kBackwardReads = ElementwiseReads::kY;
+  static constexpr bool kInPlace = true;
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->ReshapeLike(*bottom[0]); }
+  double min_value = 0, max_value = 0;  // the fields
+  double bwd_lo = 0, bwd_hi = 0;          // the bounds as Btype reads a clipped y
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
-
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#endif
-
- private:
-  double min_ = 0, max_ = 0;    // the fields
-  double bwd_lo_ = 0, bwd_hi_ = 0;  // the bounds as Btype reads a clipped y
+  void Setup(const LayerBase& layer);
+  template <typename Ftype, typename Btype>
+  void SetTypes() {
+    auto as_clipped = [](double bound) {
+      const Ftype y = static_cast<Ftype>(static_cast<math_t<Ftype>>(bound));
+      return static_cast<double>(static_cast<math_t<Btype>>(static_cast<Btype>(static_cast<math_t<Ftype>>(y))));
+    };
+    bwd_lo = as_clipped(min_value);
+    bwd_hi = as_clipped(max_value);
+  }
+  // std::min(std::max(x, lo), hi), in std's order: a NaN x stays NaN.
+  template <typename M>
+  CORTADO_HD M forward(M x) const {
+    const M lo = static_cast<M>(min_value), hi = static_cast<M>(max_value);
+    const M a = x < lo ? lo : x;
+    return hi < a ? hi : a;
+  }
+  template <typename M>
+  CORTADO_HD M backward(M, M y, M dy) const {
+    const M lo = static_cast<M>(bwd_lo), hi = static_cast<M>(bwd_hi);
+    return lo < y && y < hi ? dy : M(0);
+  }
 };
 
-#ifdef CORTADO_USE_CUDA
-namespace gpu {
-/// y[i] = min(max(x[i], lo), hi); x and y may alias.
-template <typename T>
-void clip_forward(int64_t n, const T* x, T* y, double lo, double hi, CUstream_st* stream);
-/// dx[i] = lo < y[i] < hi ? dy[i] : 0; dx may alias dy.
-template <typename T>
-void clip_backward(int64_t n, const T* dy, const T* y, T* dx, double lo, double hi, CUstream_st* stream);
-}  // namespace gpu
-#endif
+template <typename Ftype, typename Btype>
+using ClipLayer = ElementwiseLayer<Ftype, Btype, ClipOp>;
+CORTADO_EXTERN_ELEMENTWISE(ClipOp);
 
 }  // namespace cortado

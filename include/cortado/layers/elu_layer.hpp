@@ -2,7 +2,7 @@
 // ELU: exponential linear unit.
 //
 //   forward:  y = lambda * (x > 0 ? x : alpha * (exp(x) - 1))   (expm1 in math_t)
-//   backward: dx = dy * (x > 0 ? lambda : y + lambda * alpha)
+//   backward: dx = x > 0 ? dy * lambda : dy * (y + lambda * alpha)
 //             (the exact derivative: lambda * alpha * exp(x) = y + lambda * alpha
 //             for x <= 0. NVCaffe multiplies its lambda = 1 formula by lambda,
 //             lambda * (alpha + y), which is exact only for lambda = 1.)
@@ -14,52 +14,37 @@
 // In place: yes. The backward then tests the output's sign instead of the
 // input's, the same test for alpha >= 0 (as in Caffe).
 // Types: forward reads x, writes y as Ftype; backward reads dy, x and y as
-// Btype, writes dx as Btype; arithmetic in math_t.
-// GPU: one thread per element (elu_layer.cu), expm1f/expm1 in math_t.
+// Btype, writes dx as Btype; arithmetic in math_t (lambda * alpha computed in
+// double and rounded to math_t once).
+// An elementwise op (elementwise_layer.hpp): the CPU loop is split over the
+// cores; on the GPU one thread per element, CUDA's expm1f/expm1 in math_t.
 
-#include "cortado/config.hpp"
-#include "cortado/layer.hpp"
+#include "cortado/layers/elementwise_layer.hpp"
 
 namespace cortado {
 
-template <typename Ftype, typename Btype>
-class ELULayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "ELU"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
+struct ELUOp : ElementwiseOp {
+  static constexpr const char* kType = "ELU";
+  static constexpr ElementwiseReads kBackwardReads = ElementwiseReads::kXY;
+  static constexpr bool kInPlace = true;
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->ReshapeLike(*bottom[0]); }
+  double alpha = 1, lambda = 1;
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
-
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#endif
-
- private:
-  double alpha_ = 1;
-  double lambda_ = 1;
+  void Setup(const LayerBase& layer);
+  template <typename M>
+  CORTADO_HD M forward(M x) const {
+    const M l = static_cast<M>(lambda), a = static_cast<M>(alpha);
+    return l * (x > M(0) ? x : a * hd::expm1(x));
+  }
+  template <typename M>
+  CORTADO_HD M backward(M x, M y, M dy) const {
+    const M l = static_cast<M>(lambda), la = static_cast<M>(lambda * alpha);
+    return x > M(0) ? dy * l : dy * (y + la);
+  }
 };
 
-#ifdef CORTADO_USE_CUDA
-namespace gpu {
-/// y[i] = lambda * (x[i] > 0 ? x[i] : alpha * expm1(x[i])); x and y may alias.
-template <typename T>
-void elu_forward(int64_t n, const T* x, T* y, double alpha, double lambda, CUstream_st* stream);
-/// dx[i] = dy[i] * (x[i] > 0 ? lambda : y[i] + lambda * alpha); dx may alias dy.
-template <typename T>
-void elu_backward(int64_t n, const T* dy, const T* x, const T* y, T* dx, double alpha, double lambda,
-                  CUstream_st* stream);
-}  // namespace gpu
-#endif
+template <typename Ftype, typename Btype>
+using ELULayer = ElementwiseLayer<Ftype, Btype, ELUOp>;
+CORTADO_EXTERN_ELEMENTWISE(ELUOp);
 
 }  // namespace cortado

@@ -13,49 +13,33 @@
 // Types: forward reads x, writes y as Ftype; backward reads dy and y as Btype,
 // writes dx as Btype; arithmetic in math_t (inner/outer computed in double
 // and rounded to math_t once).
-// GPU: one thread per element (exp_layer.cu), expf/exp in math_t.
+// An elementwise op (elementwise_layer.hpp): the CPU loop is split over the
+// cores; on the GPU one thread per element, CUDA's expf/exp in math_t.
 
-#include "cortado/config.hpp"
-#include "cortado/layer.hpp"
+#include "cortado/layers/elementwise_layer.hpp"
 
 namespace cortado {
 
-template <typename Ftype, typename Btype>
-class ExpLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Exp"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
+struct ExpOp : ElementwiseOp {
+  static constexpr const char* kType = "Exp";
+  static constexpr ElementwiseReads kBackwardReads = ElementwiseReads::kY;
+  static constexpr bool kInPlace = true;
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->ReshapeLike(*bottom[0]); }
+  double inner_scale = 1, outer_scale = 1;
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
-
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#endif
-
- private:
-  double inner_scale_ = 1, outer_scale_ = 1;
+  void Setup(const LayerBase& layer);
+  template <typename M>
+  CORTADO_HD M forward(M x) const {
+    return static_cast<M>(outer_scale) * hd::exp(static_cast<M>(inner_scale) * x);
+  }
+  template <typename M>
+  CORTADO_HD M backward(M, M y, M dy) const {
+    return dy * static_cast<M>(inner_scale) * y;
+  }
 };
 
-#ifdef CORTADO_USE_CUDA
-namespace gpu {
-/// y[i] = outer * exp(inner * x[i]); x and y may alias.
-template <typename T>
-void exp_forward(int64_t n, const T* x, T* y, double inner, double outer, CUstream_st* stream);
-/// dx[i] = dy[i] * inner * y[i]; dx may alias dy.
-template <typename T>
-void exp_backward(int64_t n, const T* dy, const T* y, T* dx, double inner, CUstream_st* stream);
-}  // namespace gpu
-#endif
+template <typename Ftype, typename Btype>
+using ExpLayer = ElementwiseLayer<Ftype, Btype, ExpOp>;
+CORTADO_EXTERN_ELEMENTWISE(ExpOp);
 
 }  // namespace cortado

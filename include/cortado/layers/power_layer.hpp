@@ -2,8 +2,8 @@
 // Power: y = (shift + scale * x) ^ power, elementwise.
 //
 //   forward:  y = (shift + scale * x) ^ power   (shift ^ power for any x when scale = 0)
-//   backward: dx = dy * power * scale * (shift + scale * x) ^ (power - 1)
-//             (dx = 0 when power * scale == 0; dx = dy * scale when power == 1)
+//   backward: dx = power * scale * (shift + scale * x) ^ (power - 1) * dy
+//             (dx = 0 when power * scale == 0; dx = power * scale * dy when power == 1)
 //
 // Bottoms: 1, any shape. Tops: 1, the bottom's shape.
 // Fields: power_param.power (float, default 1), power_param.scale (float,
@@ -12,50 +12,47 @@
 // otherwise a field error on "top".
 // Types: forward reads x and writes y as Ftype; backward reads dy and x as
 // Btype and writes dx as Btype; arithmetic and pow in math_t.
-// GPU: one thread per element (power_layer.cu), powf/pow in math_t.
+// An elementwise op (elementwise_layer.hpp): the CPU loop is split over the
+// cores; on the GPU one thread per element, CUDA's powf/pow in math_t and
+// shift + scale * x rounded as on the CPU (no fused multiply-add: near
+// shift = -scale * x a fused one would differ by far more than an ulp).
 
-#include "cortado/config.hpp"
-#include "cortado/layer.hpp"
+#include "cortado/layers/elementwise_layer.hpp"
 
 namespace cortado {
 
-template <typename Ftype, typename Btype>
-class PowerLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Power"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
+struct PowerOp : ElementwiseOp {
+  static constexpr const char* kType = "Power";
+  static constexpr ElementwiseReads kBackwardReads = ElementwiseReads::kX;
+  static constexpr bool kInPlace = false;
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->ReshapeLike(*bottom[0]); }
+  double power = 1, scale = 1, shift = 0;
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
+  void Setup(const LayerBase& layer);
+  /// A scaling (power 1) or a constant (power * scale 0) may run in place.
+  bool backward_ignores_x() const { return power == 1 || power * scale == 0; }
 
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#endif
-
- private:
-  double power_ = 1, scale_ = 1, shift_ = 0;
+  // scale 0 gives the constant shift^power whatever x holds (Inf or NaN
+  // included), as Caffe does.
+  template <typename M>
+  CORTADO_HD M forward(M x) const {
+    const M p = static_cast<M>(power), s = static_cast<M>(scale), t = static_cast<M>(shift);
+    const M b = s == M(0) ? t : hd::add_rn(t, hd::mul_rn(s, x));
+    return p == M(1) ? b : hd::pow(b, p);
+  }
+  template <typename M>
+  CORTADO_HD M backward(M x, M, M dy) const {
+    const M p = static_cast<M>(power), s = static_cast<M>(scale), t = static_cast<M>(shift);
+    const M diff_scale = p * s;
+    if (diff_scale == M(0)) return M(0);
+    if (p == M(1)) return diff_scale * dy;
+    const M b = hd::add_rn(t, hd::mul_rn(s, x));
+    return diff_scale * (p == M(2) ? b : hd::pow(b, p - M(1))) * dy;
+  }
 };
 
-#ifdef CORTADO_USE_CUDA
-namespace gpu {
-/// y[i] = (shift + scale * x[i]) ^ power, device pointers.
-template <typename T>
-void power_forward(int64_t n, const T* x, T* y, double power, double scale, double shift, CUstream_st* stream);
-/// dx[i] = dy[i] * power * scale * (shift + scale * x[i]) ^ (power - 1); dx may alias dy.
-template <typename T>
-void power_backward(int64_t n, const T* dy, const T* x, T* dx, double power, double scale, double shift,
-                    CUstream_st* stream);
-}  // namespace gpu
-#endif
+template <typename Ftype, typename Btype>
+using PowerLayer = ElementwiseLayer<Ftype, Btype, PowerOp>;
+CORTADO_EXTERN_ELEMENTWISE(PowerOp);
 
 }  // namespace cortado

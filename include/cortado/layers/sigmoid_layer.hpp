@@ -1,54 +1,40 @@
 #pragma once
-// Sigmoid: elementwise sigmoid.
+// Sigmoid: elementwise logistic sigmoid.
 //
-//   forward:  y = 1 / (1 + exp(-x))
+//   forward:  y = 1 / (1 + exp(-x))   (exp overflows for very negative x only
+//             to give 1/Inf = 0, the right limit, so no branch is needed)
 //   backward: dx = dy * y * (1 - y)   (from the output, so in place is allowed)
 //
 // Bottoms: 1, any shape. Tops: 1, the bottom's shape.
-// Fields: sigmoid_param.engine is accepted and ignored on the CPU.
+// Fields: sigmoid_param.engine is accepted and ignored.
 // In place: yes.
-// Types: forward reads x and writes y as Ftype (exp/tanh evaluated in
-// math_t); backward reads dy and y as Btype and writes dx as Btype.
-// GPU: one thread per element (sigmoid_layer.cu) with CUDA's expf/exp in math_t,
+// Types: forward reads x and writes y as Ftype (exp evaluated in math_t);
+// backward reads dy and y as Btype and writes dx as Btype.
+// An elementwise op (elementwise_layer.hpp): the CPU loop is split over the
+// cores; on the GPU one thread per element with CUDA's expf/exp in math_t,
 // within 2 ulps of the host library before rounding to the storage type.
 
-#include "cortado/config.hpp"
-#include "cortado/layer.hpp"
+#include "cortado/layers/elementwise_layer.hpp"
 
 namespace cortado {
 
-template <typename Ftype, typename Btype>
-class SigmoidLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Sigmoid"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
+struct SigmoidOp : ElementwiseOp {
+  static constexpr const char* kType = "Sigmoid";
+  static constexpr ElementwiseReads kBackwardReads = ElementwiseReads::kY;
+  static constexpr bool kInPlace = true;
 
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->ReshapeLike(*bottom[0]); }
-
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
-
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#endif
+  template <typename M>
+  CORTADO_HD M forward(M x) const {
+    return M(1) / (M(1) + hd::exp(-x));
+  }
+  template <typename M>
+  CORTADO_HD M backward(M, M y, M dy) const {
+    return dy * y * (M(1) - y);
+  }
 };
 
-#ifdef CORTADO_USE_CUDA
-namespace gpu {
-/// y[i] = 1 / (1 + exp(-x[i])), device pointers; x and y may alias.
-template <typename T>
-void sigmoid_forward(int64_t n, const T* x, T* y, CUstream_st* stream);
-/// dx = dy * y * (1 - y) elementwise; dx may alias dy.
-template <typename T>
-void sigmoid_backward(int64_t n, const T* dy, const T* y, T* dx, CUstream_st* stream);
-}  // namespace gpu
-#endif
+template <typename Ftype, typename Btype>
+using SigmoidLayer = ElementwiseLayer<Ftype, Btype, SigmoidOp>;
+CORTADO_EXTERN_ELEMENTWISE(SigmoidOp);
 
 }  // namespace cortado

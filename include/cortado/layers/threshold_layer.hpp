@@ -8,49 +8,30 @@
 // propagate_down false does nothing; with propagate_down true it throws
 // (Caffe's NOT_IMPLEMENTED); force_backward does not apply.
 // Types: reads x and writes y as Ftype; the comparison is in math_t.
-// GPU: one thread per element (threshold_layer.cu), identical results.
+// An elementwise op without a backward (elementwise_layer.hpp): the CPU loop
+// is split over the cores; on the GPU one thread per element, identical
+// results.
 
-#include "cortado/config.hpp"
-#include "cortado/layer.hpp"
+#include "cortado/layers/elementwise_layer.hpp"
 
 namespace cortado {
 
-template <typename Ftype, typename Btype>
-class ThresholdLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Threshold"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
-  bool AllowForceBackward(int bottom_index) const override { return false; }
+struct ThresholdOp : ElementwiseOp {
+  static constexpr const char* kType = "Threshold";
+  static constexpr ElementwiseReads kBackwardReads = ElementwiseReads::kNone;
+  static constexpr bool kInPlace = true;
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->ReshapeLike(*bottom[0]); }
+  double threshold = 0;
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
-
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override {
-    Backward_cpu(top, propagate_down, bottom);
+  void Setup(const LayerBase& layer);
+  template <typename M>
+  CORTADO_HD M forward(M x) const {
+    return x > static_cast<M>(threshold) ? M(1) : M(0);
   }
-#endif
-
- private:
-  double threshold_ = 0;
 };
 
-#ifdef CORTADO_USE_CUDA
-namespace gpu {
-/// y[i] = x[i] > threshold ? 1 : 0; x and y may alias.
-template <typename T>
-void threshold_forward(int64_t n, const T* x, T* y, double threshold, CUstream_st* stream);
-}  // namespace gpu
-#endif
+template <typename Ftype, typename Btype>
+using ThresholdLayer = ElementwiseLayer<Ftype, Btype, ThresholdOp>;
+CORTADO_EXTERN_ELEMENTWISE(ThresholdOp);
 
 }  // namespace cortado

@@ -1,56 +1,7 @@
 #include "cortado/layers/sigmoid_layer.hpp"
 
-#include <cmath>
-
 namespace cortado {
 
-// 1 / (1 + exp(-x)) overflows exp for very negative x only to give 1/Inf = 0,
-// the right limit, so no branch is needed.
-template <typename Ftype, typename Btype>
-void SigmoidLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  using M = math_t<Ftype>;
-  Ftype* y = top[0]->mutable_cpu_data<Ftype>();
-  const Ftype* x = bottom[0]->cpu_data<Ftype>();
-  const int64_t n = static_cast<int64_t>(bottom[0]->count());
-  for (int64_t i = 0; i < n; ++i) {
-    y[i] = static_cast<Ftype>(M(1) / (M(1) + std::exp(-static_cast<M>(x[i]))));
-  }
-}
-
-template <typename Ftype, typename Btype>
-void SigmoidLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                                              const BlobVec& bottom) {
-  if (!propagate_down[0]) return;
-  using M = math_t<Btype>;
-  Btype* dx = bottom[0]->mutable_cpu_diff<Btype>();
-  const Btype* dy = top[0]->cpu_diff<Btype>();
-  const Btype* y = top[0]->cpu_data<Btype>();
-  const int64_t n = static_cast<int64_t>(top[0]->count());
-  for (int64_t i = 0; i < n; ++i) {
-    const M s = static_cast<M>(y[i]);
-    dx[i] = static_cast<Btype>(static_cast<M>(dy[i]) * s * (M(1) - s));
-  }
-}
-
-#ifdef CORTADO_USE_CUDA
-template <typename Ftype, typename Btype>
-void SigmoidLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
-  Ftype* y = top[0]->mutable_gpu_data<Ftype>();
-  const Ftype* x = bottom[0]->gpu_data<Ftype>();
-  gpu::sigmoid_forward(static_cast<int64_t>(bottom[0]->count()), x, y, this->context().stream());
-}
-
-template <typename Ftype, typename Btype>
-void SigmoidLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                                              const BlobVec& bottom) {
-  if (!propagate_down[0]) return;
-  Btype* dx = bottom[0]->mutable_gpu_diff<Btype>();
-  const Btype* dy = top[0]->gpu_diff<Btype>();
-  const Btype* y = top[0]->gpu_data<Btype>();
-  gpu::sigmoid_backward(static_cast<int64_t>(top[0]->count()), dy, y, dx, this->context().stream());
-}
-#endif
-
-CORTADO_INSTANTIATE_LAYER(SigmoidLayer);
+CORTADO_INSTANTIATE_ELEMENTWISE(SigmoidOp);
 
 }  // namespace cortado

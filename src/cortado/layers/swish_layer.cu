@@ -4,6 +4,7 @@
 // forward type; the backward reads dy, y and s and computes
 // dy (beta y + s (1 - beta y)) in its math type. Nothing accumulates.
 #include "cortado/layers/swish_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {
@@ -58,10 +59,7 @@ void swish_backward(int64_t n, const T* dy, const T* y, const T* s, T* dx, doubl
 CORTADO_FOR_EACH_PAIR(CORTADO_INSTANTIATE_SWISH_FORWARD, _)
 #define CORTADO_INSTANTIATE_SWISH_BACKWARD(T) \
   template void swish_backward<T>(int64_t, const T*, const T*, const T*, T*, double, CUstream_st*);
-CORTADO_INSTANTIATE_SWISH_BACKWARD(double)
-CORTADO_INSTANTIATE_SWISH_BACKWARD(float)
-CORTADO_INSTANTIATE_SWISH_BACKWARD(float16)
-CORTADO_INSTANTIATE_SWISH_BACKWARD(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_SWISH_BACKWARD)
 
 }  // namespace gpu
 }  // namespace cortado
