@@ -12,7 +12,10 @@
 // Types: forward reads x as Ftype, writes y as Ftype and s as Btype;
 // backward reads dy, y and s as Btype, writes dx as Btype; arithmetic in
 // math_t (exp included).
-// GPU: one thread per element (swish_layer.cu), CUDA's expf/exp in math_t.
+// Not of the elementwise family (elementwise_layer.hpp): its forward writes
+// a second output, s, that the backward reads; it is written the same way:
+// the CPU loops are split over the cores, and on the GPU one thread per
+// element (swish_layer.cu), CUDA's expf/exp in math_t.
 
 #include "cortado/config.hpp"
 #include "cortado/layer.hpp"

@@ -13,6 +13,7 @@
 // accuracy_finish: one thread per class (thread 0 also the overall value)
 // divides in double and writes float, as the CPU path does.
 #include "cortado/layers/accuracy_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {
@@ -86,10 +87,7 @@ void accuracy_finish(int channels, const unsigned* counts, float* top, float* pe
 #define CORTADO_INSTANTIATE_ACCURACY(T)                                                                    \
   template void accuracy_count<T>(int, int, int, int, const T*, const float*, bool, int, unsigned*, \
                                   unsigned long long*, CUstream_st*);
-CORTADO_INSTANTIATE_ACCURACY(double)
-CORTADO_INSTANTIATE_ACCURACY(float)
-CORTADO_INSTANTIATE_ACCURACY(float16)
-CORTADO_INSTANTIATE_ACCURACY(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_ACCURACY)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -5,6 +5,7 @@
 // are compared in dmath_t (float for half, double for double); results are
 // written as float. Nothing accumulates.
 #include "cortado/layers/argmax_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {
@@ -60,10 +61,7 @@ void argmax_forward(int64_t num, int64_t dim, int64_t stride, int top_k, int mod
 
 #define CORTADO_INSTANTIATE_ARGMAX(T) \
   template void argmax_forward<T>(int64_t, int64_t, int64_t, int, int, const T*, float*, CUstream_st*);
-CORTADO_INSTANTIATE_ARGMAX(double)
-CORTADO_INSTANTIATE_ARGMAX(float)
-CORTADO_INSTANTIATE_ARGMAX(float16)
-CORTADO_INSTANTIATE_ARGMAX(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_ARGMAX)
 
 }  // namespace gpu
 }  // namespace cortado

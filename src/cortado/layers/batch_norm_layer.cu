@@ -11,6 +11,7 @@
 // computing in M and rounding once to the storage type.
 
 #include "cortado/layers/batch_norm_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "channel_reduce.cuh"
 #include "device_values.cuh"
 
@@ -198,11 +199,9 @@ void bn_backward_dx(int n, int c, int64_t s, const T* dy, const X* x_saved, cons
 #define CORTADO_INSTANTIATE_BN_FORWARD(T, M)                                                                    \
   template void bn_batch_stats<T, M>(int, int, int64_t, const T*, double, M*, M*, M*, M*, M*, CUstream_st*);   \
   template void bn_normalize<T, M>(int, int, int64_t, const T*, const M*, const M*, const T*, const T*, T*, T*, \
-                                   CUstream_st*)
-CORTADO_INSTANTIATE_BN_FORWARD(double, double);
-CORTADO_INSTANTIATE_BN_FORWARD(float, float);
-CORTADO_INSTANTIATE_BN_FORWARD(float16, float);
-CORTADO_INSTANTIATE_BN_FORWARD(bfloat16, float);
+                                   CUstream_st*);
+#define CORTADO_INSTANTIATE_BN_FORWARD_T(T) CORTADO_INSTANTIATE_BN_FORWARD(T, math_t<T>)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_BN_FORWARD_T)
 #undef CORTADO_INSTANTIATE_BN_FORWARD
 // T: the backward type (dy, dx), X: the forward type (the saved x).
 #define CORTADO_INSTANTIATE_BN_BACKWARD(T, X, M)                                                               \

@@ -5,6 +5,7 @@
 // (float for half, double for double) in list order, as the CPU does, then
 // stores once: deterministic, no atomics.
 #include "cortado/layers/batch_reindex_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {
@@ -56,10 +57,7 @@ void gather_rows_backward(int64_t n, int64_t inner, const int* begin, const int*
 #define CORTADO_INSTANTIATE_GATHER_ROWS(T)                                                                   \
   template void gather_rows<T>(int64_t, int64_t, const int*, const T*, T*, CUstream_st*);                  \
   template void gather_rows_backward<T>(int64_t, int64_t, const int*, const int*, const T*, T*, CUstream_st*);
-CORTADO_INSTANTIATE_GATHER_ROWS(double)
-CORTADO_INSTANTIATE_GATHER_ROWS(float)
-CORTADO_INSTANTIATE_GATHER_ROWS(float16)
-CORTADO_INSTANTIATE_GATHER_ROWS(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_GATHER_ROWS)
 
 }  // namespace gpu
 }  // namespace cortado

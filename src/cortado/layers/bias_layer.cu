@@ -4,6 +4,7 @@
 // float (double for double), many blocks per value (channel_reduce.cuh).
 
 #include "cortado/layers/bias_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "channel_reduce.cuh"
 #include "device_values.cuh"
 
@@ -61,11 +62,8 @@ void bias_backward(int64_t outer, int64_t dim, int64_t inner, const T* dy, bool 
 
 #define CORTADO_INSTANTIATE_BIAS_GPU(T)                                                                  \
   template void bias_forward<T>(int64_t, int64_t, int64_t, const T*, const T*, T*, CUstream_st*);       \
-  template void bias_backward<T>(int64_t, int64_t, int64_t, const T*, bool, T*, CUstream_st*)
-CORTADO_INSTANTIATE_BIAS_GPU(double);
-CORTADO_INSTANTIATE_BIAS_GPU(float);
-CORTADO_INSTANTIATE_BIAS_GPU(float16);
-CORTADO_INSTANTIATE_BIAS_GPU(bfloat16);
+  template void bias_backward<T>(int64_t, int64_t, int64_t, const T*, bool, T*, CUstream_st*);
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_BIAS_GPU)
 #undef CORTADO_INSTANTIATE_BIAS_GPU
 
 }  // namespace gpu

@@ -14,6 +14,7 @@
 // math_t of the diff type, with alpha = +-w / N formed in double from the
 // loss weight on the device, as on the CPU.
 #include "cortado/layers/contrastive_loss_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 #include "loss_sum.cuh"
 
@@ -115,17 +116,12 @@ void contrastive_loss_backward(int num, int dim, const M* diff, const M* dist_sq
 #define CORTADO_INSTANTIATE_CONTRASTIVE_FORWARD(T)                                                                 \
   template void contrastive_loss_forward<T>(int, int, const T*, const T*, const float*, double, bool, math_t<T>*, \
                                             math_t<T>*, math_t<T>*, float*, CUstream_st*);
-CORTADO_INSTANTIATE_CONTRASTIVE_FORWARD(double)
-CORTADO_INSTANTIATE_CONTRASTIVE_FORWARD(float)
-CORTADO_INSTANTIATE_CONTRASTIVE_FORWARD(float16)
-CORTADO_INSTANTIATE_CONTRASTIVE_FORWARD(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_CONTRASTIVE_FORWARD)
 #define CORTADO_INSTANTIATE_CONTRASTIVE_BACKWARD(M, B)                                                       \
   template void contrastive_loss_backward<M, B>(int, int, const M*, const M*, const float*, double, bool, \
                                                 const double*, B*, B*, CUstream_st*);
-CORTADO_INSTANTIATE_CONTRASTIVE_BACKWARD(double, double)
-CORTADO_INSTANTIATE_CONTRASTIVE_BACKWARD(float, float)
-CORTADO_INSTANTIATE_CONTRASTIVE_BACKWARD(float, float16)
-CORTADO_INSTANTIATE_CONTRASTIVE_BACKWARD(float, bfloat16)
+#define CORTADO_INSTANTIATE_CONTRASTIVE_BACKWARD_T(T) CORTADO_INSTANTIATE_CONTRASTIVE_BACKWARD(math_t<T>, T)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_CONTRASTIVE_BACKWARD_T)
 
 }  // namespace gpu
 }  // namespace cortado

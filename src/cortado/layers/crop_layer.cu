@@ -3,6 +3,7 @@
 // recomposes it with bottom0's strides. Pure copies of stored values; nothing
 // accumulates, so the GPU matches the CPU bit for bit.
 #include "cortado/layers/crop_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {
@@ -50,10 +51,7 @@ void crop_backward(int64_t n, const CropGeometry& g, const T* dy, T* dx, CUstrea
 #define CORTADO_INSTANTIATE_CROP(T)                                                          \
   template void crop_forward<T>(int64_t, const CropGeometry&, const T*, T*, CUstream_st*); \
   template void crop_backward<T>(int64_t, const CropGeometry&, const T*, T*, CUstream_st*);
-CORTADO_INSTANTIATE_CROP(double)
-CORTADO_INSTANTIATE_CROP(float)
-CORTADO_INSTANTIATE_CROP(float16)
-CORTADO_INSTANTIATE_CROP(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_CROP)
 
 }  // namespace gpu
 }  // namespace cortado

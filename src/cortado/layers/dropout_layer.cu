@@ -3,6 +3,7 @@
 // x * scale or 0, computed in math_t (float for float16) and stored once.
 // Nothing accumulates.
 #include "cortado/layers/dropout_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {
@@ -37,10 +38,7 @@ void dropout_backward(int64_t n, const T* dy, const unsigned* mask, double scale
 #define CORTADO_INSTANTIATE_DROPOUT(T)                                                                  \
   template void dropout_forward<T>(int64_t, const T*, const unsigned*, double, T*, CUstream_st*); \
   template void dropout_backward<T>(int64_t, const T*, const unsigned*, double, T*, CUstream_st*);
-CORTADO_INSTANTIATE_DROPOUT(double)
-CORTADO_INSTANTIATE_DROPOUT(float)
-CORTADO_INSTANTIATE_DROPOUT(float16)
-CORTADO_INSTANTIATE_DROPOUT(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_DROPOUT)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -6,6 +6,7 @@
 // multiply-add), exactly as the CPU path does, and stores once. MAX writes
 // the index of the winning bottom (the first one on ties) to argmax.
 #include "cortado/layers/eltwise_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {
@@ -103,10 +104,7 @@ void eltwise_backward(int64_t n, int op, int which, const T* const* x, int count
   template void eltwise_forward<T>(int64_t, int, const T* const*, int, const double*, T*, int*, CUstream_st*);  \
   template void eltwise_backward<T>(int64_t, int, int, const T* const*, int, double, bool, const T*, const T*,  \
                                     const int*, T*, CUstream_st*);
-CORTADO_INSTANTIATE_ELTWISE(double)
-CORTADO_INSTANTIATE_ELTWISE(float)
-CORTADO_INSTANTIATE_ELTWISE(float16)
-CORTADO_INSTANTIATE_ELTWISE(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_ELTWISE)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -13,6 +13,7 @@
 // thread records it in the pinned error word with atomicMin (lowest position
 // wins), for the layer to report on its next call.
 #include "cortado/layers/embed_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 #include "loss_sum.cuh"  // bad_label_key: the GpuLabelError word's format
 
@@ -113,10 +114,7 @@ void embed_backward_bias(int64_t M, int64_t N, const T* dy, T* db, CUstream_st* 
   template void embed_backward_weight<T>(int64_t, int64_t, int, const float*, const T*, T*,                 \
                                          unsigned long long*, CUstream_st*);                                \
   template void embed_backward_bias<T>(int64_t, int64_t, const T*, T*, CUstream_st*);
-CORTADO_INSTANTIATE_EMBED(double)
-CORTADO_INSTANTIATE_EMBED(float)
-CORTADO_INSTANTIATE_EMBED(float16)
-CORTADO_INSTANTIATE_EMBED(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_EMBED)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -12,6 +12,7 @@
 // from the loss weight on the device and rounded to math_t of the diff type,
 // as the CPU path does.
 #include "cortado/layers/hinge_loss_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 #include "loss_sum.cuh"
 
@@ -90,17 +91,12 @@ void hinge_loss_backward(int num, int dim, const M* margin, const float* label, 
 #define CORTADO_INSTANTIATE_HINGE_FORWARD(T)                                                                    \
   template void hinge_loss_forward<T>(int, int, const T*, const float*, bool, math_t<T>*, math_t<T>*, float*, \
                                       unsigned long long*, CUstream_st*);
-CORTADO_INSTANTIATE_HINGE_FORWARD(double)
-CORTADO_INSTANTIATE_HINGE_FORWARD(float)
-CORTADO_INSTANTIATE_HINGE_FORWARD(float16)
-CORTADO_INSTANTIATE_HINGE_FORWARD(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_HINGE_FORWARD)
 #define CORTADO_INSTANTIATE_HINGE_BACKWARD(M, B)                                                               \
   template void hinge_loss_backward<M, B>(int, int, const M*, const float*, bool, const double*, B*, \
                                           CUstream_st*);
-CORTADO_INSTANTIATE_HINGE_BACKWARD(double, double)
-CORTADO_INSTANTIATE_HINGE_BACKWARD(float, float)
-CORTADO_INSTANTIATE_HINGE_BACKWARD(float, float16)
-CORTADO_INSTANTIATE_HINGE_BACKWARD(float, bfloat16)
+#define CORTADO_INSTANTIATE_HINGE_BACKWARD_T(T) CORTADO_INSTANTIATE_HINGE_BACKWARD(math_t<T>, T)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_HINGE_BACKWARD_T)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -19,6 +19,7 @@
 #include <cfloat>
 
 #include "cortado/layers/infogain_loss_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 #include "loss_sum.cuh"
 
@@ -132,10 +133,8 @@ template void infogain_loss_forward<float>(int, int, int, const float*, const fl
 #define CORTADO_INSTANTIATE_INFOGAIN_BACKWARD(M, B)                                                           \
   template void infogain_loss_backward<M, B>(int, int, int, const M*, const float*, bool, int, const M*,     \
                                              const M*, const double*, const double*, B*, CUstream_st*);
-CORTADO_INSTANTIATE_INFOGAIN_BACKWARD(double, double)
-CORTADO_INSTANTIATE_INFOGAIN_BACKWARD(float, float)
-CORTADO_INSTANTIATE_INFOGAIN_BACKWARD(float, float16)
-CORTADO_INSTANTIATE_INFOGAIN_BACKWARD(float, bfloat16)
+#define CORTADO_INSTANTIATE_INFOGAIN_BACKWARD_T(T) CORTADO_INSTANTIATE_INFOGAIN_BACKWARD(math_t<T>, T)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_INFOGAIN_BACKWARD_T)
 
 }  // namespace gpu
 }  // namespace cortado

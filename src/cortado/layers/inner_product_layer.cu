@@ -10,6 +10,7 @@
 #include "cortado/layers/inner_product_layer.hpp"
 #include "device_values.cuh"
 #include "cortado/util/cuda.hpp"
+#include "cortado/util/storage_types.hpp"
 
 namespace cortado {
 
@@ -58,11 +59,8 @@ void ip_bias_grad(int64_t rows, int cols, const T* dy, T* db, CUstream_st* strea
 
 #define CORTADO_INSTANTIATE_IP_GPU(T)                                                \
   template void ip_add_bias<T>(int64_t, int, const T*, T*, CUstream_st*);           \
-  template void ip_bias_grad<T>(int64_t, int, const T*, T*, CUstream_st*)
-CORTADO_INSTANTIATE_IP_GPU(double);
-CORTADO_INSTANTIATE_IP_GPU(float);
-CORTADO_INSTANTIATE_IP_GPU(float16);
-CORTADO_INSTANTIATE_IP_GPU(bfloat16);
+  template void ip_bias_grad<T>(int64_t, int, const T*, T*, CUstream_st*);
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_IP_GPU)
 #undef CORTADO_INSTANTIATE_IP_GPU
 
 }  // namespace gpu

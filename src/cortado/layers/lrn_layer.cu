@@ -9,6 +9,7 @@
 // Products and sums are rounded one at a time (mul_rn / add_rn) so that only
 // powf/pow can differ from the host.
 #include "cortado/layers/lrn_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {
@@ -106,10 +107,7 @@ void lrn_backward(const LRNShape& s, const T* x, const T* y, const math_t<T>* sc
   template void lrn_forward<T>(const LRNShape&, const T*, math_t<T>*, T*, CUstream_st*);          \
   template void lrn_backward<T>(const LRNShape&, const T*, const T*, const math_t<T>*, const T*, T*, \
                                 CUstream_st*);
-CORTADO_INSTANTIATE_LRN(double)
-CORTADO_INSTANTIATE_LRN(float)
-CORTADO_INSTANTIATE_LRN(float16)
-CORTADO_INSTANTIATE_LRN(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_LRN)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -12,6 +12,7 @@
 // type with the scale s = w / N formed in double on the device and rounded
 // once, as the CPU path does.
 #include "cortado/layers/multinomial_logistic_loss_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 #include "loss_sum.cuh"
 
@@ -86,10 +87,7 @@ void multinomial_logistic_loss_backward(int num, int dim, const T* p, const floa
 #define CORTADO_INSTANTIATE_MLL_FORWARD(T)                                                                        \
   template void multinomial_logistic_loss_forward<T>(int, int, const T*, const float*, math_t<T>*, float*, \
                                                      unsigned long long*, CUstream_st*);
-CORTADO_INSTANTIATE_MLL_FORWARD(double)
-CORTADO_INSTANTIATE_MLL_FORWARD(float)
-CORTADO_INSTANTIATE_MLL_FORWARD(float16)
-CORTADO_INSTANTIATE_MLL_FORWARD(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_MLL_FORWARD)
 #define CORTADO_INSTANTIATE_MLL_BACKWARD(T, B)                                                                  \
   template void multinomial_logistic_loss_backward<T, B>(int, int, const T*, const float*, const double*, B*, \
                                                          CUstream_st*);

@@ -4,6 +4,7 @@
 // S (float, or double for double storage); backward sums in dmath_t of the
 // storage type. Each output is stored once.
 #include "cortado/layers/mvn_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {
@@ -78,10 +79,8 @@ void mvn_backward(int64_t num, int64_t dim, bool normalize, double eps, const T*
   template void mvn_forward<T, S>(int64_t, int64_t, bool, double, const T*, T*, S*, CUstream_st*);       \
   template void mvn_backward<T, S>(int64_t, int64_t, bool, double, const T*, const T*, const S*, T*,     \
                                    CUstream_st*);
-CORTADO_INSTANTIATE_MVN(double, double)
-CORTADO_INSTANTIATE_MVN(float, float)
-CORTADO_INSTANTIATE_MVN(float16, float)
-CORTADO_INSTANTIATE_MVN(bfloat16, float)
+#define CORTADO_INSTANTIATE_MVN_T(T) CORTADO_INSTANTIATE_MVN(T, math_t<T>)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_MVN_T)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -22,6 +22,7 @@
 #include "cortado/layers/pooling_layer.hpp"
 #include "device_values.cuh"
 #include "cortado/util/cuda.hpp"
+#include "cortado/util/storage_types.hpp"
 
 namespace cortado {
 
@@ -274,11 +275,8 @@ void ave_pool_backward(int64_t planes, PoolWindow g, const T* dy, T* dx, CUstrea
   template void max_pool_forward<T>(int64_t, PoolWindow, const T*, T*, int*, float*, CUstream_st*);      \
   template void ave_pool_forward<T>(int64_t, PoolWindow, const T*, T*, CUstream_st*);                    \
   template void max_pool_backward<T>(int64_t, PoolWindow, const T*, const int*, T*, CUstream_st*);       \
-  template void ave_pool_backward<T>(int64_t, PoolWindow, const T*, T*, CUstream_st*)
-CORTADO_INSTANTIATE_POOL_GPU(double);
-CORTADO_INSTANTIATE_POOL_GPU(float);
-CORTADO_INSTANTIATE_POOL_GPU(float16);
-CORTADO_INSTANTIATE_POOL_GPU(bfloat16);
+  template void ave_pool_backward<T>(int64_t, PoolWindow, const T*, T*, CUstream_st*);
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_POOL_GPU)
 #undef CORTADO_INSTANTIATE_POOL_GPU
 
 }  // namespace gpu

@@ -9,6 +9,7 @@
 //   gives the block's sum, which thread 0 adds to da[c] (read and written once
 //   in the storage type). The summation order differs from the CPU path's.
 #include "cortado/layers/prelu_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {
@@ -103,10 +104,7 @@ void prelu_param_backward(int64_t n, int channels, int64_t dim, int num_slopes, 
   template void prelu_forward<T>(int64_t, int, int64_t, int, const T*, const T*, T*, CUstream_st*);         \
   template void prelu_backward<T>(int64_t, int, int64_t, int, const T*, const T*, const T*, T*, CUstream_st*); \
   template void prelu_param_backward<T>(int64_t, int, int64_t, int, const T*, const T*, T*, CUstream_st*);
-CORTADO_INSTANTIATE_PRELU(double)
-CORTADO_INSTANTIATE_PRELU(float)
-CORTADO_INSTANTIATE_PRELU(float16)
-CORTADO_INSTANTIATE_PRELU(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_PRELU)
 
 }  // namespace gpu
 }  // namespace cortado

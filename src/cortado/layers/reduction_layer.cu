@@ -3,6 +3,7 @@
 // double) in the same order as the CPU, multiplies by coeff and stores once.
 // Backward: one thread per bottom element, no accumulation.
 #include "cortado/layers/reduction_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {
@@ -64,10 +65,7 @@ void reduction_backward(int64_t num, int64_t dim, int op, double coeff, const T*
 #define CORTADO_INSTANTIATE_REDUCTION(T)                                                                   \
   template void reduction_forward<T>(int64_t, int64_t, int, double, const T*, T*, CUstream_st*);          \
   template void reduction_backward<T>(int64_t, int64_t, int, double, const T*, const T*, T*, CUstream_st*);
-CORTADO_INSTANTIATE_REDUCTION(double)
-CORTADO_INSTANTIATE_REDUCTION(float)
-CORTADO_INSTANTIATE_REDUCTION(float16)
-CORTADO_INSTANTIATE_REDUCTION(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_REDUCTION)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -5,6 +5,7 @@
 // value (channel_reduce.cuh); the finishing step writes ds[d] and db[d].
 
 #include "cortado/layers/scale_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "channel_reduce.cuh"
 #include "device_values.cuh"
 
@@ -94,11 +95,8 @@ void scale_backward_params(int64_t outer, int64_t dim, int64_t inner, const T* d
 #define CORTADO_INSTANTIATE_SCALE_GPU(T)                                                                          \
   template void scale_forward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*, CUstream_st*);     \
   template void scale_backward_dx<T>(int64_t, int64_t, int64_t, const T*, const T*, T*, CUstream_st*);           \
-  template void scale_backward_params<T, T>(int64_t, int64_t, int64_t, const T*, const T*, T*, bool, T*, CUstream_st*)
-CORTADO_INSTANTIATE_SCALE_GPU(double);
-CORTADO_INSTANTIATE_SCALE_GPU(float);
-CORTADO_INSTANTIATE_SCALE_GPU(float16);
-CORTADO_INSTANTIATE_SCALE_GPU(bfloat16);
+  template void scale_backward_params<T, T>(int64_t, int64_t, int64_t, const T*, const T*, T*, bool, T*, CUstream_st*);
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_SCALE_GPU)
 #undef CORTADO_INSTANTIATE_SCALE_GPU
 // The mixed pairs: gradients in one type, the saved input in the other.
 template void scale_backward_params<float, float16>(int64_t, int64_t, int64_t, const float*, const float16*, float*,

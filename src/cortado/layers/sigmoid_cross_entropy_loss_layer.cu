@@ -12,6 +12,7 @@
 // type, times the scale formed in double from the loss weight and the
 // normalizer on the device, as the CPU path forms it.
 #include "cortado/layers/sigmoid_cross_entropy_loss_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 #include "loss_sum.cuh"
 
@@ -87,10 +88,7 @@ void sigmoid_cross_entropy_loss_backward(int64_t n, const T* x, const float* tar
 #define CORTADO_INSTANTIATE_SCE_FORWARD(T)                                                                    \
   template void sigmoid_cross_entropy_loss_forward<T>(int64_t, const T*, const float*, bool, int, double,     \
                                                       math_t<T>*, double*, float*, double*, CUstream_st*);
-CORTADO_INSTANTIATE_SCE_FORWARD(double)
-CORTADO_INSTANTIATE_SCE_FORWARD(float)
-CORTADO_INSTANTIATE_SCE_FORWARD(float16)
-CORTADO_INSTANTIATE_SCE_FORWARD(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_SCE_FORWARD)
 #define CORTADO_INSTANTIATE_SCE_BACKWARD(T, B)                                                                  \
   template void sigmoid_cross_entropy_loss_backward<T, B>(int64_t, const T*, const float*, bool, int,           \
                                                           const double*, const double*, B*, CUstream_st*);

@@ -22,6 +22,7 @@
 #include <cfloat>
 
 #include "cortado/layers/softmax_with_loss_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 #include "loss_sum.cuh"
 
@@ -111,10 +112,8 @@ template void softmax_loss_positions<float>(int, int, int, const float*, const f
 #define CORTADO_INSTANTIATE_LOSS_BACKWARD(M, B)                                                                 \
   template void softmax_loss_backward<M, B>(int, int, int, const M*, const float*, bool, int, double,       \
                                             const double*, const double*, B*, CUstream_st*);
-CORTADO_INSTANTIATE_LOSS_BACKWARD(double, double)
-CORTADO_INSTANTIATE_LOSS_BACKWARD(float, float)
-CORTADO_INSTANTIATE_LOSS_BACKWARD(float, float16)
-CORTADO_INSTANTIATE_LOSS_BACKWARD(float, bfloat16)
+#define CORTADO_INSTANTIATE_LOSS_BACKWARD_T(T) CORTADO_INSTANTIATE_LOSS_BACKWARD(math_t<T>, T)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_LOSS_BACKWARD_T)
 
 }  // namespace gpu
 }  // namespace cortado

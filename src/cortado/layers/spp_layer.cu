@@ -4,6 +4,7 @@
 // spp_finish adds the last level and rounds once into the storage type. The
 // same additions in the same order as the CPU path.
 #include "cortado/layers/spp_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {
@@ -42,10 +43,7 @@ void spp_finish(int64_t n, const math_t<T>* acc, T* dx, CUstream_st* stream) {
 #define CORTADO_INSTANTIATE_SPP(T)                                                        \
   template void spp_accumulate<T>(int64_t, const T*, math_t<T>*, bool, CUstream_st*);   \
   template void spp_finish<T>(int64_t, const math_t<T>*, T*, CUstream_st*);
-CORTADO_INSTANTIATE_SPP(double)
-CORTADO_INSTANTIATE_SPP(float)
-CORTADO_INSTANTIATE_SPP(float16)
-CORTADO_INSTANTIATE_SPP(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_SPP)
 
 }  // namespace gpu
 }  // namespace cortado

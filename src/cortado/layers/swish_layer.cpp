@@ -2,7 +2,14 @@
 
 #include <cmath>
 
+#include "cortado/util/cpu_parallel.hpp"
+
 namespace cortado {
+
+namespace {
+/// Values per range of the CPU loops, as the elementwise family's.
+constexpr int64_t kGrain = int64_t{1} << 16;
+}  // namespace
 
 template <typename Ftype, typename Btype>
 void SwishLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
@@ -24,13 +31,14 @@ void SwishLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec&
   Ftype* y = top[0]->mutable_cpu_data<Ftype>();
   Btype* s = sigmoid_.mutable_cpu_data<Btype>();
   const M beta = static_cast<M>(beta_);
-  const int64_t n = static_cast<int64_t>(bottom[0]->count());
-  for (int64_t i = 0; i < n; ++i) {
-    const M v = static_cast<M>(x[i]);
-    const M sv = M(1) / (M(1) + std::exp(-(beta * v)));  // exp overflows to Inf only to give s = 0
-    s[i] = static_cast<Btype>(sv);
-    y[i] = static_cast<Ftype>(v * sv);
-  }
+  cpu_parallel_range(static_cast<int64_t>(bottom[0]->count()), kGrain, [x, y, s, beta](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const M v = static_cast<M>(x[i]);
+      const M sv = M(1) / (M(1) + std::exp(-(beta * v)));  // exp overflows to Inf only to give s = 0
+      s[i] = static_cast<Btype>(sv);
+      y[i] = static_cast<Ftype>(v * sv);
+    }
+  });
 }
 
 template <typename Ftype, typename Btype>
@@ -43,11 +51,12 @@ void SwishLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vecto
   const Btype* s = sigmoid_.cpu_data<Btype>();
   Btype* dx = bottom[0]->mutable_cpu_diff<Btype>();
   const M beta = static_cast<M>(beta_);
-  const int64_t n = static_cast<int64_t>(top[0]->count());
-  for (int64_t i = 0; i < n; ++i) {
-    const M by = beta * static_cast<M>(y[i]), sv = static_cast<M>(s[i]);
-    dx[i] = static_cast<Btype>(static_cast<M>(dy[i]) * (by + sv * (M(1) - by)));
-  }
+  cpu_parallel_range(static_cast<int64_t>(top[0]->count()), kGrain, [dy, y, s, dx, beta](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const M by = beta * static_cast<M>(y[i]), sv = static_cast<M>(s[i]);
+      dx[i] = static_cast<Btype>(static_cast<M>(dy[i]) * (by + sv * (M(1) - by)));
+    }
+  });
 }
 
 #ifdef CORTADO_USE_CUDA

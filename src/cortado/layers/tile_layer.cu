@@ -3,6 +3,7 @@
 // sums its `tiles` top diffs in dmath_t (float for half, double for double)
 // in tile order, as the CPU does, and stores once.
 #include "cortado/layers/tile_layer.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {
@@ -51,10 +52,7 @@ void tile_backward(int64_t n, int64_t tiles, int64_t inner, const T* dy, T* dx, 
 #define CORTADO_INSTANTIATE_TILE(T)                                                       \
   template void tile_forward<T>(int64_t, int64_t, int64_t, const T*, T*, CUstream_st*); \
   template void tile_backward<T>(int64_t, int64_t, int64_t, const T*, T*, CUstream_st*);
-CORTADO_INSTANTIATE_TILE(double)
-CORTADO_INSTANTIATE_TILE(float)
-CORTADO_INSTANTIATE_TILE(float16)
-CORTADO_INSTANTIATE_TILE(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_TILE)
 
 }  // namespace gpu
 }  // namespace cortado

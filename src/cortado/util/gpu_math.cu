@@ -7,6 +7,7 @@
 // a shared-memory tree.
 #include "cortado/util/cuda.hpp"
 #include "cortado/util/gpu_math.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_types.cuh"
 
 namespace cortado {
@@ -176,9 +177,6 @@ template <typename T> void gpu_accumulate_sumsq(int64_t n, const T* x, double* a
   template void gpu_mul<T>(int64_t, const T*, const T*, T*, gpu_stream);                                        \
   template void gpu_flag_nonfinite<T>(int64_t, const T*, int*, gpu_stream);                                     \
   template void gpu_accumulate_sumsq<T>(int64_t, const T*, double*, gpu_stream);
-CORTADO_INSTANTIATE_GPU_MATH(double)
-CORTADO_INSTANTIATE_GPU_MATH(float)
-CORTADO_INSTANTIATE_GPU_MATH(float16)
-CORTADO_INSTANTIATE_GPU_MATH(bfloat16)
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_GPU_MATH)
 
 }  // namespace cortado

@@ -11,6 +11,7 @@
 // double), then stores once: no atomics, the same result run after run.
 #include "cortado/util/cuda.hpp"
 #include "cortado/util/im2col.hpp"
+#include "cortado/util/storage_types.hpp"
 #include "device_types.cuh"
 
 namespace cortado {
@@ -110,11 +111,8 @@ void col2im_gpu(const T* col, int channels, int height, int width, int kh, int k
 
 #define CORTADO_INSTANTIATE_IM2COL_GPU(T)                                                                     \
   template void im2col_gpu<T>(const T*, int, int, int, int, int, int, int, int, int, int, int, T*, CUstream_st*); \
-  template void col2im_gpu<T>(const T*, int, int, int, int, int, int, int, int, int, int, int, T*, CUstream_st*)
-CORTADO_INSTANTIATE_IM2COL_GPU(double);
-CORTADO_INSTANTIATE_IM2COL_GPU(float);
-CORTADO_INSTANTIATE_IM2COL_GPU(float16);
-CORTADO_INSTANTIATE_IM2COL_GPU(bfloat16);
+  template void col2im_gpu<T>(const T*, int, int, int, int, int, int, int, int, int, int, int, T*, CUstream_st*);
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_IM2COL_GPU)
 #undef CORTADO_INSTANTIATE_IM2COL_GPU
 
 }  // namespace cortado
