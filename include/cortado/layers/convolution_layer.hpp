@@ -26,7 +26,11 @@
 //   weight_filler, bias_filler (default constant 0)
 //   axis (default 1): only 1 is implemented
 //   engine, force_nd_im2col: accepted and ignored (one CPU engine, 2D only)
-// The dilated kernel must fit the padded input.
+// The dilated kernel must fit the padded input. The window's fields, checks
+// and output shape, and the per-image, per-group GEMMs of the im2col
+// engines, are the family's (conv_geometry.hpp), shared with Deconvolution,
+// cuDNN's engine and Im2col; the weight and bias blobs are set up as
+// InnerProduct's and Embed's (param_blobs.hpp).
 //
 // Types: Forward reads bottom and parameters as Ftype and computes in
 // math_t<Ftype> (float for float16, one rounding on the store). Backward reads
@@ -54,22 +58,13 @@
 #include <vector>
 
 #include "cortado/layer.hpp"
+#include "cortado/layers/conv_geometry.hpp"
 #include "cortado/util/math.hpp"
 
 struct CUstream_st;
 struct cublasContext;
 
 namespace cortado {
-
-/// The 2-D window of a convolution_param: kernel, pad, stride and dilation,
-/// each from its repeated field (1 or 2 values) or its _h/_w pair.
-struct ConvWindow {
-  int kh = 0, kw = 0, ph = 0, pw = 0, sh = 1, sw = 1, dh = 1, dw = 1;
-};
-/// Reads and checks the layer's ConvWindow as Convolution does (the kernel is
-/// required and positive; stride and dilation positive); a bad value is a
-/// field error naming the field. Used by Convolution and Im2col.
-ConvWindow ReadConvWindow(const LayerBase& layer);
 
 /// The geometry of a depthwise convolution: `channels` input channels, each
 /// with `mult` filters (output channel c * mult + m reads input channel c).
@@ -102,12 +97,28 @@ class ConvolutionLayer : public Layer<Ftype, Btype> {
                     const BlobVec& bottom) override;
 #endif
 
+  /// Reads and checks convolution_param (every field but those that need
+  /// the bottom's shape).
   void ReadGeometry();
   DepthwiseGeometry depthwise_geometry() const {
-    return {num_, channels_, num_output_ / group_, height_, width_, out_h_, out_w_, kh_, kw_, ph_, pw_, sh_, sw_,
-            dh_, dw_};
+    return {num_, channels_, num_output_ / group_, height_, width_, out_h_, out_w_, win_.kh, win_.kw, win_.ph,
+            win_.pw, win_.sh, win_.sw, win_.dh, win_.dw};
   }
+  /// The bottoms' axes and shapes, the group against the channels, and the
+  /// spatial size against the window (the kernel fits; a deconvolution's
+  /// output is not empty).
   void CheckBottoms(const BlobVec& bottom) const;
+  /// One image's GEMMs and the image im2col reads: the bottom's for a
+  /// convolution, the top's for a deconvolution (conv_geometry.hpp).
+  ConvGemm gemm() const {
+    const int kk = win_.kh * win_.kw;
+    if (transposed_) return {group_, channels_ / group_, num_output_ / group_ * kk, height_ * width_};
+    return {group_, num_output_ / group_, channels_ / group_ * kk, out_h_ * out_w_};
+  }
+  ConvImage col_image() const {
+    if (transposed_) return {num_output_, out_h_, out_w_, win_};
+    return {channels_, height_, width_, win_};
+  }
 
   // Compute types of the GPU GEMMs / cuDNN calls (see the header comment):
   // gpu_math_type: forward_math / backward_math for float16 storage (FLOAT
@@ -115,12 +126,13 @@ class ConvolutionLayer : public Layer<Ftype, Btype> {
   // itself for float and double.
   Type forward_math_ = FLOAT, backward_math_ = FLOAT;
 
+  bool transposed_ = false;  // Deconvolution: weights (C, num_output/group, KH, KW), the output shape
   int num_output_ = 0;
   int group_ = 1;
   bool bias_term_ = true;
-  int kh_ = 0, kw_ = 0, ph_ = 0, pw_ = 0, sh_ = 1, sw_ = 1, dh_ = 1, dw_ = 1;
+  ConvWindow win_;
   bool is_1x1_ = false;
-  bool depthwise_ = false;  // group_ == channels_ > 1: the direct path
+  bool depthwise_ = false;  // group_ == channels_ > 1 (a convolution): the direct path
   int channels_ = 0;  // C of the bottom at setup; the weights depend on it
   int num_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
 };

@@ -28,8 +28,10 @@
 // math_t (FP32 compute for float16 storage), scratch from the caching device
 // allocator; bias add and bias gradient reuse Convolution's kernels.
 //
-// Implementation: derives from ConvolutionLayer to reuse its parameter
-// reading (ReadGeometry) and members; set-up, reshape and both passes are its own.
+// Implementation: a ConvolutionLayer with transposed_ set: set-up, checks,
+// parameter blobs and reshape are Convolution's (conv_geometry.hpp gives the
+// output shape); both passes are its own, through the same per-group GEMMs
+// (ConvGemm) with the roles of bottom and top exchanged.
 
 #include <vector>
 
@@ -40,11 +42,10 @@ namespace cortado {
 template <typename Ftype, typename Btype>
 class DeconvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
  public:
-  using ConvolutionLayer<Ftype, Btype>::ConvolutionLayer;
+  explicit DeconvolutionLayer(const LayerParameter& param) : ConvolutionLayer<Ftype, Btype>(param) {
+    this->transposed_ = true;
+  }
   const char* type() const override { return "Deconvolution"; }
-
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
@@ -53,9 +54,6 @@ class DeconvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
 #endif
-
- private:
-  void CheckDeconvBottoms(const BlobVec& bottom) const;
 };
 
 }  // namespace cortado

@@ -23,13 +23,14 @@
 // Types: forward is pure data movement in Ftype; backward (col2im) sums the
 // overlapping taps of each pixel in math_t<Btype> (float for float16 and
 // bfloat16) and stores once in Btype (overwritten).
+// Window, checks and output shape: conv_geometry.hpp, as Convolution's.
 // GPU: the shared im2col_gpu / col2im_gpu (util/im2col.hpp), one launch per
 // image; col2im gathers every tap of a pixel in one thread (no atomics). No
 // kernel of its own.
 
 #include "cortado/config.hpp"
 #include "cortado/layer.hpp"
-#include "cortado/layers/convolution_layer.hpp"
+#include "cortado/layers/conv_geometry.hpp"
 
 namespace cortado {
 
@@ -58,7 +59,8 @@ class Im2colLayer : public Layer<Ftype, Btype> {
 
  private:
   ConvWindow win_;
-  int num_ = 0, channels_ = 0, height_ = 0, width_ = 0;
+  int num_ = 0;
+  ConvImage image_shape_{};  // one bottom image (C, H, W) and the window
   int64_t image_ = 0, col_ = 0;  // values per image in the bottom and in the top
 };
 

@@ -5,9 +5,8 @@
 #include <optional>
 #include <type_traits>
 
-#include "cortado/filler.hpp"
+#include "cortado/layers/param_blobs.hpp"
 #include "cortado/util/gemm_bf16.hpp"
-#include "cortado/util/im2col.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/math_buffer.hpp"
 #include "cortado/util/cpu_parallel.hpp"
@@ -75,16 +74,28 @@ ConvWindow ReadConvWindow(const LayerBase& layer) {
   return w;
 }
 
-namespace {
-
-template <typename L>
-void validate_filler(const L& layer, const FillerParameter& f, const std::string& field) {
-  try {
-    ValidateFiller(f, "");
-  } catch (const Error& e) {
-    layer.field_error(field + ".type", e.what());
+void CheckConvAxis(const LayerBase& layer) {
+  const int axis = layer.layer_param().convolution_param().axis();
+  if (axis != 1) {
+    layer.field_error("convolution_param.axis", "only axis 1 (N, C, H, W) is implemented, got ", axis);
   }
 }
+
+void CheckKernelFits(const LayerBase& layer, const ConvWindow& win, int h, int w, bool square_short) {
+  const int64_t ekh = win.dilated_h(), ekw = win.dilated_w();
+  const int64_t hp = h + 2 * int64_t{win.ph}, wp = w + 2 * int64_t{win.pw};
+  if (ekh <= hp && ekw <= wp) return;
+  const auto& p = layer.layer_param().convolution_param();
+  const std::string field = p.kernel_size_size() > 0 ? kKernelSize : "convolution_param.kernel_h";
+  if (square_short && win.kh == win.kw && win.dh == win.dw && win.ph == win.pw) {
+    layer.field_error(field, "kernel ", win.kh, " (dilated ", ekh, ") is larger than the padded input ", hp, "x", wp,
+                      " (pad ", win.ph, ")");
+  }
+  layer.field_error(field, "kernel ", win.kh, "x", win.kw, " (dilated ", ekh, "x", ekw,
+                    ") is larger than the padded input ", hp, "x", wp, " (pad ", win.ph, "x", win.pw, ")");
+}
+
+namespace {
 
 // y (rows, cols) += b broadcast along the rows.
 template <typename M>
@@ -174,15 +185,12 @@ void depthwise_backward_cpu(const DepthwiseGeometry& g, const M* x, const M* w, 
 template <typename Ftype, typename Btype>
 void ConvolutionLayer<Ftype, Btype>::ReadGeometry() {
   const ConvolutionParameter& p = this->layer_param().convolution_param();
-  if (p.axis() != 1) {
-    this->field_error("convolution_param.axis", "only axis 1 (N, C, H, W) is implemented, got ", p.axis());
-  }
+  CheckConvAxis(*this);
   if (!p.has_num_output()) this->field_error("convolution_param.num_output", "is required");
   if (p.num_output() == 0) this->field_error("convolution_param.num_output", "must be positive, got 0");
   if (p.num_output() > static_cast<uint32_t>(INT_MAX))
     this->field_error("convolution_param.num_output", "= ", p.num_output(), " is larger than ", INT_MAX);
-  const ConvWindow win = ReadConvWindow(*this);
-  kh_ = win.kh, kw_ = win.kw, ph_ = win.ph, pw_ = win.pw, sh_ = win.sh, sw_ = win.sw, dh_ = win.dh, dw_ = win.dw;
+  win_ = ReadConvWindow(*this);
   if (p.group() == 0) this->field_error("convolution_param.group", "must be positive, got 0");
   num_output_ = static_cast<int>(p.num_output());
   group_ = static_cast<int>(p.group());
@@ -193,17 +201,17 @@ void ConvolutionLayer<Ftype, Btype>::ReadGeometry() {
   const LayerParameter& lp = this->layer_param();
   forward_math_ = gpu_math_type(type_of<Ftype>(), lp.has_forward_math(), lp.forward_math());
   backward_math_ = gpu_math_type(type_of<Btype>(), lp.has_backward_math(), lp.backward_math());
-  is_1x1_ = kh_ == 1 && kw_ == 1 && sh_ == 1 && sw_ == 1 && ph_ == 0 && pw_ == 0;
-  validate_filler(*this, p.weight_filler(), "convolution_param.weight_filler");
-  if (bias_term_) validate_filler(*this, p.bias_filler(), "convolution_param.bias_filler");
+  is_1x1_ = !transposed_ && win_.is_1x1();
+  CheckFiller(*this, p.weight_filler(), "convolution_param.weight_filler");
+  if (bias_term_) CheckFiller(*this, p.bias_filler(), "convolution_param.bias_filler");
 }
 
 template <typename Ftype, typename Btype>
 void ConvolutionLayer<Ftype, Btype>::CheckBottoms(const BlobVec& bottom) const {
   for (size_t i = 0; i < bottom.size(); ++i) {
     if (bottom[i]->num_axes() != 4) {
-      this->field_error("bottom", "bottom ", i, " has shape ", bottom[i]->shape_string(),
-                        "; Convolution needs 4 axes (N, C, H, W)");
+      this->field_error("bottom", "bottom ", i, " has shape ", bottom[i]->shape_string(), "; ", this->type(),
+                        " needs 4 axes (N, C, H, W)");
     }
     if (bottom[i]->shape() != bottom[0]->shape()) {
       this->field_error("bottom", "all bottoms must have the same shape: bottom 0 is ",
@@ -214,17 +222,14 @@ void ConvolutionLayer<Ftype, Btype>::CheckBottoms(const BlobVec& bottom) const {
   if (c % group_ != 0) {
     this->field_error("convolution_param.group", "= ", group_, " does not divide the ", c, " input channels");
   }
-  const int ekh = dh_ * (kh_ - 1) + 1, ekw = dw_ * (kw_ - 1) + 1;
-  if (ekh > h + 2 * ph_ || ekw > w + 2 * pw_) {
-    const auto& p = this->layer_param().convolution_param();
-    const std::string field = p.kernel_size_size() > 0 ? kKernelSize : "convolution_param.kernel_h";
-    if (kh_ == kw_ && dh_ == dw_ && ph_ == pw_) {
-      this->field_error(field, "kernel ", kh_, " (dilated ", ekh, ") is larger than the padded input ",
-                        h + 2 * ph_, "x", w + 2 * pw_, " (pad ", ph_, ")");
-    }
-    this->field_error(field, "kernel ", kh_, "x", kw_, " (dilated ", ekh, "x", ekw,
-                      ") is larger than the padded input ", h + 2 * ph_, "x", w + 2 * pw_, " (pad ",
-                      ph_, "x", pw_, ")");
+  if (!transposed_) {
+    CheckKernelFits(*this, win_, h, w, true);
+    return;
+  }
+  const int oh = win_.deconv_out_h(h), ow = win_.deconv_out_w(w);
+  if (oh <= 0 || ow <= 0) {
+    this->field_error("convolution_param.pad", "pad ", win_.ph, "x", win_.pw, " leaves an empty output (", oh, "x",
+                      ow, ") for input ", h, "x", w);
   }
 }
 
@@ -233,33 +238,15 @@ void ConvolutionLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const Blo
   ReadGeometry();
   CheckBottoms(bottom);
   channels_ = bottom[0]->shape(1);
-  depthwise_ = group_ > 1 && group_ == channels_;
-  const std::vector<int> wshape{num_output_, channels_ / group_, kh_, kw_};
-  const std::vector<int> bshape{num_output_};
-  auto& blobs = this->blobs_;
-  if (!blobs.empty()) {
-    const size_t want = bias_term_ ? 2 : 1;
-    if (blobs.size() != want) {
-      this->field_error("blobs", "expected ", want, " parameter blobs (bias_term ", bias_term_, "), got ", blobs.size());
-    }
-    if (blobs[0]->shape() != wshape) {
-      this->field_error("blobs", "weight shape ", blobs[0]->shape_string(), " does not match the expected ",
-                        shape_string(wshape), " (num_output, C/group, KH, KW)");
-    }
-    if (bias_term_ && blobs[1]->shape() != bshape) {
-      this->field_error("blobs", "bias shape ", blobs[1]->shape_string(), " does not match the expected ",
-                        shape_string(bshape));
-    }
-  } else {
-    const auto& p = this->layer_param().convolution_param();
-    blobs.push_back(this->make_param(wshape));
-    Fill(p.weight_filler(), blobs[0].get(), "convolution_param.weight_filler");
-    if (bias_term_) {
-      blobs.push_back(this->make_param(bshape));
-      Fill(p.bias_filler(), blobs[1].get(), "convolution_param.bias_filler");
-    }
-  }
-  this->param_propagate_down_.assign(blobs.size(), true);
+  depthwise_ = !transposed_ && group_ > 1 && group_ == channels_;
+  const auto& p = this->layer_param().convolution_param();
+  SetUpWeightAndBias(*this, &this->blobs_,
+                     transposed_ ? std::vector<int>{channels_, num_output_ / group_, win_.kh, win_.kw}
+                                 : std::vector<int>{num_output_, channels_ / group_, win_.kh, win_.kw},
+                     transposed_ ? " (C, num_output/group, KH, KW)" : " (num_output, C/group, KH, KW)", bias_term_,
+                     {num_output_}, p.weight_filler(), p.bias_filler(), "convolution_param",
+                     [this](const std::vector<int>& shape) { return this->make_param(shape); });
+  this->param_propagate_down_.assign(this->blobs_.size(), true);
 }
 
 template <typename Ftype, typename Btype>
@@ -269,22 +256,30 @@ void ConvolutionLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVe
     this->field_error("bottom", "bottom has ", bottom[0]->shape(1), " channels; the layer was set up for ",
                       channels_);
   }
+  if (transposed_) {
+    for (Blob* b : bottom) {
+      for (Blob* t : top) {
+        if (b == t) this->field_error("top", this->type(), " cannot be computed in place");
+      }
+    }
+  }
   num_ = bottom[0]->shape(0);
   height_ = bottom[0]->shape(2);
   width_ = bottom[0]->shape(3);
-  out_h_ = (height_ + 2 * ph_ - (dh_ * (kh_ - 1) + 1)) / sh_ + 1;
-  out_w_ = (width_ + 2 * pw_ - (dw_ * (kw_ - 1) + 1)) / sw_ + 1;
+  out_h_ = transposed_ ? win_.deconv_out_h(height_) : win_.conv_out_h(height_);
+  out_w_ = transposed_ ? win_.deconv_out_w(width_) : win_.conv_out_w(width_);
   for (Blob* t : top) t->Reshape({num_, num_output_, out_h_, out_w_});
 }
 
 template <typename Ftype, typename Btype>
 void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   using M = math_t<Ftype>;
-  const int kg = channels_ / group_ * kh_ * kw_, mg = num_output_ / group_;
-  const int ohw = out_h_ * out_w_;
+  const ConvGemm gm = gemm();
+  const ConvImage im = col_image();
+  const int ohw = gm.n;
   const size_t chw = static_cast<size_t>(channels_) * height_ * width_;
   const size_t top_image = static_cast<size_t>(num_output_) * ohw;
-  const size_t col_size = is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(kg) * group_ * ohw;
+  const size_t col_size = is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(gm.k) * group_ * ohw;
   const M* b = bias_term_ ? this->blobs_[1]->template cpu_data<M>() : nullptr;
   // O: the type of the GEMM operands (input, columns, weights). bfloat16
   // itself where the CPU multiplies bfloat16 pairs (gemm_bf16.hpp), the math
@@ -296,8 +291,17 @@ void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Bl
     std::vector<detail::Bf16PackedA> packed;
     if constexpr (std::is_same_v<O, bfloat16>) {
       packed.resize(group_);
-      for (int g = 0; g < group_; ++g) packed[g].pack(Trans::No, mg, kg, w + static_cast<size_t>(g) * mg * kg);
+      for (int g = 0; g < group_; ++g) packed[g].pack(Trans::No, gm.m, gm.k, w + gm.w_offset(g));
     }
+    // (mg, ohw) = (mg, kg) x (kg, ohw) per group
+    auto multiply = [&](int g, Trans ta, Trans tb, int rows, int cols, int inner, const O* wg, const O* cg,
+                        float beta, M* yg) {
+      if constexpr (std::is_same_v<O, bfloat16>) {
+        detail::gemm_bf16_dot(packed[g], Trans::No, cols, M(1), cg, M(beta), yg);
+      } else {
+        cpu_gemm<M>(ta, tb, rows, cols, inner, M(1), wg, cg, M(beta), yg);
+      }
+    };
     for (size_t i = 0; i < bottom.size(); ++i) {
       const O* x = bottom[i]->template cpu_data<O>();
       MathBuffer<Ftype> y(top[i]->template mutable_cpu_data<Ftype>(), top[i]->count(), false);
@@ -317,19 +321,10 @@ void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Bl
           }
           const O* c = xn;
           if (!is_1x1_) {
-            im2col_cpu<O>(xn, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col);
+            im.im2col_cpu(xn, col);
             c = col;
           }
-          // (mg, ohw) = (mg, kg) x (kg, ohw) per group
-          for (int g = 0; g < group_; ++g) {
-            const O* cg = c + static_cast<size_t>(g) * kg * ohw;
-            M* yg = yn + static_cast<size_t>(g) * mg * ohw;
-            if constexpr (std::is_same_v<O, bfloat16>) {
-              detail::gemm_bf16_dot(packed[g], Trans::No, ohw, M(1), cg, M(0), yg);
-            } else {
-              cpu_gemm<M>(Trans::No, Trans::No, mg, ohw, kg, M(1), w + static_cast<size_t>(g) * mg * kg, cg, M(0), yg);
-            }
-          }
+          gm.Forward(multiply, w, c, yn);
           if (b) add_bias(num_output_, ohw, b, yn);
         }
       });
@@ -343,11 +338,12 @@ template <typename Ftype, typename Btype>
 void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                                   const BlobVec& bottom) {
   using M = math_t<Btype>;
-  const int kg = channels_ / group_ * kh_ * kw_, mg = num_output_ / group_;
-  const int ohw = out_h_ * out_w_;
+  const ConvGemm gm = gemm();
+  const ConvImage im = col_image();
+  const int ohw = gm.n;
   const size_t chw = static_cast<size_t>(channels_) * height_ * width_;
   const size_t top_image = static_cast<size_t>(num_output_) * ohw;
-  const size_t col_size = is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(kg) * group_ * ohw;
+  const size_t col_size = is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(gm.k) * group_ * ohw;
   const bool do_w = this->param_propagate_down(0);
   const bool do_b = bias_term_ && this->param_propagate_down(1);
   // Gradients of the whole batch sum in M and are added to the Btype diffs once.
@@ -373,10 +369,20 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
     if constexpr (std::is_same_v<O, bfloat16>) {
       const bool any_x = std::find(propagate_down.begin(), propagate_down.end(), true) != propagate_down.end();
       if (any_x) packed.resize(group_);
-      for (size_t g = 0; g < packed.size(); ++g) {
-        packed[g].pack(Trans::Yes, kg, mg, w + g * static_cast<size_t>(mg) * kg);
-      }
+      for (size_t g = 0; g < packed.size(); ++g) packed[g].pack(Trans::Yes, gm.k, gm.m, w + gm.w_offset(g));
     }
+    // dW_g (mg, kg) += dY_g (mg, ohw) x col_g^T (ohw, kg)
+    auto weight = [&](int, Trans ta, Trans tb, int rows, int cols, int inner, const O* dyg, const O* cg, float beta,
+                      M* dwg) { cpu_gemm_to_math<O>(ta, tb, rows, cols, inner, M(1), dyg, cg, M(beta), dwg); };
+    // dcol_g (kg, ohw) = W_g^T (kg, mg) x dY_g (mg, ohw)
+    auto data = [&](int g, Trans ta, Trans tb, int rows, int cols, int inner, const O* wg, const O* dyg, float beta,
+                    M* dg) {
+      if constexpr (std::is_same_v<O, bfloat16>) {
+        detail::gemm_bf16_dot(packed[g], Trans::No, cols, M(1), dyg, M(beta), dg);
+      } else {
+        cpu_gemm<M>(ta, tb, rows, cols, inner, M(1), wg, dyg, M(beta), dg);
+      }
+    };
     for (size_t i = 0; i < top.size(); ++i) {
       const bool do_x = i < propagate_down.size() && propagate_down[i];
       if (!do_w && !do_b && !do_x) continue;
@@ -403,33 +409,16 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
           if (do_w) {
             const O* c = x + n * chw;
             if (!is_1x1_) {
-              im2col_cpu<O>(c, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, col);
+              im.im2col_cpu(c, col);
               c = col;
             }
-            // dW_g (mg, kg) += dY_g (mg, ohw) x col_g^T (ohw, kg)
-            for (int g = 0; g < group_; ++g) {
-              cpu_gemm_to_math<O>(Trans::No, Trans::Yes, mg, kg, ohw, M(1), tdn + static_cast<size_t>(g) * mg * ohw,
-                                  c + static_cast<size_t>(g) * kg * ohw, M(1),
-                                  w_acc + static_cast<size_t>(g) * mg * kg);
-            }
+            gm.Weight(weight, tdn, c, w_acc);
           }
           if (do_x) {
             M* xdn = xd->get() + n * chw;
             M* dst = is_1x1_ ? xdn : col_diff;
-            // dcol_g (kg, ohw) = W_g^T (kg, mg) x dY_g (mg, ohw)
-            for (int g = 0; g < group_; ++g) {
-              const O* dyg = tdn + static_cast<size_t>(g) * mg * ohw;
-              M* dg = dst + static_cast<size_t>(g) * kg * ohw;
-              if constexpr (std::is_same_v<O, bfloat16>) {
-                detail::gemm_bf16_dot(packed[g], Trans::No, ohw, M(1), dyg, M(0), dg);
-              } else {
-                cpu_gemm<M>(Trans::Yes, Trans::No, kg, ohw, mg, M(1), w + static_cast<size_t>(g) * mg * kg, dyg, M(0),
-                            dg);
-              }
-            }
-            if (!is_1x1_) {
-              col2im_cpu<M>(col_diff, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, xdn);
-            }
+            gm.Backward(data, w, tdn, dst);
+            if (!is_1x1_) im.col2im_cpu(col_diff, xdn);
           }
         }
       });
@@ -455,16 +444,22 @@ DeviceScratch scratch(size_t bytes) { return DeviceScratch(cuda::device_alloc(by
 
 template <typename Ftype, typename Btype>
 void ConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
-  const int kg = channels_ / group_ * kh_ * kw_, mg = num_output_ / group_;
-  const int ohw = out_h_ * out_w_;
+  const ConvGemm gm = gemm();
+  const ConvImage im = col_image();
+  const int ohw = gm.n;
   const size_t chw = static_cast<size_t>(channels_) * height_ * width_;
   const size_t top_image = static_cast<size_t>(num_output_) * ohw;
   gpu_stream stream = this->context().stream();
   cublasContext* handle = this->context().cublas();
   const Ftype* w = this->blobs_[0]->template gpu_data<Ftype>();
   const Ftype* b = bias_term_ ? this->blobs_[1]->template gpu_data<Ftype>() : nullptr;
-  DeviceScratch col = scratch(is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(kg) * group_ * ohw * sizeof(Ftype));
+  DeviceScratch col = scratch(is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(gm.k) * group_ * ohw * sizeof(Ftype));
   Ftype* colp = static_cast<Ftype*>(col.get());
+  // (mg, ohw) = (mg, kg) x (kg, ohw) per group
+  auto multiply = [&](int, Trans ta, Trans tb, int rows, int cols, int inner, const Ftype* a, const Ftype* bm,
+                      float beta, Ftype* c) {
+    gpu_gemm<Ftype>(handle, ta, tb, rows, cols, inner, 1.f, a, bm, beta, c, forward_math_);
+  };
   for (size_t i = 0; i < bottom.size(); ++i) {
     const Ftype* x = bottom[i]->template gpu_data<Ftype>();
     Ftype* y = top[i]->template mutable_gpu_data<Ftype>();
@@ -475,17 +470,11 @@ void ConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const Bl
     }
     for (int n = 0; n < num_; ++n) {
       const Ftype* c = x + n * chw;
-      Ftype* yn = y + n * top_image;
       if (!is_1x1_) {
-        im2col_gpu<Ftype>(c, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, colp, stream);
+        im.im2col_gpu(c, colp, stream);
         c = colp;
       }
-      // (mg, ohw) = (mg, kg) x (kg, ohw) per group
-      for (int g = 0; g < group_; ++g) {
-        gpu_gemm<Ftype>(handle, Trans::No, Trans::No, mg, ohw, kg, 1.f, w + static_cast<size_t>(g) * mg * kg,
-                        c + static_cast<size_t>(g) * kg * ohw, 0.f, yn + static_cast<size_t>(g) * mg * ohw,
-                        forward_math_);
-      }
+      gm.Forward(multiply, w, c, y + n * top_image);
     }
     if (b) gpu::conv_add_bias<Ftype>(num_, num_output_, ohw, b, y, stream);
   }
@@ -494,8 +483,9 @@ void ConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const Bl
 template <typename Ftype, typename Btype>
 void ConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                                   const BlobVec& bottom) {
-  const int kg = channels_ / group_ * kh_ * kw_, mg = num_output_ / group_;
-  const int ohw = out_h_ * out_w_;
+  const ConvGemm gm = gemm();
+  const ConvImage im = col_image();
+  const int ohw = gm.n;
   const size_t chw = static_cast<size_t>(channels_) * height_ * width_;
   const size_t top_image = static_cast<size_t>(num_output_) * ohw;
   gpu_stream stream = this->context().stream();
@@ -509,10 +499,20 @@ void ConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std:
   Btype* wd = do_w ? this->blobs_[0]->template mutable_gpu_diff<Btype>() : nullptr;
   Btype* bd = do_b ? this->blobs_[1]->template mutable_gpu_diff<Btype>() : nullptr;
   const Btype* w = this->blobs_[0]->template gpu_data<Btype>();
-  DeviceScratch col = scratch(is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(kg) * group_ * ohw * sizeof(Btype));
+  DeviceScratch col = scratch(is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(gm.k) * group_ * ohw * sizeof(Btype));
   DeviceScratch wacc = scratch(do_w && f32_acc && !depthwise_ ? wcount * sizeof(float) : 0);
   Btype* colp = static_cast<Btype*>(col.get());
   float* waccp = static_cast<float*>(wacc.get());
+  // dW_g (mg, kg) += dY_g (mg, ohw) x col_g^T (ohw, kg), in FP32 (waccp) or the diff's type (wd);
+  // dcol_g (kg, ohw) = W_g^T (kg, mg) x dY_g (mg, ohw).
+  auto multiply = [&](int, Trans ta, Trans tb, int rows, int cols, int inner, const Btype* a, const Btype* bm,
+                      float beta, auto* c) {
+    if constexpr (std::is_same_v<decltype(c), float*> && kHalf) {
+      gpu::gemm_accumulate_f32<Btype>(handle, ta, tb, rows, cols, inner, a, bm, c);
+    } else {
+      gpu_gemm<Btype>(handle, ta, tb, rows, cols, inner, 1.f, a, bm, beta, c, backward_math_);
+    }
+  };
   for (size_t i = 0; i < top.size(); ++i) {
     const bool do_x = i < propagate_down.size() && propagate_down[i];
     if (!do_w && !do_b && !do_x) continue;
@@ -531,35 +531,23 @@ void ConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std:
       if (do_w) {
         const Btype* c = x + n * chw;
         if (!is_1x1_) {
-          im2col_gpu<Btype>(c, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, colp, stream);
+          im.im2col_gpu(c, colp, stream);
           c = colp;
         }
-        // dW_g (mg, kg) += dY_g (mg, ohw) x col_g^T (ohw, kg)
-        for (int g = 0; g < group_; ++g) {
-          const Btype* dyg = tdn + static_cast<size_t>(g) * mg * ohw;
-          const Btype* cg = c + static_cast<size_t>(g) * kg * ohw;
-          const size_t off = static_cast<size_t>(g) * mg * kg;
-          if constexpr (kHalf) {
-            if (f32_acc) {
-              gpu::gemm_accumulate_f32<Btype>(handle, Trans::No, Trans::Yes, mg, kg, ohw, dyg, cg, waccp + off);
-              continue;
-            }
+        if constexpr (kHalf) {
+          if (waccp) {
+            gm.Weight(multiply, tdn, c, waccp);
+          } else {
+            gm.Weight(multiply, tdn, c, wd);
           }
-          gpu_gemm<Btype>(handle, Trans::No, Trans::Yes, mg, kg, ohw, 1.f, dyg, cg, 1.f, wd + off, backward_math_);
+        } else {
+          gm.Weight(multiply, tdn, c, wd);
         }
       }
       if (do_x) {
         Btype* xdn = xd + n * chw;
-        Btype* dst = is_1x1_ ? xdn : colp;
-        // dcol_g (kg, ohw) = W_g^T (kg, mg) x dY_g (mg, ohw)
-        for (int g = 0; g < group_; ++g) {
-          gpu_gemm<Btype>(handle, Trans::Yes, Trans::No, kg, ohw, mg, 1.f, w + static_cast<size_t>(g) * mg * kg,
-                          tdn + static_cast<size_t>(g) * mg * ohw, 0.f, dst + static_cast<size_t>(g) * kg * ohw,
-                          backward_math_);
-        }
-        if (!is_1x1_) {
-          col2im_gpu<Btype>(colp, channels_, height_, width_, kh_, kw_, ph_, pw_, sh_, sw_, dh_, dw_, xdn, stream);
-        }
+        gm.Backward(multiply, w, tdn, is_1x1_ ? xdn : colp);
+        if (!is_1x1_) im.col2im_gpu(colp, xdn, stream);
       }
     }
     if (waccp) gpu::add_f32<Btype>(static_cast<int64_t>(wcount), waccp, wd, stream);

@@ -132,9 +132,10 @@ struct CudnnConvPass {
   Choice choice;
   cudnnMathType_t asked_math = CUDNN_DEFAULT_MATH;  // the type's math (the first one measured)
 
-  CudnnConvPass(int device, Op o, Type storage_type, Type math, int num_output, int channels, int group, int kh,
-                int kw, int ph, int pw, int sh, int sw, int dh, int dw)
+  CudnnConvPass(int device, Op o, Type storage_type, Type math, int num_output, int channels, int group,
+                const ConvWindow& win)
       : op(o), storage(storage_type) {
+    const int kh = win.kh, kw = win.kw, ph = win.ph, pw = win.pw, sh = win.sh, sw = win.sw, dh = win.dh, dw = win.dw;
     CORTADO_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
     CORTADO_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
     CORTADO_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
@@ -280,8 +281,7 @@ void CuDNNConvolutionLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, cons
   ConvolutionLayer<Ftype, Btype>::LayerSetUp(bottom, top);
   auto make = [this](CudnnConvPass::Op op, Type storage, Type math) {
     return std::make_unique<CudnnConvPass>(this->context().device(), op, storage, math, this->num_output_,
-                                           this->channels_, this->group_, this->kh_, this->kw_, this->ph_, this->pw_,
-                                           this->sh_, this->sw_, this->dh_, this->dw_);
+                                           this->channels_, this->group_, this->win_);
   };
   fwd_ = make(CudnnConvPass::kForward, type_of<Ftype>(), this->forward_math_);
   bwd_data_ = make(CudnnConvPass::kBackwardData, type_of<Btype>(), this->backward_math_);
