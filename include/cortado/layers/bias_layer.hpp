@@ -21,6 +21,8 @@
 // reads dy as Btype, sums in math_t<Btype> (float for float16). In place: yes.
 // GPU: elementwise forward; the bias gradient is one block per bias value
 // summing over (outer, inner) in float (double for double).
+// The parameter's axes, the (outer, dim, inner) view and their checks are
+// shared with Scale (broadcast_param.hpp).
 
 #include <cstdint>
 #include <vector>

@@ -25,6 +25,8 @@
 // the scale is learned or is a second bottom).
 // GPU: elementwise forward and dx; ds and db are one block per scale value
 // summing over (outer, inner) in float (double for double).
+// The parameter's axes, the (outer, dim, inner) view and their checks are
+// shared with Bias (broadcast_param.hpp).
 
 #include <cstdint>
 #include <vector>

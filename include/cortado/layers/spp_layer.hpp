@@ -81,6 +81,9 @@ class SPPLayer : public Layer<Ftype, Btype> {
   void BuildLevels(const BlobVec& bottom, const BlobVec& top);
   /// Runs level l's pooling forward (into its output) on this layer's context.
   void ForwardLevel(Level& level, const BlobVec& bottom, const BlobVec& top);
+  /// The start of both backward passes: false when there is nothing left to
+  /// do (no gradient wanted, or one level, whose pooling layer wrote it).
+  bool BackwardPyramid(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
 
   int pyramid_height_ = 1;
   PoolingParameter::PoolMethod pool_ = PoolingParameter::MAX;

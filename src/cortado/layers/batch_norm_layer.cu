@@ -19,11 +19,7 @@ namespace cortado {
 
 namespace {
 
-using kernels::dev;
-using kernels::dev_t;
-using kernels::dmath_t;
-using kernels::load;
-using kernels::store;
+using namespace kernels;
 
 // Statistics pass 1: the sum of x; finishing: mean = sum / m.
 template <typename T, typename M>

@@ -1,6 +1,8 @@
 #include "cortado/layers/bias_layer.hpp"
 
 #include "cortado/filler.hpp"
+#include "cortado/layers/broadcast_param.hpp"
+#include "cortado/layers/param_blobs.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/math_buffer.hpp"
 #ifdef CORTADO_USE_CUDA
@@ -12,19 +14,7 @@ namespace cortado {
 template <typename Ftype, typename Btype>
 std::vector<int> BiasLayer<Ftype, Btype>::ParamShape(const Blob& x) const {
   const BiasParameter& p = this->layer_param().bias_param();
-  const int n = x.num_axes();
-  if (p.num_axes() < -1) this->field_error("bias_param.num_axes", "must be >= -1, got ", p.num_axes());
-  if (p.num_axes() == 0) return {};
-  if (p.axis() < -n || p.axis() >= n) {
-    this->field_error("bias_param.axis", "= ", p.axis(), " is out of range for a bottom of shape ", x.shape_string());
-  }
-  const int axis = p.axis() < 0 ? p.axis() + n : p.axis();
-  const int end = p.num_axes() == -1 ? n : axis + p.num_axes();
-  if (end > n) {
-    this->field_error("bias_param.num_axes", "= ", p.num_axes(), " from axis ", axis,
-                      " goes past the last axis of a bottom of shape ", x.shape_string());
-  }
-  return std::vector<int>(x.shape().begin() + axis, x.shape().begin() + end);
+  return BroadcastParamShape(*this, "bias_param", p.axis(), p.num_axes(), x);
 }
 
 template <typename Ftype, typename Btype>
@@ -34,11 +24,7 @@ void BiasLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
     this->param_propagate_down_.assign(this->blobs_.size(), true);
     return;
   }
-  try {
-    ValidateFiller(p.filler(), "");
-  } catch (const Error& e) {
-    this->field_error("bias_param.filler.type", e.what());
-  }
+  CheckFiller(*this, p.filler(), "bias_param.filler");
   const std::vector<int> shape = ParamShape(*bottom[0]);
   if (!this->blobs_.empty()) {
     if (this->blobs_.size() != 1 || this->blobs_[0]->shape() != shape) {
@@ -53,27 +39,10 @@ void BiasLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
 
 template <typename Ftype, typename Btype>
 void BiasLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
-  const BiasParameter& p = this->layer_param().bias_param();
   const Blob& x = *bottom[0];
-  const Blob& b = *bias(bottom);
-  const int n = x.num_axes();
-  int axis = 0;
-  if (b.num_axes() > 0) {
-    if (p.axis() < -n || p.axis() >= n) {
-      this->field_error("bias_param.axis", "= ", p.axis(), " is out of range for a bottom of shape ",
-                        x.shape_string());
-    }
-    axis = p.axis() < 0 ? p.axis() + n : p.axis();
-  }
-  bool fits = axis + b.num_axes() <= n;
-  for (int i = 0; fits && i < b.num_axes(); ++i) fits = x.shape(axis + i) == b.shape(i);
-  if (!fits) {
-    this->field_error("bias_param.axis", "bias shape ", b.shape_string(), " does not match bottom shape ",
-                      x.shape_string(), " from axis ", axis);
-  }
-  outer_ = static_cast<int64_t>(x.count(0, axis));
-  dim_ = static_cast<int64_t>(b.count());
-  inner_ = static_cast<int64_t>(x.count(axis + b.num_axes()));
+  const BroadcastView v =
+      BroadcastAxes(*this, "bias_param", "bias", this->layer_param().bias_param().axis(), x, *bias(bottom));
+  outer_ = v.outer, dim_ = v.dim, inner_ = v.inner;
   if (top[0] != bottom[0]) top[0]->ReshapeLike(x);
 }
 

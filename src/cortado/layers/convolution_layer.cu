@@ -25,12 +25,7 @@ namespace cortado {
 
 namespace {
 
-using kernels::dev;
-using kernels::dev_t;
-using kernels::load;
-using kernels::store;
-template <typename T> struct acc { using type = float; };
-template <> struct acc<double> { using type = double; };
+using namespace kernels;
 
 template <typename I, typename T>
 __global__ void add_bias_kernel(int64_t n, int channels, int64_t spatial, const T* b, T* y) {
@@ -43,12 +38,12 @@ __global__ void add_bias_kernel(int64_t n, int channels, int64_t spatial, const 
 template <typename T>
 struct SumDy {
   const T* dy;
-  __device__ void operator()(int64_t j, int64_t, typename acc<T>::type* a) const { a[0] += load(dy, j); }
+  __device__ void operator()(int64_t j, int64_t, dmath_t<T>* a) const { a[0] += load(dy, j); }
 };
 template <typename T>
 struct AddToDb {
   T* db;
-  __device__ void operator()(int64_t c, const typename acc<T>::type* t) const { store(db, c, load(db, c) + t[0]); }
+  __device__ void operator()(int64_t c, const dmath_t<T>* t) const { store(db, c, load(db, c) + t[0]); }
 };
 
 template <typename T>
@@ -58,7 +53,7 @@ __global__ void add_f32_kernel(int64_t n, const float* src, T* dst) {
 
 template <typename T>
 __global__ void depthwise_forward_kernel(DepthwiseGeometry g, const T* x, const T* w, T* y) {
-  using A = typename acc<T>::type;
+  using A = dmath_t<T>;
   const int oc = g.channels * g.mult;
   const int64_t n_out = static_cast<int64_t>(g.num) * oc * g.out_h * g.out_w;
   CORTADO_KERNEL_LOOP(i, n_out) {
@@ -85,7 +80,7 @@ __global__ void depthwise_forward_kernel(DepthwiseGeometry g, const T* x, const 
 
 template <typename T>
 __global__ void depthwise_backward_data_kernel(DepthwiseGeometry g, const T* w, const T* dy, T* dx) {
-  using A = typename acc<T>::type;
+  using A = dmath_t<T>;
   const int oc = g.channels * g.mult;
   const int64_t n_in = static_cast<int64_t>(g.num) * g.channels * g.height * g.width;
   CORTADO_KERNEL_LOOP(i, n_in) {
@@ -118,7 +113,7 @@ __global__ void depthwise_backward_data_kernel(DepthwiseGeometry g, const T* w, 
 
 template <typename T>
 __global__ void depthwise_backward_weight_kernel(DepthwiseGeometry g, const T* x, const T* dy, T* dw) {
-  using A = typename acc<T>::type;
+  using A = dmath_t<T>;
   __shared__ A part[cuda::kThreads];
   const int kk = g.kh * g.kw;
   const int o = blockIdx.x / kk, k = blockIdx.x % kk;
@@ -165,7 +160,7 @@ template <typename T>
 void conv_bias_grad(int64_t num, int channels, int64_t spatial, const T* dy, T* db, CUstream_st* stream) {
   if (channels == 0) return;
   using D = dev_t<T>;
-  kernels::channel_reduce<1, typename acc<D>::type>(kernels::ChannelShape{num, channels, spatial}, SumDy<D>{dev(dy)},
+  kernels::channel_reduce<1, dmath_t<D>>(kernels::ChannelShape{num, channels, spatial}, SumDy<D>{dev(dy)},
                                                     AddToDb<D>{dev(db)}, stream);
 }
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <vector>
 
-#include "cortado/filler.hpp"
+#include "cortado/layers/param_blobs.hpp"
 
 namespace cortado {
 
@@ -18,40 +18,15 @@ void EmbedLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& 
   if (!p.has_input_dim() || p.input_dim() == 0 || p.input_dim() > static_cast<uint32_t>(INT_MAX)) {
     this->field_error("embed_param.input_dim", "must be set and in 1..", INT_MAX, ", got ", p.input_dim());
   }
-  auto validate = [this](const FillerParameter& f, const std::string& field) {
-    try {
-      ValidateFiller(f, "");
-    } catch (const Error& e) {
-      this->field_error(field + ".type", e.what());
-    }
-  };
-  validate(p.weight_filler(), "embed_param.weight_filler");
-  if (p.bias_term()) validate(p.bias_filler(), "embed_param.bias_filler");
+  CheckFiller(*this, p.weight_filler(), "embed_param.weight_filler");
+  if (p.bias_term()) CheckFiller(*this, p.bias_filler(), "embed_param.bias_filler");
   num_output_ = static_cast<int>(p.num_output());
   input_dim_ = static_cast<int>(p.input_dim());
   bias_term_ = p.bias_term();
-  const std::vector<int> wshape{input_dim_, num_output_};
-  const std::vector<int> bshape{num_output_};
-  auto& blobs = this->blobs_;
-  if (!blobs.empty()) {
-    const size_t want = bias_term_ ? 2 : 1;
-    if (blobs.size() != want) {
-      this->field_error("blobs", "expected ", want, " parameter blobs (bias_term ", bias_term_, "), got ",
-                        blobs.size());
-    }
-    if (blobs[0]->shape() != wshape || (bias_term_ && blobs[1]->shape() != bshape)) {
-      this->field_error("blobs", "parameter shapes do not match (input_dim ", input_dim_, ", num_output ",
-                        num_output_, ")");
-    }
-  } else {
-    blobs.push_back(this->make_param(wshape));
-    Fill(p.weight_filler(), blobs[0].get(), "embed_param.weight_filler");
-    if (bias_term_) {
-      blobs.push_back(this->make_param(bshape));
-      Fill(p.bias_filler(), blobs[1].get(), "embed_param.bias_filler");
-    }
-  }
-  this->param_propagate_down_.assign(blobs.size(), true);
+  SetUpWeightAndBias(*this, &this->blobs_, {input_dim_, num_output_}, " (input_dim, num_output)", bias_term_,
+                     {num_output_}, p.weight_filler(), p.bias_filler(), "embed_param",
+                     [this](const std::vector<int>& shape) { return this->make_param(shape); });
+  this->param_propagate_down_.assign(this->blobs_.size(), true);
 }
 
 template <typename Ftype, typename Btype>

@@ -3,7 +3,7 @@
 #include <climits>
 #include <optional>
 
-#include "cortado/filler.hpp"
+#include "cortado/layers/param_blobs.hpp"
 #include "cortado/util/gemm_bf16.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/math_buffer.hpp"
@@ -31,15 +31,8 @@ void InnerProductLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const Bl
   if (p.num_output() == 0 || p.num_output() > static_cast<uint32_t>(INT_MAX)) {
     this->field_error("inner_product_param.num_output", "must be in 1..", INT_MAX, ", got ", p.num_output());
   }
-  auto validate = [this](const FillerParameter& f, const std::string& field) {
-    try {
-      ValidateFiller(f, "");
-    } catch (const Error& e) {
-      this->field_error(field + ".type", e.what());
-    }
-  };
-  validate(p.weight_filler(), "inner_product_param.weight_filler");
-  if (p.bias_term()) validate(p.bias_filler(), "inner_product_param.bias_filler");
+  CheckFiller(*this, p.weight_filler(), "inner_product_param.weight_filler");
+  if (p.bias_term()) CheckFiller(*this, p.bias_filler(), "inner_product_param.bias_filler");
   num_output_ = static_cast<int>(p.num_output());
   bias_term_ = p.bias_term();
   transpose_ = p.transpose();
@@ -50,32 +43,11 @@ void InnerProductLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const Bl
   k_ = static_cast<int>(bottom[0]->count(axis_));
   const std::vector<int> wshape = transpose_ ? std::vector<int>{k_, num_output_}
                                              : std::vector<int>{num_output_, k_};
-  const std::vector<int> bshape{num_output_};
-  auto& blobs = this->blobs_;
-  if (!blobs.empty()) {
-    const size_t want = bias_term_ ? 2 : 1;
-    if (blobs.size() != want) {
-      this->field_error("blobs", "expected ", want, " parameter blobs (bias_term ", bias_term_, "), got ",
-                        blobs.size());
-    }
-    if (blobs[0]->shape() != wshape) {
-      this->field_error("blobs", "weight shape ", blobs[0]->shape_string(), " does not match the expected ",
-                        shape_string(wshape), " (num_output ", num_output_, ", input size ", k_,
-                        ", transpose ", transpose_, ")");
-    }
-    if (bias_term_ && blobs[1]->shape() != bshape) {
-      this->field_error("blobs", "bias shape ", blobs[1]->shape_string(), " does not match the expected ",
-                        shape_string(bshape));
-    }
-  } else {
-    blobs.push_back(this->make_param(wshape));
-    Fill(p.weight_filler(), blobs[0].get(), "inner_product_param.weight_filler");
-    if (bias_term_) {
-      blobs.push_back(this->make_param(bshape));
-      Fill(p.bias_filler(), blobs[1].get(), "inner_product_param.bias_filler");
-    }
-  }
-  this->param_propagate_down_.assign(blobs.size(), true);
+  SetUpWeightAndBias(*this, &this->blobs_, wshape,
+                     str_cat(" (num_output ", num_output_, ", input size ", k_, ", transpose ", transpose_, ")"),
+                     bias_term_, {num_output_}, p.weight_filler(), p.bias_filler(), "inner_product_param",
+                     [this](const std::vector<int>& shape) { return this->make_param(shape); });
+  this->param_propagate_down_.assign(this->blobs_.size(), true);
 }
 
 template <typename Ftype, typename Btype>

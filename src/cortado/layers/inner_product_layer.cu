@@ -16,12 +16,7 @@ namespace cortado {
 
 namespace {
 
-using kernels::dev;
-using kernels::dev_t;
-using kernels::load;
-using kernels::store;
-template <typename T> struct acc { using type = float; };
-template <> struct acc<double> { using type = double; };
+using namespace kernels;
 
 template <typename T>
 __global__ void add_bias_kernel(int64_t n, int cols, const T* b, T* y) {
@@ -30,7 +25,7 @@ __global__ void add_bias_kernel(int64_t n, int cols, const T* b, T* y) {
 
 template <typename T>
 __global__ void bias_grad_kernel(int64_t rows, int cols, const T* dy, T* db) {
-  using A = typename acc<T>::type;
+  using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(j, cols) {
     A sum = 0;
     for (int64_t i = 0; i < rows; ++i) sum += load(dy, i * cols + j);

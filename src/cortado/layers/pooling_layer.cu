@@ -28,12 +28,7 @@ namespace cortado {
 
 namespace {
 
-using kernels::dev;
-using kernels::dev_t;
-using kernels::load;
-using kernels::store;
-template <typename T> struct acc { using type = float; };
-template <> struct acc<double> { using type = double; };
+using namespace kernels;
 
 using gpu::PoolWindow;
 
@@ -81,7 +76,7 @@ __global__ void max_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y, in
 
 template <typename T>
 __global__ void ave_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y) {
-  using A = typename acc<T>::type;
+  using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
     const int ox = static_cast<int>(i % g.out_w);
     const int oy = static_cast<int>((i / g.out_w) % g.out_h);
@@ -98,7 +93,7 @@ __global__ void ave_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y) {
 
 template <typename T>
 __global__ void max_backward_kernel(int64_t n, PoolWindow g, const T* dy, const int* mask, T* dx) {
-  using A = typename acc<T>::type;
+  using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
     const int w = static_cast<int>(i % g.width);
     const int h = static_cast<int>((i / g.width) % g.height);
@@ -121,7 +116,7 @@ __global__ void max_backward_kernel(int64_t n, PoolWindow g, const T* dy, const 
 
 template <typename T>
 __global__ void ave_backward_kernel(int64_t n, PoolWindow g, const T* dy, T* dx) {
-  using A = typename acc<T>::type;
+  using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
     const int w = static_cast<int>(i % g.width);
     const int h = static_cast<int>((i / g.width) % g.height);
@@ -143,7 +138,7 @@ __global__ void ave_backward_kernel(int64_t n, PoolWindow g, const T* dy, T* dx)
 
 template <typename T>
 __global__ void stochastic_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y, const float* rand, int* mask) {
-  using A = typename acc<T>::type;
+  using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
     const int ox = static_cast<int>(i % g.out_w);
     const int oy = static_cast<int>((i / g.out_w) % g.out_h);
@@ -183,7 +178,7 @@ __global__ void stochastic_forward_kernel(int64_t n, PoolWindow g, const T* x, T
 
 template <typename T>
 __global__ void stochastic_test_backward_kernel(int64_t n, PoolWindow g, const T* x, const T* dy, T* dx) {
-  using A = typename acc<T>::type;
+  using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
     const int w = static_cast<int>(i % g.width);
     const int h = static_cast<int>((i / g.width) % g.height);
@@ -214,6 +209,15 @@ __global__ void stochastic_test_backward_kernel(int64_t n, PoolWindow g, const T
   }
 }
 
+// Launches kernel(n, args...) with one thread per element (grid-stride)
+// over n elements; nothing when n is 0.
+template <typename... P, typename... A>
+void launch(void (*kernel)(int64_t, P...), int64_t n, CUstream_st* stream, A... args) {
+  if (n == 0) return;
+  kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, args...);
+  CORTADO_KERNEL_CHECK();
+}
+
 }  // namespace
 
 namespace gpu {
@@ -221,52 +225,33 @@ namespace gpu {
 template <typename T>
 void stochastic_pool_forward(int64_t planes, PoolWindow g, const T* x, T* y, const float* rand, int* mask,
                              CUstream_st* stream) {
-  const int64_t n = planes * g.out_h * g.out_w;
-  if (n == 0) return;
-  stochastic_forward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, dev(x), dev(y), rand, mask);
-  CORTADO_KERNEL_CHECK();
+  launch(stochastic_forward_kernel<dev_t<T>>, planes * g.out_h * g.out_w, stream, g, dev(x), dev(y), rand, mask);
 }
 
 template <typename T>
 void stochastic_pool_test_backward(int64_t planes, PoolWindow g, const T* x, const T* dy, T* dx, CUstream_st* stream) {
-  const int64_t n = planes * g.height * g.width;
-  if (n == 0) return;
-  stochastic_test_backward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, dev(x), dev(dy), dev(dx));
-  CORTADO_KERNEL_CHECK();
+  launch(stochastic_test_backward_kernel<dev_t<T>>, planes * g.height * g.width, stream, g, dev(x), dev(dy), dev(dx));
 }
-
 
 template <typename T>
 void max_pool_forward(int64_t planes, PoolWindow g, const T* x, T* y, int* mask, float* mask_top,
                       CUstream_st* stream) {
-  const int64_t n = planes * g.out_h * g.out_w;
-  if (n == 0) return;
-  max_forward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, dev(x), dev(y), mask, mask_top);
-  CORTADO_KERNEL_CHECK();
+  launch(max_forward_kernel<dev_t<T>>, planes * g.out_h * g.out_w, stream, g, dev(x), dev(y), mask, mask_top);
 }
 
 template <typename T>
 void ave_pool_forward(int64_t planes, PoolWindow g, const T* x, T* y, CUstream_st* stream) {
-  const int64_t n = planes * g.out_h * g.out_w;
-  if (n == 0) return;
-  ave_forward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, dev(x), dev(y));
-  CORTADO_KERNEL_CHECK();
+  launch(ave_forward_kernel<dev_t<T>>, planes * g.out_h * g.out_w, stream, g, dev(x), dev(y));
 }
 
 template <typename T>
 void max_pool_backward(int64_t planes, PoolWindow g, const T* dy, const int* mask, T* dx, CUstream_st* stream) {
-  const int64_t n = planes * g.height * g.width;
-  if (n == 0) return;
-  max_backward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, dev(dy), mask, dev(dx));
-  CORTADO_KERNEL_CHECK();
+  launch(max_backward_kernel<dev_t<T>>, planes * g.height * g.width, stream, g, dev(dy), mask, dev(dx));
 }
 
 template <typename T>
 void ave_pool_backward(int64_t planes, PoolWindow g, const T* dy, T* dx, CUstream_st* stream) {
-  const int64_t n = planes * g.height * g.width;
-  if (n == 0) return;
-  ave_backward_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, g, dev(dy), dev(dx));
-  CORTADO_KERNEL_CHECK();
+  launch(ave_backward_kernel<dev_t<T>>, planes * g.height * g.width, stream, g, dev(dy), dev(dx));
 }
 
 #define CORTADO_INSTANTIATE_POOL_GPU(T)                                                                   \

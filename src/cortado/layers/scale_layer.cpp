@@ -3,6 +3,8 @@
 #include <climits>
 
 #include "cortado/filler.hpp"
+#include "cortado/layers/broadcast_param.hpp"
+#include "cortado/layers/param_blobs.hpp"
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/math_buffer.hpp"
@@ -39,36 +41,16 @@ void for_dims(int64_t dim, F&& body) {
 template <typename Ftype, typename Btype>
 std::vector<int> ScaleLayer<Ftype, Btype>::ParamShape(const Blob& x) const {
   const ScaleParameter& p = this->layer_param().scale_param();
-  const int n = x.num_axes();
-  if (p.num_axes() < -1) this->field_error("scale_param.num_axes", "must be >= -1, got ", p.num_axes());
-  if (p.num_axes() == 0) return {};
-  if (p.axis() < -n || p.axis() >= n) {
-    this->field_error("scale_param.axis", "= ", p.axis(), " is out of range for a bottom of shape ",
-                      x.shape_string());
-  }
-  const int axis = p.axis() < 0 ? p.axis() + n : p.axis();
-  const int end = p.num_axes() == -1 ? n : axis + p.num_axes();
-  if (end > n) {
-    this->field_error("scale_param.num_axes", "= ", p.num_axes(), " from axis ", axis,
-                      " goes past the last axis of a bottom of shape ", x.shape_string());
-  }
-  return std::vector<int>(x.shape().begin() + axis, x.shape().begin() + end);
+  return BroadcastParamShape(*this, "scale_param", p.axis(), p.num_axes(), x);
 }
 
 template <typename Ftype, typename Btype>
 void ScaleLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   const ScaleParameter& p = this->layer_param().scale_param();
   bias_term_ = p.bias_term();
-  auto validate = [this](const FillerParameter& f, const std::string& field) {
-    try {
-      ValidateFiller(f, "");
-    } catch (const Error& e) {
-      this->field_error(field + ".type", e.what());
-    }
-  };
   const bool one = bottom.size() == 1;
-  if (one) validate(p.filler(), "scale_param.filler");
-  if (bias_term_) validate(p.bias_filler(), "scale_param.bias_filler");
+  if (one) CheckFiller(*this, p.filler(), "scale_param.filler");
+  if (bias_term_) CheckFiller(*this, p.bias_filler(), "scale_param.bias_filler");
   const std::vector<int> shape = one ? ParamShape(*bottom[0]) : bottom[1]->shape();
   const size_t want = (one ? 1 : 0) + (bias_term_ ? 1 : 0);
   auto& blobs = this->blobs_;
@@ -99,31 +81,14 @@ void ScaleLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& 
 
 template <typename Ftype, typename Btype>
 void ScaleLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
-  const ScaleParameter& p = this->layer_param().scale_param();
   const Blob& x = *bottom[0];
   const Blob& s = *scale(bottom);
-  const int n = x.num_axes();
-  int axis = 0;
-  if (s.num_axes() > 0) {
-    if (p.axis() < -n || p.axis() >= n) {
-      this->field_error("scale_param.axis", "= ", p.axis(), " is out of range for a bottom of shape ",
-                        x.shape_string());
-    }
-    axis = p.axis() < 0 ? p.axis() + n : p.axis();
-  }
-  bool fits = axis + s.num_axes() <= n;
-  for (int i = 0; fits && i < s.num_axes(); ++i) fits = x.shape(axis + i) == s.shape(i);
-  if (!fits) {
-    this->field_error("scale_param.axis", "scale shape ", s.shape_string(), " does not match bottom shape ",
-                      x.shape_string(), " from axis ", axis);
-  }
+  const BroadcastView v = BroadcastAxes(*this, "scale_param", "scale", this->layer_param().scale_param().axis(), x, s);
   if (bias_term_ && bias_blob(bottom)->count() != s.count()) {
     this->field_error("blobs", "bias shape ", bias_blob(bottom)->shape_string(), " does not match scale shape ",
                       s.shape_string());
   }
-  outer_ = static_cast<int64_t>(x.count(0, axis));
-  dim_ = static_cast<int64_t>(s.count());
-  inner_ = static_cast<int64_t>(x.count(axis + s.num_axes()));
+  outer_ = v.outer, dim_ = v.dim, inner_ = v.inner;
   if (top[0] != bottom[0]) top[0]->ReshapeLike(x);
   if (top[0] == bottom[0]) x_copy_.ReshapeLike(x);
 }

@@ -13,11 +13,7 @@ namespace cortado {
 
 namespace {
 
-using kernels::dev;
-using kernels::dev_t;
-using kernels::dmath_t;
-using kernels::load;
-using kernels::store;
+using namespace kernels;
 
 template <typename I, typename T>
 __global__ void forward_kernel(int64_t total, int64_t dim, int64_t inner, const T* x, const T* s, const T* b, T* y) {

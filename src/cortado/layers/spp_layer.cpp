@@ -113,14 +113,21 @@ void SPPLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& t
 }
 
 template <typename Ftype, typename Btype>
-void SPPLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                                          const BlobVec& bottom) {
-  if (propagate_down.empty() || !propagate_down[0]) return;
+bool SPPLayer<Ftype, Btype>::BackwardPyramid(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                             const BlobVec& bottom) {
+  if (propagate_down.empty() || !propagate_down[0]) return false;
   levels_[0].pool->set_context(this->ctx_);
   if (pyramid_height_ == 1) {
     levels_[0].pool->Backward(top, {true}, bottom);
-    return;
+    return false;
   }
+  return true;
+}
+
+template <typename Ftype, typename Btype>
+void SPPLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                          const BlobVec& bottom) {
+  if (!BackwardPyramid(top, propagate_down, bottom)) return;
   using M = math_t<Btype>;
   const int64_t num = bottom[0]->shape(0), count = static_cast<int64_t>(bottom[0]->count());
   std::vector<M> acc(static_cast<size_t>(count));
@@ -160,12 +167,7 @@ void SPPLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& t
 template <typename Ftype, typename Btype>
 void SPPLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                           const BlobVec& bottom) {
-  if (propagate_down.empty() || !propagate_down[0]) return;
-  levels_[0].pool->set_context(this->ctx_);
-  if (pyramid_height_ == 1) {
-    levels_[0].pool->Backward(top, {true}, bottom);
-    return;
-  }
+  if (!BackwardPyramid(top, propagate_down, bottom)) return;
   using M = math_t<Btype>;
   const size_t num = static_cast<size_t>(bottom[0]->shape(0));
   const int64_t count = static_cast<int64_t>(bottom[0]->count());
