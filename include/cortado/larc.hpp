@@ -22,11 +22,7 @@
 
 #include <math.h>
 
-#if defined(__CUDACC__)
-#define CORTADO_HOST_DEVICE __host__ __device__
-#else
-#define CORTADO_HOST_DEVICE
-#endif
+#include "cortado/util/hd_math.hpp"
 
 namespace cortado {
 
@@ -39,16 +35,10 @@ struct LarcSums {
 
 /// a * b, never fused with a following add into an FMA (which the device
 /// compiler would do and the host build does not): both sides round alike.
-CORTADO_HOST_DEVICE inline double larc_mul(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
+CORTADO_HD inline double larc_mul(double a, double b) { return hd::mul_rn(a, b); }
 
 /// The trust ratio t; with `turbo`, updates the running mean *corr first.
-CORTADO_HOST_DEVICE inline double larc_trust(const LarcSums& s, double momentum, double eta, bool turbo,
+CORTADO_HD inline double larc_trust(const LarcSums& s, double momentum, double eta, bool turbo,
                                              double* corr) {
   const double wn = sqrt(s.w), gn = sqrt(s.g);
   double t = 1;
@@ -63,7 +53,7 @@ CORTADO_HOST_DEVICE inline double larc_trust(const LarcSums& s, double momentum,
 }
 
 /// The blob's rate from the policy's rate, its lr_mult and its trust ratio.
-CORTADO_HOST_DEVICE inline double larc_rate(double rate, double lr_mult, LarcPolicy policy, double trust) {
+CORTADO_HD inline double larc_rate(double rate, double lr_mult, LarcPolicy policy, double trust) {
   const double local = lr_mult > 0 ? trust : lr_mult;
   if (policy == LarcPolicy::kClip) return rate < local ? rate : local;
   return larc_mul(rate, local);

@@ -21,7 +21,9 @@
 //   arithmetic still runs in FP32 and rounds once per stored value.
 // - BFLOAT16 is refused (Validate): BF16 weights would lose small updates.
 //
-// The update rule is a subclass; it sees one ParamUpdate per parameter.
+// The update rule (the solver's `type`) is one entry of the rule registry
+// (solvers/update_rule.hpp): a step written once that the host loop and the
+// fused GPU update both run, per value, after the steps above.
 //
 // Learning-rate policies at iteration it (Caffe's formulas):
 //   fixed      base_lr
@@ -78,30 +80,14 @@
 
 #include "cortado/communicator.hpp"
 #include "cortado/net.hpp"
+#include "cortado/solvers/update_rule.hpp"
 #include "cortado/util/signals.hpp"
 
 namespace cortado {
 
-/// The update rules that have a fused GPU update (solver_gpu.hpp). A rule
-/// reports its own through Solver::update_rule(); kNone (a rule without one)
-/// runs the host update even on a GPU context.
-enum class UpdateRule { kNone, kSGD, kNesterov, kAdaGrad, kRMSProp, kAdaDelta, kAdam, kAdamW };
-
 namespace gpu {
 class UpdateWorkspace;
 }
-
-/// What an update rule receives for one learnable parameter.
-struct ParamUpdate {
-  int id = 0;              // index into net()->learnable_params()
-  int64_t count = 0;
-  /// dW / (S * iter_size) times the clipping factor, plus the coupled weight
-  /// decay (L2: decay * W, L1: decay * sign(W)) unless the rule decouples it.
-  const float* grad = nullptr;
-  double rate = 0;         // learning rate (policy, warm-up, lr_mult, LARC)
-  double decay = 0;        // the iteration's weight decay * decay_mult
-  double momentum = 0;     // the iteration's momentum (momentum_policy)
-};
 
 /// How a solver is set up beyond its SolverParameter: where its nets run,
 /// and an optional edit applied to every net parameter (train and test)
@@ -124,6 +110,8 @@ class Solver {
   /// `info` locates fields of the solver prototxt (and its embedded nets);
   /// `setup.ctx` is where the nets run (null: the CPU). The device comes
   /// from the caller (trainer's --gpu), not from solver_mode.
+  /// The rule is the registered one of param.type(); an unknown type is an
+  /// error naming the field's line and the known types.
   explicit Solver(const SolverParameter& param, const SourceInfo& info = SourceInfo(),
                   SolverSetup setup = SolverSetup());
   virtual ~Solver() = default;
@@ -131,7 +119,7 @@ class Solver {
   static std::unique_ptr<Solver> Create(const std::string& solver_file, std::shared_ptr<const Context> ctx = nullptr);
   static std::unique_ptr<Solver> Create(const SolverParameter& param, const SourceInfo& info = SourceInfo(),
                                         SolverSetup setup = SolverSetup());
-  /// The solver types Create knows, sorted.
+  /// The solver types Create knows (the registered rules), sorted.
   static std::vector<std::string> Types();
 
   /// Trains to max_iter, resuming from a .solverstate first if given.
@@ -175,7 +163,10 @@ class Solver {
   bool requested_early_exit() const { return requested_early_exit_; }
   /// Called at the end of each iteration; SNAPSHOT or STOP act on it.
   void set_action_function(std::function<SolverAction()> f) { action_ = std::move(f); }
-  virtual const char* type() const = 0;
+  /// The solver type, e.g. "SGD".
+  const char* type() const { return rule_.type.c_str(); }
+  /// The update rule (history slots, decay handling, host and device steps).
+  const UpdateRuleInfo& rule() const { return rule_; }
 
   /// The current loss scale S (1 without scaling).
   float loss_scale() const { return loss_scale_; }
@@ -200,21 +191,11 @@ class Solver {
   void SyncParameters();
 
  protected:
-  /// Applies the rule to one parameter: reads u.grad, updates the history
-  /// and writes the weights in data_type().
-  virtual void UpdateParam(const ParamUpdate& u) = 0;
-  /// History blobs per parameter.
-  virtual int history_slots() const { return 1; }
-  /// Rules with decoupled weight decay (AdamW) get u.grad without it.
-  virtual bool decoupled_decay() const { return false; }
-  /// Which fused GPU update does this rule's arithmetic (kNone: none). On a
-  /// GPU context the whole update then runs on the device, reading the
-  /// rule's hyperparameters from param_; UpdateParam is the host reference.
-  virtual UpdateRule update_rule() const { return UpdateRule::kNone; }
   [[noreturn]] void ParamFail(const std::string& field, const std::string& msg) const;
 
   SolverParameter param_;
   SourceInfo info_;
+  UpdateRuleInfo rule_;
   std::shared_ptr<const Context> ctx_;
   std::function<void(NetParameter*)> edit_net_;
   std::shared_ptr<Communicator> comm_;  // null alone
@@ -225,6 +206,7 @@ class Solver {
   Type data_type_ = FLOAT;
 
  private:
+  int history_slots() const { return rule_.history_slots; }
   void InitNets();
   void Validate() const;
   void ValidateSchedules() const;
@@ -296,20 +278,6 @@ class Solver {
   std::array<int64_t, kNumTypes> pending_count_{};
   int64_t buckets_summed_ = 0;
   bool reduce_ = false;  // sum the gradients through comm_: several ranks, or SolverSetup::reduce_alone
-};
-
-/// SGD with momentum (Caffe's rule): H = momentum * H + rate * g; W = W - H
-/// (momentum: the iteration's, momentum_policy applied).
-/// With FLOAT16 solver data and half_update_scheme ACCUMULATE_GRADIENTS:
-/// H = momentum * H + g; W = W - rate * H, computed in FP32, rounded once.
-class SGDSolver : public Solver {
- public:
-  using Solver::Solver;
-  const char* type() const override { return "SGD"; }
-
- protected:
-  void UpdateParam(const ParamUpdate& u) override;
-  UpdateRule update_rule() const override { return UpdateRule::kSGD; }
 };
 
 }  // namespace cortado

@@ -18,7 +18,8 @@
 //     update reads the ratios there: no wait on the host.
 //  3. update: one launch per (gradient type, data type) group applies, per
 //     value, g = float(dW) * factor (unscale by 1/(S * iter_size) and the
-//     clipping factor), the coupled weight decay, and the rule, writing the
+//     clipping factor), the coupled weight decay, and the rule's Step (the
+//     host loop's own function, solvers/update_rule.hpp), writing the
 //     weights and the history in the solver data type, the working copy of
 //     the weights in the gradient type when that differs (the FP16 weights
 //     that the next forward reads: no conversion launch per parameter), and
@@ -29,7 +30,7 @@
 // A launch walks a tensor list: an array of TensorSlot in device memory (a
 // pointer set per parameter, like PyTorch's multi_tensor_apply), uploaded
 // again only when a pointer or count changes. The arithmetic of each value is
-// the CPU update's, operation for operation (see solver.cu).
+// the CPU update's, operation for operation (see solvers/update_kernel.cuh).
 //
 // Supported (gradient type, solver data type) pairs: {FLOAT, FLOAT16}^2,
 // (BFLOAT16, FLOAT) and (DOUBLE, DOUBLE) (update_supported); Solver falls
@@ -41,10 +42,12 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cortado/larc.hpp"
 #include "cortado/solver.hpp"
+#include "cortado/solvers/update_rule.hpp"
 #include "cortado/types.hpp"
 
 struct CUstream_st;
@@ -61,7 +64,7 @@ struct TensorSlot {
   void* grad = nullptr;         // the gradient (diff), in the list's gradient type; zeroed by the update
   void* weight = nullptr;       // the weights, in the solver data type (update lists; null: frozen)
   void* copy = nullptr;         // the weights' working copy in the gradient type, or null
-  void* hist[2] = {};          // history slots 0 and 1, in the solver data type
+  void* hist[kMaxHistorySlots] = {};  // the rule's history slots, in the solver data type
   int64_t count = 0;
   int64_t first_chunk = 0;     // set by TensorList::assign
   double lr_mult = 0;          // the rate is hyper.rate * lr_mult, or LARC's (larc.hpp)
@@ -103,16 +106,13 @@ struct GradientCheck {
   int nonfinite = 0;  // 1 if some dW is Inf or NaN
 };
 
-/// Per-iteration scalars of the update, passed by value to the kernels.
+/// Per-iteration scalars of the update common to every rule, passed by value
+/// to the kernels (a rule's own come in its Hyper: solvers/update_rule.hpp).
 struct UpdateHyper {
-  UpdateRule rule = UpdateRule::kSGD;
-  bool accumulate_gradients = false;  // SGD, FLOAT16 data: H = m*H + g; W -= rate*H
   double rate = 0;                    // the policy's rate (times lr_mult per slot)
   double factor = 1;                  // 1 / (S * iter_size) times the clipping factor
-  double momentum = 0, momentum2 = 0, delta = 0, rms_decay = 0;  // the rule's (SGD, Nesterov: momentum_policy's)
-  double adam_c1 = 1, adam_c2 = 1;    // sqrt(1 - b2^t) and 1 - b1^t
   bool l1 = false;                    // regularization_type L1 (else L2)
-  bool decoupled = false;             // AdamW: decay not added to g
+  bool decoupled = false;             // the rule applies the decay itself (AdamW): not added to g
   LarcPolicy larc = LarcPolicy::kOff;
   double larc_eta = 0;
   double larc_momentum = 0;           // momentum_policy's momentum, whatever the rule
@@ -158,7 +158,7 @@ class UpdateWorkspace {
   double* larc_corr_ = nullptr;
 };
 
-/// Whether apply_update and larc_norms take this (gradient type, solver data
+/// Whether the rules' updates and larc_sums take this (gradient type, solver data
 /// type) pair.
 bool update_supported(Type grad_type, Type data_type);
 
@@ -175,11 +175,12 @@ void larc_sums(Type grad_type, Type data_type, const TensorList& list, const Upd
 /// updating corr[id] with hyper.larc_turbo. One launch.
 void larc_trust(const TensorList& list, const UpdateHyper& hyper, const LarcSums* sums, double* corr, double* trust,
                 gpu_stream stream);
-/// The update of every slot of `list`, which also writes the working copies
-/// and zeroes the gradients; `trust` (LARC's ratios by id) may be null
-/// without LARC. One launch.
-void apply_update(Type grad_type, Type data_type, const TensorList& list, const UpdateHyper& hyper,
-                  const double* trust, gpu_stream stream);
+/// The fused update of a built-in rule (solvers/rules.hpp) by solver type
+/// (null for any other type): every slot of a list, which also writes the
+/// working copies and zeroes the gradients; `trust` (LARC's ratios by id) may
+/// be null without LARC. One launch per call. The kernel is
+/// solvers/update_kernel.cuh's, instantiated for the rule.
+UpdateRuleInfo::GpuUpdate builtin_update(const std::string& type);
 
 }  // namespace gpu
 }  // namespace cortado

@@ -11,11 +11,6 @@
 #include <type_traits>
 
 #include "cortado/larc.hpp"
-#include "cortado/solvers/adadelta_solver.hpp"
-#include "cortado/solvers/adagrad_solver.hpp"
-#include "cortado/solvers/adam_solver.hpp"
-#include "cortado/solvers/nesterov_solver.hpp"
-#include "cortado/solvers/rmsprop_solver.hpp"
 #include "cortado/util/blob_io.hpp"
 #include "cortado/util/hdf5.hpp"
 #include "cortado/util/logging.hpp"
@@ -39,21 +34,15 @@ std::unique_ptr<Solver> Solver::Create(const std::string& solver_file, std::shar
 }
 
 namespace {
-template <typename S>
-std::unique_ptr<Solver> make_solver(const SolverParameter& p, const SourceInfo& i, SolverSetup setup) {
-  return std::make_unique<S>(p, i, std::move(setup));
+// The registered rule of param.type(), or the error that names the field.
+UpdateRuleInfo RuleOf(const SolverParameter& param, const SourceInfo& info) {
+  UpdateRuleInfo rule;
+  if (FindUpdateRule(param.type(), &rule)) return rule;
+  std::string known;
+  for (const std::string& t : UpdateRuleTypes()) known += (known.empty() ? "" : ", ") + t;
+  const int line = info.root_field_line(SolverParameter::descriptor(), "type");
+  fail(info.where(line), "type: unknown solver type '", param.type(), "'; known types: ", known);
 }
-struct SolverEntry {
-  const char* type;
-  std::unique_ptr<Solver> (*make)(const SolverParameter&, const SourceInfo&, SolverSetup);
-};
-// The one table of update rules, sorted by type string.
-const SolverEntry kSolvers[] = {
-    {"AdaDelta", &make_solver<AdaDeltaSolver>}, {"AdaGrad", &make_solver<AdaGradSolver>},
-    {"Adam", &make_solver<AdamSolver>},         {"AdamW", &make_solver<AdamWSolver>},
-    {"Nesterov", &make_solver<NesterovSolver>}, {"RMSProp", &make_solver<RMSPropSolver>},
-    {"SGD", &make_solver<SGDSolver>},
-};
 
 // A loss scale as logged: all 9 digits a float needs to be read back exactly
 // (the stream's default 6 turn 16777216 into 1.67772e+07), so that log
@@ -65,27 +54,17 @@ std::string ScaleText(float scale) {
 }
 }  // namespace
 
-std::vector<std::string> Solver::Types() {
-  std::vector<std::string> v;
-  for (const SolverEntry& e : kSolvers) v.push_back(e.type);
-  return v;
-}
+std::vector<std::string> Solver::Types() { return UpdateRuleTypes(); }
 
 std::unique_ptr<Solver> Solver::Create(const SolverParameter& param, const SourceInfo& info,
                                        SolverSetup setup) {
-  for (const SolverEntry& e : kSolvers) {
-    if (param.type() != e.type) continue;
-    return e.make(param, info, std::move(setup));
-  }
-  std::string known;
-  for (const SolverEntry& e : kSolvers) known += std::string(known.empty() ? "" : ", ") + e.type;
-  const int line = info.root_field_line(SolverParameter::descriptor(), "type");
-  fail(info.where(line), "type: unknown solver type '", param.type(), "'; known types: ", known);
+  return std::make_unique<Solver>(param, info, std::move(setup));
 }
 
 Solver::Solver(const SolverParameter& param, const SourceInfo& info, SolverSetup setup)
     : param_(param),
       info_(info),
+      rule_(RuleOf(param, info)),
       ctx_(setup.ctx ? std::move(setup.ctx) : Context::Cpu()),
       edit_net_(std::move(setup.edit_net)),
       comm_(std::move(setup.comm)) {
@@ -116,7 +95,7 @@ Solver::Solver(const SolverParameter& param, const SourceInfo& info, SolverSetup
 
 Blob& Solver::history(int id, int slot) {
   if (history_.empty()) {
-    // Allocated on first use, after the subclass exists (history_slots() is virtual).
+    // Allocated on first use (a solver that never updates keeps none).
     for (const Blob* p : net_->learnable_params())
       for (int k = 0; k < history_slots(); ++k) history_.push_back(std::make_shared<Blob>(p->shape(), data_type_));
   }
@@ -124,8 +103,7 @@ Blob& Solver::history(int id, int slot) {
 }
 
 void Solver::ParamFail(const std::string& field, const std::string& msg) const {
-  const int line = info_.root_field_line(SolverParameter::descriptor(), field);
-  fail(info_.where(line), field, ": ", msg);
+  RuleFields{param_, info_}.Fail(field, msg);
 }
 
 void Solver::Validate() const {
@@ -158,6 +136,7 @@ void Solver::Validate() const {
     ParamFail("solver_data_type", "BFLOAT16 is not a solver data type; use FLOAT (FP32 master weights)");
   const int nets = param_.has_net() + param_.has_net_param() + param_.has_train_net() + param_.has_train_net_param();
   if (nets != 1) ParamFail("net", "exactly one of net, net_param, train_net and train_net_param must be set");
+  rule_.validate(RuleFields{param_, info_});
 }
 
 // The rate, momentum, weight-decay and LARC fields.
@@ -192,7 +171,7 @@ void Solver::ValidateSchedules() const {
   if ((mp == "poly" || wp == "poly") && param_.max_iter() <= 0)
     ParamFail(mp == "poly" ? "momentum_policy" : "weight_decay_policy", "poly needs max_iter > 0");
   // As in NVCaffe, whose other rules read `momentum` as it is.
-  if (mp != "fixed" && param_.type() != "SGD" && param_.type() != "Nesterov")
+  if (mp != "fixed" && !rule_.momentum_policy)
     INFO_LOG << "momentum_policy " << mp << " sets SGD's and Nesterov's momentum and LARC's factor; "
              << param_.type() << " uses momentum as it is";
   if (param_.larc_policy() != "scale" && param_.larc_policy() != "clip")
@@ -902,6 +881,7 @@ bool Solver::ApplyUpdate() {
   const double factor = GradientFactor(ss);
   const double rate = GetLearningRate(), momentum = GetMomentum(), weight_decay = GetWeightDecay();
   const bool l1 = param_.regularization_type() == "L1";
+  const RuleContext rule_ctx{param_, iter_, momentum, data_type_};
   if (param_.larc_turbo()) LarcCorrelationToHost();
   for (size_t i = 0; i < params.size(); ++i) {
     if (net_->params_lr()[i] == 0) continue;
@@ -915,20 +895,21 @@ bool Solver::ApplyUpdate() {
       convert_array<T, float>(n, p->cpu_diff<T>(), grad_.data());
     });
     for (int64_t k = 0; k < n; ++k) grad_[k] = static_cast<float>(grad_[k] * factor);
-    ParamUpdate u;
-    u.id = static_cast<int>(i);
+    CpuParamStep u;
     u.count = n;
     u.grad = grad_.data();
     // LARC reads the gradient before the decay is added.
-    u.rate = param_.larc() ? LarcRate(u.id, rate, momentum) : rate * net_->params_lr()[i];
+    u.rate = param_.larc() ? LarcRate(static_cast<int>(i), rate, momentum) : rate * net_->params_lr()[i];
     u.decay = weight_decay * net_->params_weight_decay()[i];
-    u.momentum = momentum;
-    if (u.decay != 0 && !decoupled_decay()) {
+    if (u.decay != 0 && !rule_.decoupled_decay) {
       const float* w = p->cpu_data<float>();
       const float d = static_cast<float>(u.decay);
       for (int64_t k = 0; k < n; ++k) grad_[k] += d * (l1 ? float((w[k] > 0) - (w[k] < 0)) : w[k]);
     }
-    UpdateParam(u);
+    u.weight = p->data().mutable_data_raw(data_type_);
+    for (int k = 0; k < history_slots(); ++k)
+      u.hist[k] = history(static_cast<int>(i), k).data().mutable_data_raw(data_type_);
+    rule_.update_cpu(rule_ctx, u);
   }
   net_->ClearParamDiffs();  // the device update does this in its own pass
   gradients_zero_ = true;
@@ -974,7 +955,7 @@ void Solver::LarcCorrelationToHost() {
 #ifdef CORTADO_USE_CUDA
 bool Solver::GpuUpdateSupported() {
   std::string why;
-  if (update_rule() == UpdateRule::kNone) why = str_cat("the ", type(), " rule has no GPU update");
+  if (!rule_.update_gpu) why = str_cat("the ", type(), " rule has no GPU update");
   for (const Blob* p : net_->learnable_params())
     if (why.empty() && !gpu::update_supported(p->diff().type(), data_type_))
       why = str_cat("no GPU update for ", type_name(p->diff().type()), " gradients with ", type_name(data_type_),
@@ -1025,23 +1006,11 @@ bool Solver::ApplyUpdateGpu() {
     if (clip && ranks() > 1) ss = RanksMean({ss})[0];
   }
   gpu::UpdateHyper h;
-  h.rule = update_rule();
-  h.accumulate_gradients =
-      data_type_ == FLOAT16 && param_.half_update_scheme() == SolverParameter::ACCUMULATE_GRADIENTS;
   h.rate = GetLearningRate();
   h.factor = GradientFactor(ss);
-  // momentum_policy sets SGD's and Nesterov's momentum; Adam's beta1 and
-  // AdaDelta's decay stay `momentum` (as in NVCaffe).
-  const bool heavy_ball = update_rule() == UpdateRule::kSGD || update_rule() == UpdateRule::kNesterov;
-  h.momentum = heavy_ball ? GetMomentum() : param_.momentum();
-  h.momentum2 = param_.momentum2();
-  h.delta = param_.delta();
-  h.rms_decay = param_.rms_decay();
-  const double t = iter() + 1.0;  // Adam's bias correction, as in AdamSolver::AdamUpdate
-  h.adam_c1 = std::sqrt(1 - std::pow(h.momentum2, t));
-  h.adam_c2 = 1 - std::pow(h.momentum, t);
+  const RuleContext rule_ctx{param_, iter_, GetMomentum(), data_type_};
   h.l1 = param_.regularization_type() == "L1";
-  h.decoupled = decoupled_decay();
+  h.decoupled = rule_.decoupled_decay;
   h.larc = !param_.larc() ? LarcPolicy::kOff : param_.larc_policy() == "clip" ? LarcPolicy::kClip : LarcPolicy::kScale;
   h.larc_eta = param_.larc_eta();
   h.larc_momentum = GetMomentum();
@@ -1065,7 +1034,6 @@ bool Solver::ApplyUpdateGpu() {
       continue;
     }
     t.weight = p->data().mutable_gpu_data_raw(data_type_, gt, &t.copy);
-    CORTADO_CHECK_LE(history_slots(), 2);
     for (int k = 0; k < history_slots(); ++k)
       t.hist[k] = history(static_cast<int>(i), k).data().mutable_gpu_data_raw(data_type_);
     t.lr_mult = net_->params_lr()[i];
@@ -1096,36 +1064,11 @@ bool Solver::ApplyUpdateGpu() {
       gpu::larc_trust(ws.update_list(kAllTypes[g]), h, sums, ws.larc_corr(), ws.larc_trust(), stream);
     trust = ws.larc_trust();
   }
-  for (int g = 0; g < kNumTypes; ++g) gpu::apply_update(kAllTypes[g], data_type_, ws.update_list(kAllTypes[g]), h, trust, stream);
+  for (int g = 0; g < kNumTypes; ++g) rule_.update_gpu(rule_ctx, kAllTypes[g], ws.update_list(kAllTypes[g]), h, trust, stream);
   gradients_zero_ = true;
   AfterCleanStep();
   return true;
 }
 #endif  // CORTADO_USE_CUDA
-
-void SGDSolver::UpdateParam(const ParamUpdate& u) {
-  Blob* p = net_->learnable_params()[u.id];
-  const bool accumulate_grads = param_.half_update_scheme() == SolverParameter::ACCUMULATE_GRADIENTS;
-  dispatch_type(data_type_, [&](auto z) {
-    using T = decltype(z);
-    using M = math_t<T>;
-    T* w = p->mutable_cpu_data<T>();
-    T* h = history(u.id).mutable_cpu_data<T>();
-    const M m = static_cast<M>(u.momentum), r = static_cast<M>(u.rate);
-    if (std::is_same_v<T, float16> && accumulate_grads) {
-      // No learning rate inside the momentum: small gradients stay above
-      // FP16's underflow; the product with the rate is formed in FP32.
-      for (int64_t k = 0; k < u.count; ++k) {
-        h[k] = T(m * M(h[k]) + M(u.grad[k]));
-        w[k] = T(M(w[k]) - r * M(h[k]));
-      }
-    } else {
-      for (int64_t k = 0; k < u.count; ++k) {
-        h[k] = T(m * M(h[k]) + r * M(u.grad[k]));
-        w[k] = T(M(w[k]) - M(h[k]));
-      }
-    }
-  });
-}
 
 }  // namespace cortado

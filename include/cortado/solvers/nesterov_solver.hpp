@@ -7,20 +7,35 @@
 // NVCaffe's Nesterov ignores the policy). g already holds the coupled weight
 // decay.
 // History: 1 blob per parameter (H), in the solver data type. Arithmetic in
-// math_t<T> (double for DOUBLE, float otherwise), each stored value rounded once.
+// math_t<T> (double for DOUBLE, float otherwise), each stored value rounded
+// once; W's step uses H_new as computed, not as stored.
 
-#include "cortado/solver.hpp"
+#include "cortado/solvers/update_rule.hpp"
 
 namespace cortado {
 
-class NesterovSolver : public Solver {
- public:
-  using Solver::Solver;
-  const char* type() const override { return "Nesterov"; }
-
- protected:
-  void UpdateParam(const ParamUpdate& u) override;
-  UpdateRule update_rule() const override { return UpdateRule::kNesterov; }
+struct NesterovRule : UpdateRuleBase {
+  static constexpr const char* kType = "Nesterov";
+  static constexpr int kSlots = 1;
+  static constexpr bool kMomentumPolicy = true;
+  struct Hyper {
+    double momentum;
+  };
+  static Hyper MakeHyper(const RuleContext& c) { return {c.momentum}; }
+  template <typename M> struct Scalars {
+    M rate, m;
+  };
+  template <typename M> CORTADO_HD static Scalars<M> Prepare(const Hyper& h, double rate, double) {
+    return {M(rate), M(h.momentum)};
+  }
+  template <typename M, typename Round>
+  CORTADO_HD static M Step(const Scalars<M>& s, M g, M w, M* h, const Round&) {
+    using rule_math::mul;
+    const M h_old = h[0];
+    const M h_new = mul(s.m, h_old) + mul(s.rate, g);
+    h[0] = h_new;
+    return w - (mul(M(1) + s.m, h_new) - mul(s.m, h_old));
+  }
 };
 
 }  // namespace cortado
