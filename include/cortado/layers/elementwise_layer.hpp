@@ -44,9 +44,11 @@
 // CPU: one loop per direction, in ranges of at least 2^16 values, one chunk of
 // ranges per core (cpu_parallel_range); the same bits as a single loop.
 // GPU: one grid-stride kernel per direction (layers/elementwise_kernels.cuh),
-// compiled from the same op; CUDA's math functions are within 2 ulps of the
-// host library's, so GPU and CPU agree within a few ulps of the storage type
-// (exactly where the op calls no such function).
+// compiled from the same op. GPU and CPU agree within a few ulps of the
+// storage type: CUDA's math functions are within 2 ulps of the host
+// library's, and nvcc may fuse a multiply and an add that the host rounds
+// one at a time (an op that needs the host's rounding there writes
+// hd::add_rn / hd::mul_rn, as Log and Power do).
 //
 // Adding an op: its header (the op, then
 //   template <typename Ftype, typename Btype> using XLayer = ElementwiseLayer<Ftype, Btype, XOp>;
