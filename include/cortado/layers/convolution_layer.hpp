@@ -119,6 +119,14 @@ class ConvolutionLayer : public Layer<Ftype, Btype> {
     if (transposed_) return {num_output_, out_h_, out_w_, win_};
     return {channels_, height_, width_, win_};
   }
+  /// Values per image: of the bottom (C, H, W), of the top (num_output, OH,
+  /// OW), and of its im2col columns.
+  int64_t bottom_size() const { return int64_t{channels_} * height_ * width_; }
+  int64_t top_size() const { return int64_t{num_output_} * out_h_ * out_w_; }
+  size_t col_size() const {
+    const ConvGemm g = gemm();
+    return static_cast<size_t>(g.group) * g.k * g.n;
+  }
 
   // Compute types of the GPU GEMMs / cuDNN calls (see the header comment):
   // gpu_math_type: forward_math / backward_math for float16 storage (FLOAT

@@ -277,9 +277,8 @@ void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Bl
   const ConvGemm gm = gemm();
   const ConvImage im = col_image();
   const int ohw = gm.n;
-  const size_t chw = static_cast<size_t>(channels_) * height_ * width_;
-  const size_t top_image = static_cast<size_t>(num_output_) * ohw;
-  const size_t col_size = is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(gm.k) * group_ * ohw;
+  const int64_t chw = bottom_size(), top_image = top_size();
+  const size_t cols = is_1x1_ || depthwise_ ? 0 : col_size();
   const M* b = bias_term_ ? this->blobs_[1]->template cpu_data<M>() : nullptr;
   // O: the type of the GEMM operands (input, columns, weights). bfloat16
   // itself where the CPU multiplies bfloat16 pairs (gemm_bf16.hpp), the math
@@ -308,7 +307,7 @@ void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Bl
       // Images are independent: each chunk of them runs on its own core with its own column buffer
       // (the thread's scratch, kept from pass to pass).
       cpu_parallel_for(num_, [&](int, int n0, int n1) {
-        O* col = thread_scratch<O>(0, col_size);
+        O* col = thread_scratch<O>(0, cols);
         for (int n = n0; n < n1; ++n) {
           const O* xn = x + n * chw;
           M* yn = y.get() + n * top_image;
@@ -341,9 +340,8 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
   const ConvGemm gm = gemm();
   const ConvImage im = col_image();
   const int ohw = gm.n;
-  const size_t chw = static_cast<size_t>(channels_) * height_ * width_;
-  const size_t top_image = static_cast<size_t>(num_output_) * ohw;
-  const size_t col_size = is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(gm.k) * group_ * ohw;
+  const int64_t chw = bottom_size(), top_image = top_size();
+  const size_t cols = is_1x1_ || depthwise_ ? 0 : col_size();
   const bool do_w = this->param_propagate_down(0);
   const bool do_b = bias_term_ && this->param_propagate_down(1);
   // Gradients of the whole batch sum in M and are added to the Btype diffs once.
@@ -391,8 +389,8 @@ void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std:
       std::optional<MathBuffer<Btype>> xd;
       if (do_x) xd.emplace(bottom[i]->template mutable_cpu_diff<Btype>(), bottom[i]->count(), false);
       cpu_parallel_for(num_, [&](int chunk, int n0, int n1) {
-        O* col = do_w ? thread_scratch<O>(0, col_size) : nullptr;
-        M* col_diff = do_x ? thread_scratch<M>(1, col_size) : nullptr;
+        O* col = do_w ? thread_scratch<O>(0, cols) : nullptr;
+        M* col_diff = do_x ? thread_scratch<M>(1, cols) : nullptr;
         M* w_acc = do_w ? w_sum(chunk) : nullptr;
         M* b_acc = do_b ? b_sum(chunk) : nullptr;
         for (int n = n0; n < n1; ++n) {
@@ -447,13 +445,12 @@ void ConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const Bl
   const ConvGemm gm = gemm();
   const ConvImage im = col_image();
   const int ohw = gm.n;
-  const size_t chw = static_cast<size_t>(channels_) * height_ * width_;
-  const size_t top_image = static_cast<size_t>(num_output_) * ohw;
+  const int64_t chw = bottom_size(), top_image = top_size();
   gpu_stream stream = this->context().stream();
   cublasContext* handle = this->context().cublas();
   const Ftype* w = this->blobs_[0]->template gpu_data<Ftype>();
   const Ftype* b = bias_term_ ? this->blobs_[1]->template gpu_data<Ftype>() : nullptr;
-  DeviceScratch col = scratch(is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(gm.k) * group_ * ohw * sizeof(Ftype));
+  DeviceScratch col = scratch(is_1x1_ || depthwise_ ? 0 : col_size() * sizeof(Ftype));
   Ftype* colp = static_cast<Ftype*>(col.get());
   // (mg, ohw) = (mg, kg) x (kg, ohw) per group
   auto multiply = [&](int, Trans ta, Trans tb, int rows, int cols, int inner, const Ftype* a, const Ftype* bm,
@@ -486,8 +483,7 @@ void ConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std:
   const ConvGemm gm = gemm();
   const ConvImage im = col_image();
   const int ohw = gm.n;
-  const size_t chw = static_cast<size_t>(channels_) * height_ * width_;
-  const size_t top_image = static_cast<size_t>(num_output_) * ohw;
+  const int64_t chw = bottom_size(), top_image = top_size();
   gpu_stream stream = this->context().stream();
   cublasContext* handle = this->context().cublas();
   const bool do_w = this->param_propagate_down(0);
@@ -499,7 +495,7 @@ void ConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std:
   Btype* wd = do_w ? this->blobs_[0]->template mutable_gpu_diff<Btype>() : nullptr;
   Btype* bd = do_b ? this->blobs_[1]->template mutable_gpu_diff<Btype>() : nullptr;
   const Btype* w = this->blobs_[0]->template gpu_data<Btype>();
-  DeviceScratch col = scratch(is_1x1_ || depthwise_ ? 0 : static_cast<size_t>(gm.k) * group_ * ohw * sizeof(Btype));
+  DeviceScratch col = scratch(is_1x1_ || depthwise_ ? 0 : col_size() * sizeof(Btype));
   DeviceScratch wacc = scratch(do_w && f32_acc && !depthwise_ ? wcount * sizeof(float) : 0);
   Btype* colp = static_cast<Btype*>(col.get());
   float* waccp = static_cast<float*>(wacc.get());

@@ -23,7 +23,7 @@ void DeconvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const 
   const ConvGemm gm = this->gemm();  // M = C/group, K = num_output/group * KH * KW, N = H * W
   const ConvImage im = this->col_image();
   const int64_t ohw = static_cast<int64_t>(this->out_h_) * this->out_w_;
-  const int64_t top_n = this->num_output_ * ohw;
+  const int64_t top_n = this->top_size();
   const M* w = this->blobs_[0]->template cpu_data<M>();
   const M* b = this->bias_term_ ? this->blobs_[1]->template cpu_data<M>() : nullptr;
   auto multiply = [](int, Trans ta, Trans tb, int rows, int cols, int inner, const M* a, const M* bm, float beta,
@@ -33,10 +33,10 @@ void DeconvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const 
     Ftype* y = top[i]->mutable_cpu_data<Ftype>();
     // Images are independent: each chunk of them runs on its own core with its own buffers.
     cpu_parallel_for(this->num_, [&](int, int n0, int n1) {
-      std::vector<M> col(static_cast<size_t>(gm.group) * gm.k * gm.n), img(top_n);
+      std::vector<M> col(this->col_size()), img(top_n);
       for (int n = n0; n < n1; ++n) {
         // col_g = W_g^T x_g, then the scatter-add of every tap
-        gm.Backward(multiply, w, x + static_cast<int64_t>(n) * this->channels_ * gm.n, col.data());
+        gm.Backward(multiply, w, x + n * this->bottom_size(), col.data());
         im.col2im_cpu(col.data(), img.data());
         Ftype* yn = y + n * top_n;
         for (int64_t k = 0; k < top_n; ++k) yn[k] = static_cast<Ftype>(b ? img[k] + b[k / ohw] : img[k]);
@@ -52,8 +52,7 @@ void DeconvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const st
   const ConvGemm gm = this->gemm();
   const ConvImage im = this->col_image();
   const int64_t ohw = static_cast<int64_t>(this->out_h_) * this->out_w_;
-  const int64_t top_n = this->num_output_ * ohw;
-  const int64_t bottom_n = static_cast<int64_t>(this->channels_) * gm.n;
+  const int64_t top_n = this->top_size(), bottom_n = this->bottom_size();
   const bool dw_on = this->param_propagate_down(0), db_on = this->bias_term_ && this->param_propagate_down(1);
   const M* w = this->blobs_[0]->template cpu_data<M>();
   auto multiply = [](int, Trans ta, Trans tb, int rows, int cols, int inner, const M* a, const M* bm, float beta,
@@ -70,7 +69,7 @@ void DeconvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const st
     const M* x = dw_on ? bottom[i]->cpu_data<M>() : nullptr;
     Btype* dx = propagate_down[i] ? bottom[i]->mutable_cpu_diff<Btype>() : nullptr;
     cpu_parallel_for(this->num_, [&](int chunk, int n0, int n1) {
-      std::vector<M> col(static_cast<size_t>(gm.group) * gm.k * gm.n), xbuf(bottom_n);
+      std::vector<M> col(this->col_size()), xbuf(bottom_n);
       std::vector<M>& wacc = w_parts[chunk];
       std::vector<M>& bacc = b_parts[chunk];
       for (int n = n0; n < n1; ++n) {
@@ -132,16 +131,16 @@ void DeconvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const 
   const ConvGemm gm = this->gemm();
   const ConvImage im = this->col_image();
   const int64_t ohw = static_cast<int64_t>(this->out_h_) * this->out_w_;
-  const int64_t top_n = this->num_output_ * ohw;
+  const int64_t top_n = this->top_size();
   const M* w = this->blobs_[0]->template gpu_data<M>();
   const M* b = this->bias_term_ ? this->blobs_[1]->template gpu_data<M>() : nullptr;
-  auto col = scratch<M>(static_cast<size_t>(gm.group) * gm.k * gm.n);
+  auto col = scratch<M>(this->col_size());
   auto img = scratch<M>(static_cast<size_t>(this->num_) * top_n);
   const auto multiply = gpu_multiply<M>(this->context().cublas());
   for (size_t i = 0; i < bottom.size(); ++i) {
     const M* x = bottom[i]->gpu_data<M>();
     for (int n = 0; n < this->num_; ++n) {
-      gm.Backward(multiply, w, x + static_cast<int64_t>(n) * this->channels_ * gm.n, col.get());
+      gm.Backward(multiply, w, x + n * this->bottom_size(), col.get());
       im.col2im_gpu(col.get(), img.get() + n * top_n, stream);
     }
     if (b) gpu::conv_add_bias<M>(this->num_, this->num_output_, ohw, b, img.get(), stream);
@@ -158,12 +157,11 @@ void DeconvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const st
   const ConvGemm gm = this->gemm();
   const ConvImage im = this->col_image();
   const int64_t ohw = static_cast<int64_t>(this->out_h_) * this->out_w_;
-  const int64_t top_n = this->num_output_ * ohw;
-  const int64_t bottom_n = static_cast<int64_t>(this->channels_) * gm.n;
+  const int64_t top_n = this->top_size(), bottom_n = this->bottom_size();
   const bool dw_on = this->param_propagate_down(0), db_on = this->bias_term_ && this->param_propagate_down(1);
   const M* w = this->blobs_[0]->template gpu_data<M>();
   const int64_t wcount = static_cast<int64_t>(this->blobs_[0]->count());
-  auto col = scratch<M>(static_cast<size_t>(gm.group) * gm.k * gm.n);
+  auto col = scratch<M>(this->col_size());
   auto wacc = scratch<M>(dw_on ? wcount : 1);
   auto xbuf = scratch<M>(static_cast<size_t>(this->num_) * bottom_n);
   const auto multiply = gpu_multiply<M>(this->context().cublas());

@@ -49,12 +49,36 @@ __device__ __forceinline__ void covering(int v, int k, int p, int s, int out, in
   *hi = min((v + p) / s + 1, out);
 }
 
+// The outputs [oy0, oy1) x [ox0, ox1) whose windows contain bottom pixel (h, w).
+struct Cover {
+  int oy0, oy1, ox0, ox1;
+};
+__device__ __forceinline__ Cover covering(const PoolWindow& g, int h, int w) {
+  Cover c;
+  covering(h, g.kh, g.ph, g.sh, g.out_h, &c.oy0, &c.oy1);
+  covering(w, g.kw, g.pw, g.sw, g.out_w, &c.ox0, &c.ox1);
+  return c;
+}
+
+// Element i of the top (planes, out_h, out_w) or of the bottom (planes,
+// height, width) as (plane, row, column).
+struct Position {
+  int64_t plane;
+  int row, col;
+};
+__device__ __forceinline__ Position top_position(const PoolWindow& g, int64_t i) {
+  return {i / (static_cast<int64_t>(g.out_w) * g.out_h), static_cast<int>((i / g.out_w) % g.out_h),
+          static_cast<int>(i % g.out_w)};
+}
+__device__ __forceinline__ Position bottom_position(const PoolWindow& g, int64_t i) {
+  return {i / (static_cast<int64_t>(g.width) * g.height), static_cast<int>((i / g.width) % g.height),
+          static_cast<int>(i % g.width)};
+}
+
 template <typename T>
 __global__ void max_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y, int* mask, float* mask_top) {
   CORTADO_KERNEL_LOOP(i, n) {
-    const int ox = static_cast<int>(i % g.out_w);
-    const int oy = static_cast<int>((i / g.out_w) % g.out_h);
-    const int64_t plane = i / (static_cast<int64_t>(g.out_w) * g.out_h);
+    const auto [plane, oy, ox] = top_position(g, i);
     const T* xp = x + plane * g.height * g.width;
     const Win win = window(g, oy, ox);
     int best = win.h0 * g.width + win.w0;
@@ -78,9 +102,7 @@ template <typename T>
 __global__ void ave_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y) {
   using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
-    const int ox = static_cast<int>(i % g.out_w);
-    const int oy = static_cast<int>((i / g.out_w) % g.out_h);
-    const int64_t plane = i / (static_cast<int64_t>(g.out_w) * g.out_h);
+    const auto [plane, oy, ox] = top_position(g, i);
     const T* xp = x + plane * g.height * g.width;
     const Win win = window(g, oy, ox);
     A sum = 0;
@@ -95,17 +117,13 @@ template <typename T>
 __global__ void max_backward_kernel(int64_t n, PoolWindow g, const T* dy, const int* mask, T* dx) {
   using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
-    const int w = static_cast<int>(i % g.width);
-    const int h = static_cast<int>((i / g.width) % g.height);
-    const int64_t plane = i / (static_cast<int64_t>(g.width) * g.height);
+    const auto [plane, h, w] = bottom_position(g, i);
     const int64_t base = plane * g.out_h * g.out_w;
     const int self = h * g.width + w;
-    int oy0, oy1, ox0, ox1;
-    covering(h, g.kh, g.ph, g.sh, g.out_h, &oy0, &oy1);
-    covering(w, g.kw, g.pw, g.sw, g.out_w, &ox0, &ox1);
+    const Cover cover = covering(g, h, w);
     A sum = 0;
-    for (int oy = oy0; oy < oy1; ++oy) {
-      for (int ox = ox0; ox < ox1; ++ox) {
+    for (int oy = cover.oy0; oy < cover.oy1; ++oy) {
+      for (int ox = cover.ox0; ox < cover.ox1; ++ox) {
         const int64_t o = base + static_cast<int64_t>(oy) * g.out_w + ox;
         if (mask[o] == self) sum += load(dy, o);
       }
@@ -118,16 +136,12 @@ template <typename T>
 __global__ void ave_backward_kernel(int64_t n, PoolWindow g, const T* dy, T* dx) {
   using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
-    const int w = static_cast<int>(i % g.width);
-    const int h = static_cast<int>((i / g.width) % g.height);
-    const int64_t plane = i / (static_cast<int64_t>(g.width) * g.height);
+    const auto [plane, h, w] = bottom_position(g, i);
     const int64_t base = plane * g.out_h * g.out_w;
-    int oy0, oy1, ox0, ox1;
-    covering(h, g.kh, g.ph, g.sh, g.out_h, &oy0, &oy1);
-    covering(w, g.kw, g.pw, g.sw, g.out_w, &ox0, &ox1);
+    const Cover cover = covering(g, h, w);
     A sum = 0;
-    for (int oy = oy0; oy < oy1; ++oy) {
-      for (int ox = ox0; ox < ox1; ++ox) {
+    for (int oy = cover.oy0; oy < cover.oy1; ++oy) {
+      for (int ox = cover.ox0; ox < cover.ox1; ++ox) {
         const Win win = window(g, oy, ox);
         sum += load(dy, base + static_cast<int64_t>(oy) * g.out_w + ox) / static_cast<A>(win.size);
       }
@@ -140,9 +154,7 @@ template <typename T>
 __global__ void stochastic_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y, const float* rand, int* mask) {
   using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
-    const int ox = static_cast<int>(i % g.out_w);
-    const int oy = static_cast<int>((i / g.out_w) % g.out_h);
-    const int64_t plane = i / (static_cast<int64_t>(g.out_w) * g.out_h);
+    const auto [plane, oy, ox] = top_position(g, i);
     const T* xp = x + plane * g.height * g.width;
     const Win win = window(g, oy, ox);
     A sum = 0, sq = 0;
@@ -180,18 +192,14 @@ template <typename T>
 __global__ void stochastic_test_backward_kernel(int64_t n, PoolWindow g, const T* x, const T* dy, T* dx) {
   using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
-    const int w = static_cast<int>(i % g.width);
-    const int h = static_cast<int>((i / g.width) % g.height);
-    const int64_t plane = i / (static_cast<int64_t>(g.width) * g.height);
+    const auto [plane, h, w] = bottom_position(g, i);
     const T* xp = x + plane * g.height * g.width;
     const T* dyp = dy + plane * g.out_h * g.out_w;
-    int oy0, oy1, ox0, ox1;
-    covering(h, g.kh, g.ph, g.sh, g.out_h, &oy0, &oy1);
-    covering(w, g.kw, g.pw, g.sw, g.out_w, &ox0, &ox1);
+    const Cover cover = covering(g, h, w);
     const A xv = static_cast<A>(load(xp, h * g.width + w));
     A total = 0;
-    for (int oy = oy0; oy < oy1; ++oy) {
-      for (int ox = ox0; ox < ox1; ++ox) {
+    for (int oy = cover.oy0; oy < cover.oy1; ++oy) {
+      for (int ox = cover.ox0; ox < cover.ox1; ++ox) {
         const Win win = window(g, oy, ox);
         A sum = 0, sq = 0;
         for (int hh = win.h0; hh < win.h1; ++hh) {
