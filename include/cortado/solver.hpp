@@ -57,7 +57,7 @@
 // on its own shard of the data (the train and test nets' Data layers read
 // shard `rank` of `ranks`), and before the overflow check the ranks sum
 // their gradients (with an asynchronous engine, in reduce_buckets buckets
-// started during the step's last backward: PlanBuckets), which the unscale
+// started during the step's last backward: gradient_reducer.hpp), which the unscale
 // divides by S * iter_size * ranks: the update of a batch of B per rank is
 // the update of one solver with batch ranks * B. At Solve's start every
 // rank takes rank 0's weights and history; a random_seed left unset is
@@ -79,6 +79,7 @@
 #include <vector>
 
 #include "cortado/communicator.hpp"
+#include "cortado/gradient_reducer.hpp"
 #include "cortado/net.hpp"
 #include "cortado/solvers/update_rule.hpp"
 #include "cortado/util/signals.hpp"
@@ -155,7 +156,7 @@ class Solver {
   double GetWeightDecay(int iter) const;
   int iter() const { return iter_; }
   /// The collectives that summed gradients so far (buckets, or one per type).
-  int64_t gradient_sums() const { return buckets_summed_; }
+  int64_t gradient_sums() const { return reducer_->sums(); }
   const SolverParameter& param() const { return param_; }
   Net* net() { return net_.get(); }
   const std::vector<std::unique_ptr<Net>>& test_nets() const { return test_nets_; }
@@ -213,10 +214,7 @@ class Solver {
   std::vector<double> Test(int test_net_id);
   void UpdateSmoothedLoss(double loss, int start_iter);
   void DisplayOutputs(double elapsed_s, int iters);
-  /// Each value's mean over the ranks (a collective: every rank displays at
-  /// the same iterations); the values themselves alone.
-  std::vector<double> RanksMean(std::vector<double> values);
-  /// The same on the device (CUDA builds, GPU context): fused multi-tensor
+  /// ApplyUpdate on the device (CUDA builds, GPU context): fused multi-tensor
   /// kernels and one synchronization (the overflow and clipping read-back).
   bool ApplyUpdateGpu();
   /// Whether ApplyUpdateGpu can run this step; says once why not.
@@ -228,17 +226,6 @@ class Solver {
   double GradientFactor(double raw_sumsq) const;
   void AfterCleanStep();
   void SetLossScale(float s);
-  /// Sums the trained parameters' gradients over the ranks: one collective
-  /// per gradient type, or the buckets the last backward did not start.
-  void ReduceGradients();
-  /// With an asynchronous engine and reduce_buckets > 1: the listener that
-  /// starts the sums of the buckets during the step's last backward.
-  void PlanBuckets();
-  void StartBucket(int type);
-  Communicator::Span GradientSpan(int param);  // host or device, as the engine sums
-  bool Trained(int param) const;               // lr_mult not 0, not empty
-  /// The action every rank takes this iteration.
-  SolverAction AgreedAction();
   /// The "plateau" policy's bookkeeping for this iteration (smoothed loss
   /// minimum, step); every update calls it once, before reading the rate.
   void AdvancePlateau();
@@ -270,14 +257,8 @@ class Solver {
   // incomplete here (CPU builds never create one).
   std::shared_ptr<gpu::UpdateWorkspace> gpu_;
   bool gpu_fallback_logged_ = false;
-  // The buckets of the ranks' sums (PlanBuckets).
-  bool bucket_pass_ = false;      // in the step's last backward
-  bool buckets_started_ = false;  // the listener ran since the last ReduceGradients
-  std::array<int64_t, kNumTypes> bucket_size_{};
-  std::array<std::vector<Communicator::Span>, kNumTypes> pending_;
-  std::array<int64_t, kNumTypes> pending_count_{};
-  int64_t buckets_summed_ = 0;
-  bool reduce_ = false;  // sum the gradients through comm_: several ranks, or SolverSetup::reduce_alone
+  // The ranks' gradient sums and agreements (null only while InitNets runs).
+  std::unique_ptr<GradientReducer> reducer_;
 };
 
 }  // namespace cortado

@@ -68,7 +68,6 @@ Solver::Solver(const SolverParameter& param, const SourceInfo& info, SolverSetup
       ctx_(setup.ctx ? std::move(setup.ctx) : Context::Cpu()),
       edit_net_(std::move(setup.edit_net)),
       comm_(std::move(setup.comm)) {
-  reduce_ = comm_ && (comm_->size() > 1 || setup.reduce_alone);
   Validate();
   if (ranks() > 1) {
     // One seed for every rank: the same initial weights, and Data layers
@@ -86,7 +85,7 @@ Solver::Solver(const SolverParameter& param, const SourceInfo& info, SolverSetup
   // Several ranks: after the nets (built alike on every rank), each rank's
   // generator gets a seed of its own, so its dropout masks are its own.
   if (ranks() > 1) set_random_seed(param_.random_seed() + 1 + rank());
-  PlanBuckets();
+  reducer_ = std::make_unique<GradientReducer>(net_.get(), comm_, setup.reduce_alone, param_.reduce_buckets());
   const bool double_net = !net_->layers().empty() && net_->layers().front()->forward_type() == DOUBLE;
   data_type_ = double_net ? DOUBLE : param_.solver_data_type();
   loss_scale_ = param_.dynamic_loss_scale() ? param_.loss_scale_init() : net_->global_grad_scale();
@@ -335,7 +334,7 @@ void Solver::AdvancePlateau() {
     return;
   // Stored as the state stores it, so that a resumed run compares alike; the
   // ranks' mean, so that they all step at the same iteration.
-  const float loss = static_cast<float>(RanksMean({smoothed_loss_})[0]);
+  const float loss = static_cast<float>(reducer_->Mean({smoothed_loss_})[0]);
   if (loss < minimum_loss_) {
     minimum_loss_ = loss;
     iter_last_event_ = iter_;
@@ -372,7 +371,7 @@ void Solver::Solve(const std::string& resume_file) {
     // running statistics past the weights just saved (the final test score
     // would then not be the saved model's); the loss shown is the smoothed
     // training loss of the last iterations instead.
-    INFO_LOG << "Iteration " << iter_ << ", loss = " << RanksMean({smoothed_loss_})[0];
+    INFO_LOG << "Iteration " << iter_ << ", loss = " << reducer_->Mean({smoothed_loss_})[0];
   }
   if (param_.test_interval() && iter_ % param_.test_interval() == 0) TestAll();
   INFO_LOG << "Optimization Done.";
@@ -396,9 +395,9 @@ void Solver::Step(int iters) {
     double loss = 0;
     for (int i = 0; i < param_.iter_size(); ++i) {
       // The last backward of the step starts the ranks' sums bucket by bucket.
-      bucket_pass_ = i + 1 == param_.iter_size();
+      reducer_->set_last_backward(i + 1 == param_.iter_size());
       loss += net_->ForwardBackward();
-      bucket_pass_ = false;
+      reducer_->set_last_backward(false);
     }
     loss /= param_.iter_size();
     if (after_backward_) after_backward_(*this);
@@ -418,7 +417,7 @@ void Solver::Step(int iters) {
         INFO_LOG << "    loss scale = " << ScaleText(scale_used) << ", skipped steps = " << skipped_iterations_;
     }
     ++iter_;
-    const SolverAction action = AgreedAction();
+    const SolverAction action = reducer_->Agree(action_ ? action_() : SolverAction::NONE);
     if ((param_.snapshot() && iter_ % param_.snapshot() == 0) || action == SolverAction::SNAPSHOT) Snapshot();
     if (action == SolverAction::STOP) {
       requested_early_exit_ = true;
@@ -430,14 +429,6 @@ void Solver::Step(int iters) {
   net_->context().Synchronize();
 }
 
-std::vector<double> Solver::RanksMean(std::vector<double> values) {
-  if (ranks() > 1) {
-    comm_->AllReduceSum(values.data(), static_cast<int64_t>(values.size()), DOUBLE);
-    for (double& v : values) v /= ranks();
-  }
-  return values;
-}
-
 void Solver::DisplayOutputs(double elapsed_s, int iters) {
   // The smoothed loss and the train net's outputs, as the ranks' mean (one
   // collective): with several ranks the log speaks for the whole batch.
@@ -447,7 +438,7 @@ void Solver::DisplayOutputs(double elapsed_s, int iters) {
     const float* v = b->cpu_data<float>();
     shown.insert(shown.end(), v, v + b->count());
   }
-  shown = RanksMean(std::move(shown));
+  shown = reducer_->Mean(std::move(shown));
   INFO_LOG << "Iteration " << iter_ << ", loss = " << shown[0];
   size_t at = 1;
   for (size_t j = 0; j < outputs.size(); ++j) {
@@ -483,14 +474,11 @@ void Solver::UpdateSmoothedLoss(double loss, int start_iter) {
 std::vector<double> Solver::TestAll() {
   // The ranks test one model: rank 0's untrained parameters (BatchNorm's
   // running statistics, which each rank gathers on its own shard) for all.
-  if (ranks() > 1) {
-    const std::vector<Blob*>& params = net_->learnable_params();
-    for (size_t i = 0; i < params.size(); ++i) {
-      Tensor& d = params[i]->data();
-      if (Trained(static_cast<int>(i)) || d.count() == 0) continue;
-      comm_->Broadcast(d.mutable_data_raw(d.type()), static_cast<int64_t>(d.count() * type_size(d.type())), 0);
-    }
-  }
+  std::vector<std::pair<Tensor*, Type>> untrained;
+  const std::vector<Blob*>& params = net_->learnable_params();
+  for (size_t i = 0; i < params.size(); ++i)
+    if (!reducer_->Trained(static_cast<int>(i))) untrained.emplace_back(&params[i]->data(), params[i]->data().type());
+  reducer_->Broadcast(untrained);
   std::vector<double> first;
   for (size_t i = 0; i < test_nets_.size(); ++i) {
     std::vector<double> s = Test(static_cast<int>(i));
@@ -734,96 +722,15 @@ void Solver::SkipOverflowedStep() {
 
 // ---- across ranks ------------------------------------------------------------------------
 
-Communicator::Span Solver::GradientSpan(int i) {
-  Tensor& d = net_->learnable_params()[static_cast<size_t>(i)]->diff();
-  const Type t = d.type();
-  // Host engines: the Tensor brings a GPU context's gradients to the host
-  // here, and back when the update reads them.
-  const bool on_device = net_->context().on_gpu() && comm_->reduces_device_memory();
-  return {on_device ? d.mutable_gpu_data_raw(t) : d.mutable_data_raw(t), static_cast<int64_t>(d.count())};
-}
-
-bool Solver::Trained(int i) const {
-  return net_->params_lr()[static_cast<size_t>(i)] != 0 && net_->learnable_params()[static_cast<size_t>(i)]->count() > 0;
-}
-
-void Solver::PlanBuckets() {
-  // Asynchronous engines only: a host engine's sums block, so splitting them
-  // would only add collectives.
-  if (!reduce_ || !comm_->asynchronous() || param_.reduce_buckets() <= 1) return;
-  const std::vector<Blob*>& params = net_->learnable_params();
-  std::array<int64_t, kNumTypes> total{};
-  for (size_t i = 0; i < params.size(); ++i)
-    if (Trained(static_cast<int>(i))) total[type_index(params[i]->diff().type())] += static_cast<int64_t>(params[i]->count());
-  for (int g = 0; g < kNumTypes; ++g)
-    bucket_size_[g] = (total[g] + param_.reduce_buckets() - 1) / param_.reduce_buckets();
-  // Called inside Net::Backward, which has activated the net's context.
-  net_->set_param_ready_listener([this](const std::vector<int>& ready) {
-    if (!bucket_pass_) return;
-    for (int i : ready) {
-      if (!Trained(i)) continue;
-      const Communicator::Span s = GradientSpan(i);
-      const int g = type_index(net_->learnable_params()[static_cast<size_t>(i)]->diff().type());
-      pending_[g].push_back(s);
-      pending_count_[g] += s.count;
-      if (pending_count_[g] >= bucket_size_[g]) StartBucket(g);
-    }
-    buckets_started_ = true;
-  });
-}
-
-void Solver::StartBucket(int g) {
-  if (pending_[g].empty()) return;
-  comm_->StartAllReduceSum(pending_[g], kAllTypes[g]);
-  ++buckets_summed_;
-  pending_[g].clear();
-  pending_count_[g] = 0;
-}
-
-void Solver::ReduceGradients() {
-  // On a GPU context the gradients' host copies (or an engine's device sums)
-  // go on this context's stream, after the backward that wrote them.
-  net_->context().Activate();
-  if (buckets_started_) {
-    // The last backward started the sums of the full buckets: the rest now,
-    // then the update waits for them all.
-    for (int g = 0; g < kNumTypes; ++g) StartBucket(g);
-    comm_->WaitSums();
-    buckets_started_ = false;
-    return;
-  }
-  const std::vector<Blob*>& params = net_->learnable_params();
-  for (int g = 0; g < kNumTypes; ++g) {
-    std::vector<Communicator::Span> grads;  // the trained parameters' gradients of type g
-    for (size_t i = 0; i < params.size(); ++i)
-      if (Trained(static_cast<int>(i)) && params[i]->diff().type() == kAllTypes[g])
-        grads.push_back(GradientSpan(static_cast<int>(i)));
-    if (grads.empty()) continue;
-    ++buckets_summed_;
-    comm_->AllReduceSum(grads, kAllTypes[g]);
-  }
-}
-
 void Solver::SyncParameters() {
   if (ranks() <= 1) return;
-  auto broadcast = [&](Tensor& t) {
-    if (t.count() == 0) return;
-    comm_->Broadcast(t.mutable_data_raw(data_type_), static_cast<int64_t>(t.count() * type_size(data_type_)), 0);
-  };
+  std::vector<std::pair<Tensor*, Type>> tensors;
   const std::vector<Blob*>& params = net_->learnable_params();
   for (size_t i = 0; i < params.size(); ++i) {
-    broadcast(params[i]->data());
-    for (int k = 0; k < history_slots(); ++k) broadcast(history(static_cast<int>(i), k).data());
+    tensors.emplace_back(&params[i]->data(), data_type_);
+    for (int k = 0; k < history_slots(); ++k) tensors.emplace_back(&history(static_cast<int>(i), k).data(), data_type_);
   }
-}
-
-SolverAction Solver::AgreedAction() {
-  const SolverAction mine = action_ ? action_() : SolverAction::NONE;
-  if (ranks() <= 1) return mine;
-  // A signal may reach the ranks in different iterations; the strongest
-  // action any rank saw wins: STOP (2), SNAPSHOT (1), NONE (0).
-  const int64_t all = comm_->Max(mine == SolverAction::STOP ? 2 : mine == SolverAction::SNAPSHOT ? 1 : 0);
-  return all == 2 ? SolverAction::STOP : all == 1 ? SolverAction::SNAPSHOT : SolverAction::NONE;
+  reducer_->Broadcast(tensors);
 }
 
 // Unscale and average over iter_size (and the ranks); the global L2 norm for clipping is
@@ -862,7 +769,7 @@ void Solver::ClearGradients() {
 
 bool Solver::ApplyUpdate() {
   gradients_zero_ = false;
-  if (reduce_) ReduceGradients();
+  if (reducer_->active()) reducer_->Reduce();
   AdvancePlateau();
 #ifdef CORTADO_USE_CUDA
   if (net_->context().on_gpu() && GpuUpdateSupported()) return ApplyUpdateGpu();
@@ -1003,7 +910,7 @@ bool Solver::ApplyUpdateGpu() {
     // The device adds its blocks' sums in no fixed order, so ranks holding
     // the same gradients may read slightly different norms: they take one
     // value, so that every rank clips (and updates) alike.
-    if (clip && ranks() > 1) ss = RanksMean({ss})[0];
+    if (clip && ranks() > 1) ss = reducer_->Mean({ss})[0];
   }
   gpu::UpdateHyper h;
   h.rate = GetLearningRate();
@@ -1057,7 +964,7 @@ bool Solver::ApplyUpdateGpu() {
       static_assert(sizeof(LarcSums) == 4 * sizeof(double), "LarcSums is read as 4 doubles");
       CORTADO_CUDA_CHECK(cudaMemcpyAsync(host.data(), sums, host.size() * sizeof(double), cudaMemcpyDeviceToHost, stream));
       ctx.Synchronize();
-      host = RanksMean(std::move(host));
+      host = reducer_->Mean(std::move(host));
       CORTADO_CUDA_CHECK(cudaMemcpyAsync(sums, host.data(), host.size() * sizeof(double), cudaMemcpyHostToDevice, stream));
     }
     for (int g = 0; g < kNumTypes; ++g)
