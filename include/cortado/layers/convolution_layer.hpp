@@ -49,8 +49,9 @@
 // image and group, in the storage type with compute type forward_math
 // (forward) / backward_math (backward): FP16 storage with FLOAT math runs on
 // Tensor Cores with FP32 accumulation; double and float compute in their own
-// type. Bias add and bias gradient are kernels (the bias gradient sums the
-// batch in float, double for double, and is added once per bottom). With
+// type. Bias add and bias gradient are Bias's kernels (bias_layer.hpp; the
+// bias gradient sums the batch in float, double for double, and is added
+// once per bottom). With
 // float16 diffs and FLOAT math the weight gradient of the batch sums in an
 // FP32 buffer and is added to the diff once per bottom, as on the CPU.
 
@@ -149,13 +150,6 @@ class ConvolutionLayer : public Layer<Ftype, Btype> {
 namespace gpu {
 // Launchers of convolution_layer.cu (device pointers, enqueued on `stream`).
 
-/// y (num, channels, spatial) += b[c] along the channel axis.
-template <typename T>
-void conv_add_bias(int64_t num, int channels, int64_t spatial, const T* b, T* y, CUstream_st* stream);
-/// db[c] += sum over (n, s) of dy (num, channels, spatial), summed in float
-/// (double for double) and rounded once.
-template <typename T>
-void conv_bias_grad(int64_t num, int channels, int64_t spatial, const T* dy, T* db, CUstream_st* stream);
 /// Row-major C (M, N) (FP32) += op(A) op(B) with A, B in T (float or
 /// float16): FP32 accumulation, Tensor Cores for float16; on the handle's stream.
 template <typename T>

@@ -4,7 +4,7 @@
 // CPU path, all inherited), with Forward_gpu/Backward_gpu through cuDNN's
 // convolution calls. Groups (cudnnSetConvolutionGroupCount), padding, stride
 // and dilation are cuDNN's; the bias add and bias gradient are
-// ConvolutionLayer's kernels.
+// Bias's kernels (bias_layer.hpp).
 //
 // Types: tensors and filters are described in the storage type (Ftype for
 // forward, Btype for backward); the convolution's compute type is

@@ -26,7 +26,7 @@
 // the parameter diff.
 // GPU: the same algorithm with im2col_gpu / col2im_gpu and cuBLAS GEMM in
 // math_t (FP32 compute for float16 storage), scratch from the caching device
-// allocator; bias add and bias gradient reuse Convolution's kernels.
+// allocator; bias add and bias gradient are Bias's kernels.
 //
 // Implementation: a ConvolutionLayer with transposed_ set: set-up, checks,
 // parameter blobs and reshape are Convolution's (conv_geometry.hpp gives the

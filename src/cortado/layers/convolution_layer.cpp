@@ -5,6 +5,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "cortado/layers/bias_layer.hpp"
 #include "cortado/layers/param_blobs.hpp"
 #include "cortado/util/gemm_bf16.hpp"
 #include "cortado/util/math.hpp"
@@ -462,7 +463,7 @@ void ConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const Bl
     Ftype* y = top[i]->template mutable_gpu_data<Ftype>();
     if (depthwise_) {
       gpu::depthwise_forward<Ftype>(depthwise_geometry(), x, w, y, stream);
-      if (b) gpu::conv_add_bias<Ftype>(num_, num_output_, ohw, b, y, stream);
+      if (b) gpu::bias_forward<Ftype>(num_, num_output_, ohw, y, b, y, stream);
       continue;
     }
     for (int n = 0; n < num_; ++n) {
@@ -473,7 +474,7 @@ void ConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const Bl
       }
       gm.Forward(multiply, w, c, y + n * top_image);
     }
-    if (b) gpu::conv_add_bias<Ftype>(num_, num_output_, ohw, b, y, stream);
+    if (b) gpu::bias_forward<Ftype>(num_, num_output_, ohw, y, b, y, stream);
   }
 }
 
@@ -513,7 +514,7 @@ void ConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std:
     const bool do_x = i < propagate_down.size() && propagate_down[i];
     if (!do_w && !do_b && !do_x) continue;
     const Btype* td = top[i]->template gpu_diff<Btype>();
-    if (do_b) gpu::conv_bias_grad<Btype>(num_, num_output_, ohw, td, bd, stream);
+    if (do_b) gpu::bias_backward<Btype>(num_, num_output_, ohw, td, true, bd, stream);
     const Btype* x = do_w ? bottom[i]->template gpu_data<Btype>() : nullptr;
     Btype* xd = do_x ? bottom[i]->template mutable_gpu_diff<Btype>() : nullptr;
     if (depthwise_) {  // the weight kernel sums the batch in float itself

@@ -1,23 +1,18 @@
-// Convolution kernels beside im2col and cuBLAS: bias add, bias gradient, and
-// the FP32-accumulated weight gradient for float16 diffs.
+// Convolution kernels beside im2col and cuBLAS: the FP32-accumulated weight
+// gradient for float16 diffs and the depthwise path. The bias add and bias
+// gradient are Bias's kernels (bias_layer.hpp: gpu::bias_forward,
+// gpu::bias_backward over (images, channels, positions)).
 //
-// conv_add_bias: one thread per top element (grid-stride, 64-bit indexes),
-//   computed in float (double for double), stored once.
-// conv_bias_grad: per output channel, the sum of dy over (image, position) in
-//   float (double for double), many blocks per channel (channel_reduce.cuh),
-//   added to db[c] with one rounding. No atomics: the result does not depend
-//   on the schedule.
 // gemm_accumulate_f32: cublasGemmEx with T inputs, an FP32 output and FP32
 //   compute (Tensor Cores for float16), beta = 1.
 // add_f32: one thread per element, dst = T(dst + src) in float.
 // depthwise_*: direct kernels for group == channels (see the header): the
 //   forward and the data gradient gather (one thread per output / input
 //   element, no atomics); the weight gradient is one block per weight element
-//   reducing over (image, output position) like conv_bias_grad.
+//   reducing over (image, output position) in a shared-memory tree.
 #include <cuda_fp16.h>
 
 #include "cortado/layers/convolution_layer.hpp"
-#include "channel_reduce.cuh"
 #include "device_values.cuh"
 #include "cortado/util/cuda.hpp"
 
@@ -26,25 +21,6 @@ namespace cortado {
 namespace {
 
 using namespace kernels;
-
-template <typename I, typename T>
-__global__ void add_bias_kernel(int64_t n, int channels, int64_t spatial, const T* b, T* y) {
-  CORTADO_KERNEL_LOOP(i, n) {
-    const int64_t c = kernels::channel_of<I>(i, spatial, channels);
-    store(y, i, load(y, i) + load(b, c));
-  }
-}
-
-template <typename T>
-struct SumDy {
-  const T* dy;
-  __device__ void operator()(int64_t j, int64_t, dmath_t<T>* a) const { a[0] += load(dy, j); }
-};
-template <typename T>
-struct AddToDb {
-  T* db;
-  __device__ void operator()(int64_t c, const dmath_t<T>* t) const { store(db, c, load(db, c) + t[0]); }
-};
 
 template <typename T>
 __global__ void add_f32_kernel(int64_t n, const float* src, T* dst) {
@@ -148,22 +124,6 @@ template <> cudaDataType_t cuda_type<bfloat16>() { return CUDA_R_16BF; }
 
 namespace gpu {
 
-template <typename T>
-void conv_add_bias(int64_t num, int channels, int64_t spatial, const T* b, T* y, CUstream_st* stream) {
-  const int64_t n = num * channels * spatial;
-  if (n == 0) return;
-  CORTADO_LAUNCH_INDEXED(add_bias_kernel, n, stream, n, channels, spatial, dev(b), dev(y));
-  CORTADO_KERNEL_CHECK();
-}
-
-template <typename T>
-void conv_bias_grad(int64_t num, int channels, int64_t spatial, const T* dy, T* db, CUstream_st* stream) {
-  if (channels == 0) return;
-  using D = dev_t<T>;
-  kernels::channel_reduce<1, dmath_t<D>>(kernels::ChannelShape{num, channels, spatial}, SumDy<D>{dev(dy)},
-                                                    AddToDb<D>{dev(db)}, stream);
-}
-
 // Row-major C = A B is column-major C^T = B^T A^T: swap operands and sizes.
 template <typename T>
 void gemm_accumulate_f32(cublasContext* handle, Trans ta, Trans tb, int M, int N, int K, const T* A, const T* B,
@@ -206,8 +166,6 @@ void depthwise_backward_weight(const DepthwiseGeometry& g, const T* x, const T* 
 }
 
 #define CORTADO_INSTANTIATE_CONV_GPU(T)                                                                  \
-  template void conv_add_bias<T>(int64_t, int, int64_t, const T*, T*, CUstream_st*);                    \
-  template void conv_bias_grad<T>(int64_t, int, int64_t, const T*, T*, CUstream_st*);                   \
   template void add_f32<T>(int64_t, const float*, T*, CUstream_st*);                                    \
   template void depthwise_forward<T>(const DepthwiseGeometry&, const T*, const T*, T*, CUstream_st*);   \
   template void depthwise_backward_data<T>(const DepthwiseGeometry&, const T*, const T*, T*, CUstream_st*); \

@@ -12,6 +12,7 @@
 
 #include <glog/logging.h>
 
+#include "cortado/layers/bias_layer.hpp"
 #include "cortado/util/cuda.hpp"
 
 namespace cortado {
@@ -312,7 +313,7 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, con
     CORTADO_CUDNN_CHECK(cudnnConvolutionForward(handle, scalar(t, 1), p.x, x, p.w, w, p.conv,
                                                 static_cast<cudnnConvolutionFwdAlgo_t>(p.choice.algo), p.workspace(),
                                                 p.choice.bytes, scalar(t, 0), p.y, y));
-    if (b) gpu::conv_add_bias<Ftype>(this->num_, this->num_output_, ohw, b, y, this->context().stream());
+    if (b) gpu::bias_forward<Ftype>(this->num_, this->num_output_, ohw, y, b, y, this->context().stream());
   }
 }
 
@@ -330,7 +331,7 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
     const bool do_x = i < propagate_down.size() && propagate_down[i];
     if (!do_w && !do_b && !do_x) continue;
     const Btype* dy = top[i]->template gpu_diff<Btype>();
-    if (do_b) gpu::conv_bias_grad<Btype>(this->num_, this->num_output_, ohw, dy, bd, this->context().stream());
+    if (do_b) gpu::bias_backward<Btype>(this->num_, this->num_output_, ohw, dy, true, bd, this->context().stream());
     if (do_w) {
       CudnnConvPass& p = *bwd_filter_;
       const Btype* x = bottom[i]->template gpu_data<Btype>();

@@ -7,6 +7,7 @@
 
 #include "cortado/util/math.hpp"
 #include "cortado/util/cpu_parallel.hpp"
+#include "cortado/layers/bias_layer.hpp"
 
 #ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
@@ -143,7 +144,7 @@ void DeconvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const 
       gm.Backward(multiply, w, x + n * this->bottom_size(), col.get());
       im.col2im_gpu(col.get(), img.get() + n * top_n, stream);
     }
-    if (b) gpu::conv_add_bias<M>(this->num_, this->num_output_, ohw, b, img.get(), stream);
+    if (b) gpu::bias_forward<M>(this->num_, this->num_output_, ohw, img.get(), b, img.get(), stream);
     gpu_convert(type_of<M>(), img.get(), type_of<Ftype>(), top[i]->mutable_gpu_data<Ftype>(), this->num_ * top_n,
                 stream);
   }
@@ -168,8 +169,8 @@ void DeconvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const st
   if (dw_on) gpu_set<M>(wcount, 0.f, wacc.get(), stream);
   for (size_t i = 0; i < top.size(); ++i) {
     if (db_on) {
-      gpu::conv_bias_grad<Btype>(this->num_, this->num_output_, ohw, top[i]->gpu_diff<Btype>(),
-                                 this->blobs_[1]->template mutable_gpu_diff<Btype>(), stream);
+      gpu::bias_backward<Btype>(this->num_, this->num_output_, ohw, top[i]->gpu_diff<Btype>(), true,
+                                this->blobs_[1]->template mutable_gpu_diff<Btype>(), stream);
     }
     if (!dw_on && !propagate_down[i]) continue;
     const M* dy = top[i]->gpu_diff<M>();
