@@ -128,7 +128,7 @@ if [ $LEAN = 1 ]; then
     local out=$LEAN_DIR/obj/${obj#CMakeFiles/}
     mkdir -p "$(dirname "$out")"
     # The lean config.hpp comes first; no dependency file.
-    cmd=$(echo "$cmd" | sed -E "s| -MD -MT [^ ]+ -MF [^ ]+||; s| -o [^ ]+ -c | -o $out -c |; s|^([^ ]*ccache )?([^ ]+) |\1\2 -I$LEAN_DIR/include |")
+    cmd=$(echo "$cmd" | sed -E "s| -MD -MT [^ ]+ -MF [^ ]+||; s| -o [^ ]+ -c | -o $out -c |; s|^(.*ccache )?([^ ]+) |\1\2 -I$LEAN_DIR/include |")
     (cd "$BUILD_DIR" && locked bash -c "$cmd") || die "lean compile failed: $cmd"
     relinked_obj[$obj]=$out
   }

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "cortado/larc.hpp"
+#include "cortado/layer_traits.hpp"
 #include "cortado/util/blob_io.hpp"
 #include "cortado/util/hdf5.hpp"
 #include "cortado/util/logging.hpp"
@@ -208,24 +209,11 @@ void Solver::InitNets() {
   const NetParameter general_net = train;  // the test nets' copy, before the edit
   *train.mutable_state() = state;
   if (edit_net_) edit_net_(&train);
-  // Each rank reads its own shard, in training and in testing. A Data (or
-  // ImageData) layer that already reads shard s of S (positions s + kS)
-  // hands rank r the positions s + (jR + r)S: shard s + rS of RS.
+  // Each rank reads its own shard of every shardable data source, in
+  // training and in testing, and writes files of its own (ShardForRank,
+  // layer_traits.hpp: the shard arithmetic and the traits that choose the layers).
   auto shard = [&](NetParameter* p) {
-    if (ranks() <= 1) return;
-    auto split = [&](auto* dp) {
-      const uint32_t s = dp->shard_id(), n = std::max(dp->num_shards(), 1u);
-      dp->set_shard_id(s + static_cast<uint32_t>(rank()) * n);
-      dp->set_num_shards(n * static_cast<uint32_t>(ranks()));
-    };
-    for (LayerParameter& l : *p->mutable_layer()) {
-      if (l.type() == "Data") split(l.mutable_data_param());
-      if (l.type() == "ImageData") split(l.mutable_image_data_param());
-      if (l.type() == "HDF5Data") split(l.mutable_hdf5_data_param());
-      if (l.type() == "HDF5Output") {  // each rank writes a file of its own
-        l.mutable_hdf5_output_param()->set_file_name(RankFileName(l.hdf5_output_param().file_name(), rank()));
-      }
-    }
+    for (LayerParameter& l : *p->mutable_layer()) ShardForRank(&l, rank(), ranks());
   };
   shard(&train);
   net_ = std::make_unique<Net>(train, train_info, ctx_);
