@@ -564,7 +564,7 @@ TEST_F(ParallelSolverTest, TrainerTrainsTwoRanksOnGpu0InOneProcess) {
   std::ofstream(net) << test::DataParallelNet(db(), 4, FLOAT16);
   std::ofstream(solver) << "net: '" << net << "'\nbase_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 max_iter: 20\n"
                         << "display: 10 snapshot: 20 snapshot_prefix: '" << prefix() << "'\n";
-  const test::CommandRun r = test::RunCommand(str_cat("timeout 300 '", test::TrainerPath(), "' train --solver=", solver, " --gpu=0,0"));
+  const test::CommandRun r = test::RunCommand(str_cat("timeout 100 '", test::TrainerPath(), "' train --solver=", solver, " --gpu=0,0"));
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("Training on 2 GPUs (0,0) in this process, one rank each (threads)"), std::string::npos)
       << r.output;
