@@ -35,9 +35,10 @@
 // on two threads waits for a thread that gets a slice of a core now and
 // then, and its spinning takes time from the other processes: measured on
 // 2 cores with 2 busy processes beside it, LeNet fell to a tenth of its
-// speed. OpenBLAS's OpenMP build is told the same count on each thread that
-// calls it (cpu_workers() before a GEMM). Since the chunks do not change,
-// neither do the results. CORTADO_CPU_SHARE=0 turns this off (every region
+// speed. Since the chunks do not change, neither do the results: chunks run
+// in turn on the caller keep their BLAS calls on one thread, as on a
+// worker. OpenBLAS's own count for the GEMMs outside the regions stays as
+// it is: its GEMMs split over another number of threads give other bits. CORTADO_CPU_SHARE=0 turns this off (every region
 // on cpu_threads() threads, as before).
 
 #include <cstddef>
@@ -53,8 +54,7 @@ int cpu_threads();
 
 /// How many threads the next region runs its chunks on: cpu_threads(), or
 /// fewer while other processes keep cores busy (see "A shared machine"
-/// above). Also hands that count to OpenBLAS's OpenMP build for the calling
-/// thread, so a GEMM outside the regions uses as many.
+/// above).
 int cpu_workers();
 
 /// Fixes the workers' count at min(n, cpu_threads()) for n > 0, or lets it

@@ -172,20 +172,7 @@ CoreShare& core_share() {
 
 }  // namespace
 
-int cpu_workers() {
-  const int threads = cpu_threads();
-  const int w = core_share().get(threads);
-#ifdef _OPENMP
-  // What OpenBLAS's OpenMP build reads before each call (omp_get_max_threads
-  // of the calling thread): kept equal to the workers' count.
-  thread_local int handed = 0;
-  if (w != handed && !in_region && openblas_get_parallel() == kBlasOpenMp) {
-    omp_set_num_threads(w);
-    handed = w;
-  }
-#endif
-  return w;
-}
+int cpu_workers() { return core_share().get(cpu_threads()); }
 
 int pin_cpu_workers(int n) { return core_share().pinned.exchange(std::max(n, 0)); }
 
@@ -230,7 +217,17 @@ void cpu_parallel_for(int n, const std::function<void(int, int, int)>& body) {
     in_region = false;
   };
   if (workers == 1) {
+    // The chunks in turn on this thread, outside a parallel region: their
+    // BLAS calls must still run on one thread, as on a worker, or a GEMM
+    // split over OpenBLAS's threads would change the results' bits.
+#ifdef _OPENMP
+    const int blas_threads = omp_get_max_threads();
+    omp_set_num_threads(1);
     run(0, 1);
+    omp_set_num_threads(blas_threads);
+#else
+    run(0, 1);
+#endif
   } else {
 #ifdef _OPENMP
     // The stride is the team OpenMP gave, which may be smaller than asked.

@@ -89,7 +89,6 @@ template <>
 void cpu_gemm<float>(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, const float* B,
                      float beta, float* C) {
   const int lda = ta == Trans::No ? K : M, ldb = tb == Trans::No ? N : K;
-  cpu_workers();  // OpenBLAS's threads follow the cores left free
   cblas_sgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, N);
 }
 
@@ -97,7 +96,6 @@ template <>
 void cpu_gemm<double>(Trans ta, Trans tb, int M, int N, int K, double alpha, const double* A, const double* B,
                       double beta, double* C) {
   const int lda = ta == Trans::No ? K : M, ldb = tb == Trans::No ? N : K;
-  cpu_workers();  // OpenBLAS's threads follow the cores left free
   cblas_dgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, N);
 }
 
@@ -156,14 +154,12 @@ void cpu_gemm<bfloat16>(Trans ta, Trans tb, int M, int N, int K, float alpha, co
 
 template <>
 void cpu_gemv<float>(Trans ta, int M, int N, float alpha, const float* A, const float* x, float beta, float* y) {
-  cpu_workers();  // OpenBLAS's threads follow the cores left free
   cblas_sgemv(CblasRowMajor, cb(ta), M, N, alpha, A, N, x, 1, beta, y, 1);
 }
 
 template <>
 void cpu_gemv<double>(Trans ta, int M, int N, double alpha, const double* A, const double* x, double beta,
                       double* y) {
-  cpu_workers();  // OpenBLAS's threads follow the cores left free
   cblas_dgemv(CblasRowMajor, cb(ta), M, N, alpha, A, N, x, 1, beta, y, 1);
 }
 
