@@ -39,7 +39,10 @@ fi
 
 busy_pids=()
 stop_busy() {
-  [ ${#busy_pids[@]} -gt 0 ] && kill "${busy_pids[@]}" 2>/dev/null && wait "${busy_pids[@]}" 2>/dev/null
+  if [ ${#busy_pids[@]} -gt 0 ]; then
+    kill "${busy_pids[@]}" 2>/dev/null || true
+    wait "${busy_pids[@]}" 2>/dev/null || true  # killed: a non-zero status
+  fi
   busy_pids=()
   return 0
 }
