@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cortado/common.hpp"
+#include "cortado/util/env.hpp"
 
 namespace cortado {
 
@@ -109,7 +110,7 @@ double own_cpu_seconds() {
 
 // 0 (follow the free cores) unless CORTADO_CPU_SHARE=0: then every thread.
 int pinned_from_env() {
-  const char* e = std::getenv("CORTADO_CPU_SHARE");
+  const char* e = env_value("CORTADO_CPU_SHARE");
   return e && std::strcmp(e, "0") == 0 ? 1 << 16 : 0;
 }
 
