@@ -8,6 +8,7 @@ PACKAGES=(
   protobuf-compiler libprotobuf-dev
   libgoogle-glog-dev libgflags-dev
   liblmdb-dev libopenblas-openmp-dev libopencv-dev zlib1g-dev libhdf5-dev
+  libjpeg62-turbo-dev python3-pil
   libgtest-dev
   libopenmpi-dev openmpi-bin
   python3-matplotlib python3-numpy

@@ -7,7 +7,8 @@
 //      set_short_side)
 //   2. distort_param: photometric distortions of the 8-bit BGR image
 //   3. NVCaffe's random resize (img_rand_resize_*, rand_resize_ratio_*,
-//      *_stretch_*)
+//      *_stretch_*), or the random-resized crop (rand_crop_*, below), which
+//      does steps 3 and 4 in one resampling pass
 //   4. crop (crop_size, or crop_h x crop_w), mirror, mean, scale:
 //        out[c][h][w] = (x[c][h+h0][src_w] - mean[c][mh+h][msrc_w]) * scale
 //        src_w = w + w0, or (W' - 1 - w) + w0 when the image is mirrored
@@ -58,6 +59,37 @@
 // lo + (hi - lo) * u / (2^32 - 1) for a 32-bit draw u. A random resize needs
 // a crop (the resized images differ in size; FieldError without one).
 //
+// The random-resized crop (the Inception/ResNet recipe; torchvision's
+// RandomResizedCrop) is on at TRAIN when rand_crop_area_lower > 0 (at TEST
+// the fields are accepted and the crop is the centre crop). With
+// a = [rand_crop_area_lower, rand_crop_area_upper] (default upper 1, both in
+// (0, 1]) and r = [rand_crop_ratio_lower, rand_crop_ratio_upper] (default
+// [3/4, 4/3], 0 < lower <= upper), for an H x W image, up to 10 tries of
+//   area = H * W * U[a_lo, a_hi);  ratio = exp(U[log r_lo, log r_hi))
+//   w = lround(sqrt(area * ratio)), h = lround(sqrt(area / ratio))
+// until 0 < h <= H and 0 < w <= W; then h0 = Rand(H - h + 1) and
+// w0 = Rand(W - w + 1). When no try fits, torchvision's fallback: the
+// centred window of the whole image clipped to the ratio range (W / H < r_lo:
+// w = W, h = lround(W / r_lo); W / H > r_hi: h = H, w = lround(H * r_hi);
+// else the whole image). Without a generator: area and log-ratio at their
+// midpoints, the window centred (or the fallback when that does not fit).
+// The window is resampled to crop_h x crop_w (crop_size or crop_h/crop_w,
+// required), mirrored, mean-subtracted and scaled in one pass, in
+// math_t<T>, rounded once into T:
+//   out[c][y][x] = (bilinear(img_c, sy(y), sx(x')) - mean[c][..]) * scale
+//   x' = crop_w - 1 - x when mirrored, else x
+//   sy(y) = (h0 + (y + 0.5) * h / crop_h) * s - 0.5,
+//   sx(x') = (w0 + (x' + 0.5) * w / crop_w) * s - 0.5
+// in the pixels of the image scaled by s (s = 1, or a JPEG's DCT scale
+// below); bilinear: the two nearest pixels on each axis, linearly weighted,
+// clamped at the image's border (OpenCV's INTER_LINEAR geometry). A
+// mean_file's centre crop_h x crop_w window is subtracted (as with NVCaffe's
+// random resize), at x'. Images smaller than the crop are enlarged.
+// Bilinear sees every source pixel while it shrinks by at most 2; JPEG
+// records shrink by less than 2 after the DCT scale, other records (raw, PNG)
+// by whatever the window asks. Not with NVCaffe's random resize (FieldError);
+// distort_param applies to the decoded pixels before the resampling.
+//
 // distort_param (step 2; NVCaffe/SSD's ApplyDistort, in either phase when
 // set): with p = U[0,1), the order is brightness, contrast, saturation, hue
 // when p > 0.5, else brightness, saturation, hue, contrast; then the channel
@@ -87,8 +119,27 @@
 // channels are in OpenCV's BGR order). In a build without OpenCV an encoded
 // record, distort_param and the random resize are errors.
 //
+// JPEG records, in a build with libjpeg-turbo (CMake says which decoder it
+// found; util/jpeg_decode.hpp), are decoded by libjpeg directly, which
+// without OpenCV is the only decoder, and with it gives the same pixels as
+// cv::imdecode. Without a fixed resize (set_resize, set_short_side) or
+// NVCaffe's random resize, only what the output needs is decoded:
+// - a fixed crop: the crop's rows and columns, at full scale; the output is
+//   bit-identical to decoding the whole image;
+// - the random-resized crop: the rows and columns the bilinear taps read,
+//   at the smallest DCT scale s/8 of 1/8, 1/4, 1/2, 1 at which the window
+//   still covers the crop (h * s / 8 >= crop_h and w * s / 8 >= crop_w;
+//   jpeg_scale_for). At s = 8 the output is bit-identical to decoding the
+//   whole image; at smaller s the DCT makes the first reduction (it averages
+//   like an area filter), so the output differs from bilinear on the full
+//   decode by a few levels (tests/data_transformer_test.cpp states the
+//   tolerances).
+// CMYK JPEGs and JPEGs with an EXIF orientation are left to OpenCV (which
+// rotates them), as are other formats.
+//
 // Randomness: every random choice is drawn by Plan, in NVCaffe's order
-// (distortion, resize, crop offsets h0 then w0, mirror), from the generator
+// (distortion, resize or the random-resized crop's window, crop offsets h0
+// then w0, mirror), from the generator
 // Transform is given; crop offsets are random only at TRAIN. With no
 // generator: no distortion, each resize range takes its midpoint, the centre
 // crop, never mirrored. Callers that need reproducible batches seed one
@@ -127,6 +178,9 @@ struct TransformPlan {
   } distort;
   int resize_h = 0, resize_w = 0;  // the random resize's size; 0: none (the image keeps its size)
   int crop_h0 = 0, crop_w0 = 0;    // in the (resized) image
+  // The random-resized crop's window, in the image; window_h = 0: none
+  // (then crop_h0, crop_w0 place the crop).
+  int window_h0 = 0, window_w0 = 0, window_h = 0, window_w = 0;
   bool mirror = false;
 };
 
@@ -173,6 +227,8 @@ class DataTransformer {
 
   /// Whether NVCaffe's random resize (step 3) is on.
   bool random_resize() const { return random_resize_; }
+  /// Whether the random-resized crop is on (rand_crop_area_lower > 0 at TRAIN).
+  bool random_resized_crop() const { return rand_crop_; }
   /// The crop (rows, columns); (0, 0) without one.
   int crop_h() const { return crop_h_; }
   int crop_w() const { return crop_w_; }
@@ -185,15 +241,31 @@ class DataTransformer {
   template <typename... A>
   [[noreturn]] void field_error(const std::string& field, const A&... message) const;
   void ValidateAugmentation();
+  void ValidateRandomResizedCrop(const char* random_resize_field);  // null: NVCaffe's resize is off
   std::vector<int> RawShape(const Datum& datum) const;  // (C, H, W), checks the payload size
   /// Checks the crop, the mean, distort_param against a record's (C, H, W);
   /// `floats`: the record holds float_data.
   void CheckAgainst(const std::vector<int>& raw_shape, bool floats) const;
   std::vector<int> OutputShape(const std::vector<int>& raw_shape) const;  // after the crop
+  /// CheckAgainst, then the output shape against `expected` (Error).
+  void CheckRecord(const std::vector<int>& raw_shape, bool floats, const std::vector<int>& expected) const;
   Image Load(const Datum& datum) const;  // decoded and fixed-resized
   void Augment(const TransformPlan& plan, Image* image) const;  // steps 2 and 3
+  /// Step 4 from an image that holds the rows and columns from (h0, w0) on
+  /// of the planned one (a decoded region: the crop only).
   template <typename T>
-  void WritePixels(const Image& image, const TransformPlan& plan, T* out) const;  // step 4
+  void WritePixels(const Image& image, const TransformPlan& plan, T* out, int h0 = 0, int w0 = 0) const;
+  /// The random-resized crop's resampling pass (plan.window_h > 0) from an
+  /// image that is the scaled image's rows and columns from (h0, w0) on;
+  /// scale: the DCT scale in eighths (8: none); height, width: the image's
+  /// size before any scaling.
+  template <typename T>
+  void WriteResampled(const Image& image, const TransformPlan& plan, int scale, int height, int width, T* out,
+                      int h0 = 0, int w0 = 0) const;
+  /// Transform for a JPEG record decoded by libjpeg, only the part the plan
+  /// needs; false, having drawn nothing, when the record is left to Load.
+  template <typename T>
+  bool TransformJpeg(const Datum& datum, T* out, std::mt19937* rng, const std::vector<int>& expected) const;
 
   TransformationParameter param_;
   Phase phase_;
@@ -203,6 +275,7 @@ class DataTransformer {
   int resize_height_ = 0, resize_width_ = 0, short_side_ = 0;
   int crop_h_ = 0, crop_w_ = 0;
   bool random_resize_ = false;
+  bool rand_crop_ = false;  // the random-resized crop (TRAIN)
 };
 
 }  // namespace cortado

@@ -15,6 +15,8 @@
 #include "cortado/bfloat16.hpp"
 #include "cortado/layer.hpp"
 #include "cortado/util/blob_io.hpp"
+#include "cortado/util/jpeg_decode.hpp"
+#include "transform_pixels.hpp"
 
 #ifdef CORTADO_USE_OPENCV
 #include <opencv2/core.hpp>
@@ -113,6 +115,15 @@ struct DataTransformer::Image {
   bool interleaved = false;
   const uint8_t* bytes = nullptr;
   const float* floats = nullptr;
+  std::vector<uint8_t> storage;  // owns the pixels of a libjpeg decode (interleaved)
+  void SetInterleaved(int c, int h, int w, const uint8_t* pixels) {
+    C = c;
+    H = h;
+    W = w;
+    interleaved = true;
+    bytes = pixels;
+    floats = nullptr;
+  }
 #ifdef CORTADO_USE_OPENCV
   cv::Mat mat;  // owns the pixels when interleaved
   void SetMat(cv::Mat m) {
@@ -220,6 +231,7 @@ void DataTransformer::ValidateAugmentation() {
                                 {"horizontal_stretch_upper", p.horizontal_stretch_upper()}}) {
     if (!(v <= 64.f)) field_error(t + name, "is too large: ", v, " (at most 64)");
   }
+  ValidateRandomResizedCrop(enabled_by);
   if (random_resize_ && crop_h_ == 0) {
     field_error(t + enabled_by, "NVCaffe's random resize needs a crop (crop_size, or crop_h and crop_w): "
                 "the resized images differ in size");
@@ -249,6 +261,43 @@ void DataTransformer::ValidateAugmentation() {
 #endif
 }
 
+// rand_crop_*: torchvision's ranges, a crop to resize to, and not with
+// NVCaffe's random resize.
+void DataTransformer::ValidateRandomResizedCrop(const char* random_resize_field) {
+  const TransformationParameter& p = param_;
+  const std::string t = "transform_param.";
+  const float a0 = p.rand_crop_area_lower(), a1 = p.rand_crop_area_upper();
+  const float r0 = p.rand_crop_ratio_lower(), r1 = p.rand_crop_ratio_upper();
+  if (!(a0 >= 0.f && a0 <= 1.f)) field_error(t + "rand_crop_area_lower", "= ", a0, " must be in [0, 1] (0: off)");
+  if (a0 == 0.f) {
+    for (const auto& [name, set] : {std::pair<const char*, bool>{"rand_crop_area_upper", p.has_rand_crop_area_upper()},
+                                    {"rand_crop_ratio_lower", p.has_rand_crop_ratio_lower()},
+                                    {"rand_crop_ratio_upper", p.has_rand_crop_ratio_upper()}}) {
+      if (set) {
+        field_error(t + name, "is set, but the random-resized crop is off (rand_crop_area_lower is 0; "
+                    "torchvision's default is 0.08)");
+      }
+    }
+    return;
+  }
+  if (!(a1 >= a0 && a1 <= 1.f)) {
+    field_error(t + "rand_crop_area_upper", "= ", a1, " must be in [rand_crop_area_lower = ", a0, ", 1]");
+  }
+  if (!(r0 > 0.f && r0 <= 64.f)) field_error(t + "rand_crop_ratio_lower", "= ", r0, " must be in (0, 64]");
+  if (!(r1 >= r0 && r1 <= 64.f)) {
+    field_error(t + "rand_crop_ratio_upper", "= ", r1, " must be in [rand_crop_ratio_lower = ", r0, ", 64]");
+  }
+  if (crop_h_ == 0) {
+    field_error(t + "rand_crop_area_lower", "the random-resized crop needs crop_size (or crop_h and crop_w): "
+                "the size it resizes its window to");
+  }
+  if (random_resize_field) {
+    field_error(t + "rand_crop_area_lower", "the random-resized crop and NVCaffe's random resize (",
+                random_resize_field, ") cannot both be on");
+  }
+  rand_crop_ = phase_ == TRAIN;
+}
+
 namespace {
 
 // The name of the crop's field, for messages.
@@ -274,13 +323,31 @@ DataTransformer::Image DataTransformer::Load(const Datum& datum) const {
     }
     return image;
   }
-#ifdef CORTADO_USE_OPENCV
   const std::string& bytes = datum.data();
+#ifdef CORTADO_USE_LIBJPEG
+  // The whole image; bit-identical to cv::imdecode (jpeg_decode.hpp).
+  const bool fixed_resize = short_side_ > 0 || (resize_height_ > 0 && resize_width_ > 0);
+  if (is_jpeg(bytes)) {
+    JpegInfo info;
+    const int channels = param_.force_color() ? 3 : param_.force_gray() ? 1 : 0;
+    if (decode_jpeg(bytes, channels, [&](const JpegInfo& i, JpegRegion*) { info = i; }, &image.storage)) {
+      const int C = static_cast<int>(image.storage.size() / (size_t{1} * info.height * info.width));
+      image.SetInterleaved(C, info.height, info.width, image.storage.data());
+      if (!fixed_resize) return image;
+#ifndef CORTADO_USE_OPENCV
+      fail("ImageData's resize (new_height/new_width/short_side) needs OpenCV (configure with USE_OPENCV=ON)");
+#endif
+    }
+  }
+#endif
+#ifdef CORTADO_USE_OPENCV
   int flags = cv::IMREAD_ANYCOLOR;
   if (param_.force_color()) flags = cv::IMREAD_COLOR;
   if (param_.force_gray()) flags = cv::IMREAD_GRAYSCALE;
   cv::Mat img;
-  if (!bytes.empty()) {
+  if (image.interleaved) {
+    img = cv::Mat(image.H, image.W, CV_8UC(image.C), image.storage.data());
+  } else if (!bytes.empty()) {
     const cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
     try {
       img = cv::imdecode(buf, flags);
@@ -305,10 +372,13 @@ DataTransformer::Image DataTransformer::Load(const Datum& datum) const {
     cv::resize(img, out, cv::Size(width, height), 0, 0, cv::INTER_LINEAR);
     img = out;
   }
+  if (img.data == image.storage.data()) return image;  // a libjpeg decode of the requested size
   image.SetMat(std::move(img));
+  image.storage.clear();
   return image;
 #else
-  fail("the record is an encoded image, but this build has no OpenCV (configure with USE_OPENCV=ON)");
+  fail("the record is an encoded image other than a JPEG that libjpeg decodes, but this build has no OpenCV "
+       "(configure with USE_OPENCV=ON)");
 #endif
 }
 
@@ -356,7 +426,9 @@ std::vector<int> DataTransformer::RawShape(const Datum& d) const {
 
 void DataTransformer::CheckAgainst(const std::vector<int>& s, bool floats) const {
   // With allow_upscale a random resize makes every image at least the crop.
-  if (crop_h_ > 0 && !(random_resize_ && param_.allow_upscale()) && (crop_h_ > s[1] || crop_w_ > s[2])) {
+  // The random-resized crop enlarges windows smaller than the crop.
+  if (crop_h_ > 0 && !(random_resize_ && param_.allow_upscale()) && !rand_crop_ &&
+      (crop_h_ > s[1] || crop_w_ > s[2])) {
     field_error(crop_field(param_), crop_text(crop_h_, crop_w_), " is larger than the ", s[1], "x", s[2], " image");
   }
   const int nmean = param_.mean_value_size();
@@ -365,7 +437,7 @@ void DataTransformer::CheckAgainst(const std::vector<int>& s, bool floats) const
                 " values; give one, or one per channel (", s[0], ")");
   }
   if (!mean_shape_.empty()) {
-    if (random_resize_) {
+    if (random_resize_ || rand_crop_) {
       if (mean_shape_[0] != s[0] || mean_shape_[1] < crop_h_ || mean_shape_[2] < crop_w_) {
         field_error("transform_param.mean_file", "'", param_.mean_file(), "' has shape ", shape_text(mean_shape_),
                     "; with a random resize its centre ", crop_text(crop_h_, crop_w_),
@@ -438,6 +510,47 @@ void plan_distortion(const DistortionParameter& d, Draws* draw, TransformPlan::D
   }
 }
 
+// The random-resized crop's window (data_transformer.hpp; torchvision's
+// RandomResizedCrop.get_params, with Plan's draws).
+void plan_window(const TransformationParameter& p, int height, int width, Draws* draw, TransformPlan* plan) {
+  const double area = static_cast<double>(height) * width;
+  const float log_r0 = std::log(p.rand_crop_ratio_lower()), log_r1 = std::log(p.rand_crop_ratio_upper());
+  auto fits = [&](double target, double ratio) {
+    const long w = std::lround(std::sqrt(target * ratio)), h = std::lround(std::sqrt(target / ratio));
+    if (w <= 0 || w > width || h <= 0 || h > height) return false;
+    plan->window_h = static_cast<int>(h);
+    plan->window_w = static_cast<int>(w);
+    return true;
+  };
+  bool found = false;
+  if (draw->random()) {
+    for (int attempt = 0; attempt < 10 && !found; ++attempt) {
+      const double target = area * draw->uniform(p.rand_crop_area_lower(), p.rand_crop_area_upper());
+      found = fits(target, std::exp(static_cast<double>(draw->uniform(log_r0, log_r1))));
+    }
+    if (found) {
+      plan->window_h0 = static_cast<int>(draw->raw() % static_cast<uint32_t>(height - plan->window_h + 1));
+      plan->window_w0 = static_cast<int>(draw->raw() % static_cast<uint32_t>(width - plan->window_w + 1));
+      return;
+    }
+  } else {
+    found = fits(area * (0.5 * p.rand_crop_area_lower() + 0.5 * p.rand_crop_area_upper()),
+                 std::exp(0.5 * log_r0 + 0.5 * log_r1));
+  }
+  if (!found) {  // torchvision's fallback: the whole image, clipped to the ratio range
+    const double in_ratio = static_cast<double>(width) / height;
+    plan->window_h = height;
+    plan->window_w = width;
+    if (in_ratio < p.rand_crop_ratio_lower()) {
+      plan->window_h = std::clamp(static_cast<int>(std::lround(width / static_cast<double>(p.rand_crop_ratio_lower()))), 1, height);
+    } else if (in_ratio > p.rand_crop_ratio_upper()) {
+      plan->window_w = std::clamp(static_cast<int>(std::lround(height * static_cast<double>(p.rand_crop_ratio_upper()))), 1, width);
+    }
+  }
+  plan->window_h0 = (height - plan->window_h) / 2;
+  plan->window_w0 = (width - plan->window_w) / 2;
+}
+
 }  // namespace
 
 TransformPlan DataTransformer::Plan(int height, int width, std::mt19937* rng) const {
@@ -481,7 +594,9 @@ TransformPlan DataTransformer::Plan(int height, int width, std::mt19937* rng) co
       plan.resize_w = width = new_w;
     }
   }
-  if (crop_h_ > 0) {
+  if (rand_crop_) {
+    plan_window(param_, height, width, &draw, &plan);
+  } else if (crop_h_ > 0) {
     if (crop_h_ > height || crop_w_ > width) {
       field_error(crop_field(param_), crop_text(crop_h_, crop_w_), " is larger than the ", height, "x", width,
                   " image");
@@ -506,7 +621,10 @@ void DataTransformer::Augment(const TransformPlan& plan, Image* image) const {
   CORTADO_CHECK(image->bytes != nullptr) << "CheckAgainst lets no float_data record reach Augment";
   cv::Mat img;
   if (image->interleaved) {
-    img = image->mat;
+    // A libjpeg decode has no Mat: wrap its pixels (the distortions below
+    // write new images or change these pixels in place).
+    img = image->mat.empty() ? cv::Mat(image->H, image->W, CV_8UC(image->C), const_cast<uint8_t*>(image->bytes))
+                             : image->mat;
   } else {
     std::vector<cv::Mat> planes;
     for (int c = 0; c < image->C; ++c) {
@@ -548,56 +666,28 @@ void DataTransformer::Augment(const TransformPlan& plan, Image* image) const {
 
 namespace {
 
-// The window of the mean file subtracted from the output (null: none).
-struct MeanWindow {
-  const float* data = nullptr;  // (C, H, W)
-  int H = 0, W = 0, h0 = 0, w0 = 0;
-};
+using transform_detail::MeanWindow;
+using transform_detail::ResampleAxis;
 
-// The inner loop, on the source type S (uint8_t or float), planar (C, H, W)
-// or interleaved (H, W, C).
-template <typename S, bool Interleaved, typename T>
-void transform_pixels(const S* src, int C, int H, int W, int out_h, int out_w, int h0, int w0, bool mirror,
-                      math_t<T> scale, const MeanWindow& mean, const std::vector<math_t<T>>& mean_values, T* out) {
-  using M = math_t<T>;
-  // For float16 and bfloat16 the image is computed in float, then converted in bulk (F16C
-  // where the CPU has it): the per-value conversion was the reader's
-  // bottleneck for FP16 nets.
-  const size_t count = static_cast<size_t>(C) * out_h * out_w;
-  thread_local std::vector<M> staging;
-  if constexpr (!std::is_same_v<T, M>) staging.resize(count);
-  M* base = std::is_same_v<T, M> ? reinterpret_cast<M*>(out) : staging.data();
-  const size_t step = Interleaved ? static_cast<size_t>(C) : 1;
-  for (int c = 0; c < C; ++c) {
-    const M mv = mean_values.empty() ? M(0) : mean_values[c];
-    for (int h = 0; h < out_h; ++h) {
-      const S* row = Interleaved ? src + (static_cast<size_t>(h + h0) * W + w0) * C + c
-                                 : src + (static_cast<size_t>(c) * H + h + h0) * W + w0;
-      const float* mrow = mean.data ? mean.data + (static_cast<size_t>(c) * mean.H + h + mean.h0) * mean.W + mean.w0
-                                    : nullptr;
-      M* dst = base + (static_cast<size_t>(c) * out_h + h) * out_w;
-      for (int w = 0; w < out_w; ++w) {
-        const int sw = mirror ? out_w - 1 - w : w;
-        const M m = mrow ? static_cast<M>(mrow[sw]) : mv;
-        dst[w] = (static_cast<M>(row[sw * step]) - m) * scale;
-      }
-    }
+// mean_value as one value per channel (empty without mean_value).
+template <typename M>
+std::vector<M> channel_means(const TransformationParameter& p, int C) {
+  std::vector<M> values;
+  if (p.mean_value_size() > 0) {
+    for (int c = 0; c < C; ++c) values.push_back(static_cast<M>(p.mean_value(p.mean_value_size() == 1 ? 0 : c)));
   }
-  if constexpr (!std::is_same_v<T, M>) convert_array<M, T>(static_cast<int64_t>(count), base, out);
+  return values;
 }
 
 }  // namespace
 
 template <typename T>
-void DataTransformer::WritePixels(const Image& im, const TransformPlan& plan, T* out) const {
+void DataTransformer::WritePixels(const Image& im, const TransformPlan& plan, T* out, int region_h0,
+                                  int region_w0) const {
   using M = math_t<T>;
+  using transform_detail::transform_pixels;
   const int out_h = crop_h_ > 0 ? crop_h_ : im.H, out_w = crop_w_ > 0 ? crop_w_ : im.W;
-  std::vector<M> mean_values;
-  if (param_.mean_value_size() > 0) {
-    for (int c = 0; c < im.C; ++c) {
-      mean_values.push_back(static_cast<M>(param_.mean_value(param_.mean_value_size() == 1 ? 0 : c)));
-    }
-  }
+  const std::vector<M> mean_values = channel_means<M>(param_, im.C);
   MeanWindow mean;
   if (!mean_.empty()) {
     mean.data = mean_.data();
@@ -608,7 +698,7 @@ void DataTransformer::WritePixels(const Image& im, const TransformPlan& plan, T*
     mean.w0 = random_resize_ ? (mean.W - out_w) / 2 : plan.crop_w0;
   }
   const M scale = static_cast<M>(param_.scale());
-  const int h0 = plan.crop_h0, w0 = plan.crop_w0;
+  const int h0 = plan.crop_h0 - region_h0, w0 = plan.crop_w0 - region_w0;
   if (im.floats) {
     transform_pixels<float, false, T>(im.floats, im.C, im.H, im.W, out_h, out_w, h0, w0, plan.mirror, scale, mean,
                                       mean_values, out);
@@ -622,19 +712,107 @@ void DataTransformer::WritePixels(const Image& im, const TransformPlan& plan, T*
 }
 
 template <typename T>
-void DataTransformer::Transform(const Datum& datum, T* out, std::mt19937* rng,
-                                const std::vector<int>& expected) const {
-  Image image = Load(datum);
-  const std::vector<int> raw{image.C, image.H, image.W};
-  CheckAgainst(raw, image.floats != nullptr);
+void DataTransformer::WriteResampled(const Image& im, const TransformPlan& plan, int scale, int height, int width,
+                                     T* out, int region_h0, int region_w0) const {
+  using M = math_t<T>;
+  using transform_detail::resample_pixels;
+  ResampleAxis ys(crop_h_, plan.window_h0, plan.window_h, scale, jpeg_scaled_size(height, scale), false);
+  ResampleAxis xs(crop_w_, plan.window_w0, plan.window_w, scale, jpeg_scaled_size(width, scale), plan.mirror);
+  ys.Shift(region_h0);
+  xs.Shift(region_w0);
+  CORTADO_CHECK(ys.hi - region_h0 < im.H && xs.hi - region_w0 < im.W && ys.lo >= region_h0 && xs.lo >= region_w0);
+  const std::vector<M> mean_values = channel_means<M>(param_, im.C);
+  MeanWindow mean;
+  if (!mean_.empty()) {  // the centre window, as for NVCaffe's random resize
+    mean.data = mean_.data();
+    mean.H = mean_shape_[1];
+    mean.W = mean_shape_[2];
+    mean.h0 = (mean.H - crop_h_) / 2;
+    mean.w0 = (mean.W - crop_w_) / 2;
+  }
+  const M s = static_cast<M>(param_.scale());
+  if (im.floats) {
+    resample_pixels<float, false, T>(im.floats, im.C, im.H, im.W, ys, xs, plan.mirror, s, mean, mean_values, out);
+  } else if (im.interleaved) {
+    resample_pixels<uint8_t, true, T>(im.bytes, im.C, im.H, im.W, ys, xs, plan.mirror, s, mean, mean_values, out);
+  } else {
+    resample_pixels<uint8_t, false, T>(im.bytes, im.C, im.H, im.W, ys, xs, plan.mirror, s, mean, mean_values, out);
+  }
+}
+
+void DataTransformer::CheckRecord(const std::vector<int>& raw, bool floats, const std::vector<int>& expected) const {
+  CheckAgainst(raw, floats);
   const std::vector<int> shape = OutputShape(raw);
   if (!expected.empty() && shape != expected) {
     fail("record gives an image of shape ", shape_text(shape), ", but the first record gave ",
          shape_text(expected), " (all records must have the same size, or use a crop)");
   }
+}
+
+template <typename T>
+bool DataTransformer::TransformJpeg(const Datum& datum, T* out, std::mt19937* rng,
+                                    const std::vector<int>& expected) const {
+#ifdef CORTADO_USE_LIBJPEG
+  const std::string& bytes = datum.data();
+  if (resize_height_ > 0 || short_side_ > 0 || random_resize_ || !is_jpeg(bytes)) return false;
+  const int channels = param_.force_color() ? 3 : param_.force_gray() ? 1 : 0;
+  thread_local std::vector<uint8_t> pixels;
+  TransformPlan plan;
+  JpegInfo info;
+  JpegRegion region;
+  int C = 0;
+  auto choose = [&](const JpegInfo& i, JpegRegion* r) {
+    info = i;
+    C = channels != 0 ? channels : (i.components == 1 ? 1 : 3);
+    CheckRecord({C, i.height, i.width}, false, expected);
+    plan = Plan(i.height, i.width, rng);
+    if (plan.window_h > 0) {  // the rows and columns the taps read, at the smallest scale that serves
+      r->scale = jpeg_scale_for(plan.window_h, plan.window_w, crop_h_, crop_w_);
+      const ResampleAxis ys(crop_h_, plan.window_h0, plan.window_h, r->scale, jpeg_scaled_size(i.height, r->scale),
+                            false);
+      const ResampleAxis xs(crop_w_, plan.window_w0, plan.window_w, r->scale, jpeg_scaled_size(i.width, r->scale),
+                            false);
+      r->y0 = ys.lo;
+      r->height = ys.hi - ys.lo + 1;
+      r->x0 = xs.lo;
+      r->width = xs.hi - xs.lo + 1;
+    } else if (crop_h_ > 0) {  // the crop's rows and columns
+      r->y0 = plan.crop_h0;
+      r->height = crop_h_;
+      r->x0 = plan.crop_w0;
+      r->width = crop_w_;
+    }
+    region = *r;
+  };
+  if (!decode_jpeg(bytes, channels, choose, &pixels)) return false;
+  const int rh = region.height > 0 ? region.height : info.height, rw = region.width > 0 ? region.width : info.width;
+  Image image;
+  image.SetInterleaved(C, rh, rw, pixels.data());
+  Augment(plan, &image);  // distort_param only: NVCaffe's random resize takes the Load path
+  if (plan.window_h > 0) {
+    WriteResampled(image, plan, region.scale, info.height, info.width, out, region.y0, region.x0);
+  } else {
+    WritePixels(image, plan, out, region.y0, region.x0);
+  }
+  return true;
+#else
+  return false;
+#endif
+}
+
+template <typename T>
+void DataTransformer::Transform(const Datum& datum, T* out, std::mt19937* rng,
+                                const std::vector<int>& expected) const {
+  if (datum.encoded() && TransformJpeg(datum, out, rng, expected)) return;
+  Image image = Load(datum);
+  CheckRecord({image.C, image.H, image.W}, image.floats != nullptr, expected);
   const TransformPlan plan = Plan(image.H, image.W, rng);
   Augment(plan, &image);
-  WritePixels(image, plan, out);
+  if (plan.window_h > 0) {
+    WriteResampled(image, plan, 8, image.H, image.W, out);
+  } else {
+    WritePixels(image, plan, out);
+  }
 }
 
 template void DataTransformer::Transform<double>(const Datum&, double*, std::mt19937*,
