@@ -1,7 +1,8 @@
 // cpu_parallel_for (util/cpu_parallel.hpp): the chunks cover the range once,
 // in order, run on different threads when there are several, a nested call
-// runs in turn on its caller's thread, an exception reaches the caller, and
-// BLAS calls inside chunks give the single-threaded results.
+// runs in turn on its caller's thread, an exception reaches the caller,
+// BLAS calls inside chunks give the single-threaded results, and the
+// trainer limits the spinning of OpenMP's idle threads.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -13,13 +14,18 @@
 #include <fstream>
 #include <cmath>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "command.hpp"
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/math.hpp"
+#include "cortado/util/openmp_spin.hpp"
+#include "test_paths.hpp"
 
 namespace cortado {
 namespace {
@@ -262,6 +268,41 @@ TEST(CpuParallel, GemmInsideChunksMatchesOutside) {
       }
     }
   }
+}
+
+// The GOMP_SPINCOUNT of each libgomp start in one run of the trainer (no
+// command: it prints its usage), with OMP_DISPLAY_ENV=VERBOSE, which makes
+// libgomp print its settings as it loads, and `env` (VAR=value ...) on top
+// of an environment without the variables that decide it.
+std::vector<std::string> SpinCountsOfTrainer(const std::string& env, int* status) {
+  const test::CommandRun r =
+      test::RunCommand("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u CORTADO_CPU_SHARE OMP_DISPLAY_ENV=VERBOSE " + env +
+                       " timeout 120 " + test::TrainerPath());
+  *status = r.status;
+  std::vector<std::string> counts;
+  const std::regex shown("GOMP_SPINCOUNT = '([0-9]+)'");
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), shown), end; it != end; ++it)
+    counts.push_back((*it)[1]);
+  return counts;
+}
+
+// libgomp reads GOMP_SPINCOUNT only when it loads, before main(): the
+// trainer runs again from its start with it set (limit_openmp_spinning),
+// unless the user chose a wait policy or a spin count, or CORTADO_CPU_SHARE=0.
+TEST(CpuParallel, TrainerRunsAgainWithOpenMpSpinningLimited) {
+  int status = -1;
+  const std::vector<std::string> plain = SpinCountsOfTrainer("", &status);
+  ASSERT_EQ(status, 1) << "the trainer without a command prints its usage and ends with status 1";
+  if (plain.empty()) GTEST_SKIP() << "the trainer does not load libgomp (a build without OpenMP)";
+  ASSERT_EQ(plain.size(), 2u) << "libgomp loads twice: in the trainer as started and in the trainer run again";
+  EXPECT_EQ(plain[1], std::to_string(kOpenMpSpinCount));
+
+  EXPECT_EQ(SpinCountsOfTrainer("GOMP_SPINCOUNT=777", &status), std::vector<std::string>{"777"});
+  EXPECT_EQ(status, 1);
+  EXPECT_EQ(SpinCountsOfTrainer("OMP_WAIT_POLICY=active", &status).size(), 1u) << "the user's policy stands";
+  const std::vector<std::string> fixed = SpinCountsOfTrainer("CORTADO_CPU_SHARE=0", &status);
+  ASSERT_EQ(fixed.size(), 1u) << "CORTADO_CPU_SHARE=0 keeps libgomp's defaults";
+  EXPECT_EQ(fixed[0], plain[0]);
 }
 
 }  // namespace

@@ -36,6 +36,7 @@
 #include "cortado/util/gemm_bf16.hpp"
 #include "cortado/util/grad_stats.hpp"
 #include "cortado/util/logging.hpp"
+#include "cortado/util/openmp_spin.hpp"
 #include "cortado/util/signals.hpp"
 
 DEFINE_string(solver, "", "The solver prototxt (train; time: the update to time, and its net without --model).");
@@ -591,6 +592,9 @@ int device_query() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First: it may run the trainer again from its start with GOMP_SPINCOUNT
+  // set (idle OpenMP threads then spin briefly; util/openmp_spin.hpp).
+  limit_openmp_spinning(argv);
   FLAGS_alsologtostderr = 1;
   gflags::SetUsageMessage(
       "command [flags]\ncommands:\n"

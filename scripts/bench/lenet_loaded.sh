@@ -3,9 +3,12 @@
 # batch 64, forward + backward + update) alone and beside BUSY processes that
 # spin (default: one per core), in the same rounds, for each configuration:
 #   default   the trainer as it runs by default (regions follow the free
-#             cores, util/cpu_parallel.hpp)
+#             cores, util/cpu_parallel.hpp; idle OpenMP threads spin
+#             briefly, GOMP_SPINCOUNT=10000, util/openmp_spin.hpp)
+#   spinning  the default with libgomp's own spin count (GOMP_SPINCOUNT=
+#             300000, about 5 ms): what the brief spin saves
 #   fixed     CORTADO_CPU_SHARE=0: every region on all threads, whatever
-#             the load (the behaviour before the free-core count)
+#             the load, and libgomp's own spinning (the behaviour before both)
 #   passive   fixed, with OMP_WAIT_POLICY=passive (idle OpenMP threads sleep
 #             instead of spinning)
 #   baseline  BASELINE_TRAINER, when set (an earlier build), as it runs by default
@@ -30,7 +33,7 @@ MODEL=models/lenet/lenet_train_test.prototxt
 [ -x "$TRAINER" ] || { echo "lenet_loaded: $TRAINER not found; build first" >&2; exit 1; }
 [ -d data/fashion_mnist/train_lmdb ] || { echo "lenet_loaded: data/fashion_mnist/train_lmdb missing; run data/fashion_mnist/create.sh" >&2; exit 1; }
 
-configs=(default fixed passive)
+configs=(default spinning fixed passive)
 BASELINE_TRAINER=${BASELINE_TRAINER:-}
 if [ -n "$BASELINE_TRAINER" ]; then
   [ -x "$BASELINE_TRAINER" ] || { echo "lenet_loaded: BASELINE_TRAINER=$BASELINE_TRAINER is not an executable" >&2; exit 1; }
@@ -61,11 +64,13 @@ run() {
   local bin=$TRAINER
   local -a env=()
   case $1 in
+    spinning) env=(GOMP_SPINCOUNT=300000) ;;
     fixed) env=(CORTADO_CPU_SHARE=0) ;;
     passive) env=(CORTADO_CPU_SHARE=0 OMP_WAIT_POLICY=passive) ;;
     baseline) bin=$BASELINE_TRAINER ;;
   esac
-  if ! env "${env[@]}" "$bin" time --model="$MODEL" --iterations="$ITERS" --warmup="$WARMUP" >"$log" 2>&1; then
+  # The settings each configuration names, none inherited from the caller.
+  if ! env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u CORTADO_CPU_SHARE "${env[@]}" "$bin" time --model="$MODEL" --iterations="$ITERS" --warmup="$WARMUP" >"$log" 2>&1; then
     tail -20 "$log" >&2
     echo "lenet_loaded: trainer time failed ($1)" >&2
     exit 1

@@ -24,6 +24,7 @@
 
 #include "cortado/common.hpp"
 #include "cortado/util/env.hpp"
+#include "cortado/util/openmp_spin.hpp"
 
 namespace cortado {
 
@@ -181,6 +182,9 @@ std::string cpu_threads_summary() {
   const int t = cpu_threads();
   std::string s = std::to_string(t) + (t == 1 ? " thread" : " threads");
   if (t > 1 && core_share().pinned.load() == 0) s += ", fewer while other processes keep the cores busy";
+  // What limit_openmp_spinning() or the user set for libgomp's idle threads.
+  for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"})
+    if (const char* v = env_value(name)) s += str_cat(", ", name, "=", v);
   switch (openblas_get_parallel()) {
     case kBlasSequential: return s + " (OpenBLAS: sequential build)";
     case kBlasPthreads: return s + " (OpenBLAS: pthreads build, whose own threads run the GEMMs; the layers stay on one)";
@@ -189,6 +193,19 @@ std::string cpu_threads_summary() {
     default:
       return s + " (OpenBLAS: unknown build)";
   }
+}
+
+void limit_openmp_spinning(char** argv) {
+#ifdef _OPENMP
+  // The user's settings stand; so does the behaviour of CORTADO_CPU_SHARE=0.
+  if (env_value("OMP_WAIT_POLICY") || env_value("GOMP_SPINCOUNT") || pinned_from_env()) return;
+  // Once set, the variable also ends the recursion: the program run again returns above.
+  if (setenv("GOMP_SPINCOUNT", std::to_string(kOpenMpSpinCount).c_str(), 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  unsetenv("GOMP_SPINCOUNT");  // not run again: libgomp keeps its defaults, and so do our children
+#else
+  (void)argv;
+#endif
 }
 
 int cpu_chunks(int n) { return std::max(1, std::min(n, cpu_threads())); }
