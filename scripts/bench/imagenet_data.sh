@@ -1,99 +1,247 @@
 #!/usr/bin/env bash
-# The ImageNet input pipeline on the host: how many images per second the
-# Data layer reads, decodes (JPEG), crops, mirrors, mean-subtracts and
-# converts, for several transform thread counts (data_param.threads).
+# The ImageNet input pipeline on the host, against PyTorch's DataLoader: how
+# many images per second the Data layer alone reads, decodes (JPEG), crops
+# and resizes (the random-resized crop of the ResNet recipe), mirrors,
+# normalizes and writes in the net's type, at 1 thread and at all cores.
 #
-# Makes IMAGES synthetic photo-like 500x375 images (smooth colour fields
-# with texture, numpy), converts them like data/ilsvrc12/create_lmdb.sh
-# (convert_imageset, resize 256x256, shuffled, JPEG records), then runs
-# `trainer time` on a net of that Data layer (batch BATCH, TRAIN: random
-# 224 crop, mirror, mean_value 104 117 123) and a Silence layer, FP32 and
-# FP16 output, REPEATS runs of ITERS batches each. The layer prefetches in
-# the background, so its forward time is the time to produce a batch; the
-# median over runs gives images/s for each thread count, and images/s per
-# thread, the number to multiply by a GPU machine's cores to see whether it
-# can feed ResNet-50.
+# 1. Makes IMAGES ImageNet-like JPEGs (no data set download): sizes spread
+#    around ImageNet's average of about 400x350 (area log-normal, 70%
+#    landscape 1.2-1.6:1, 20% portrait, 10% near square), photo-like content
+#    (1/f noise colour fields, the statistics of natural images, plus sensor
+#    grain), quality 90 with 4:2:0 chroma (PIL's defaults), about 110 KB a
+#    file like ImageNet's training set. It prints the measured average size
+#    and dimensions.
+# 2. Converts them with convert_imageset --encoded --shuffle, without
+#    resizing: the records hold the JPEG files' own bytes.
+# 3. Cortado: `trainer time` on a net of the Data layer (batch BATCH, TRAIN,
+#    transform_param: crop_size 224, rand_crop_area_lower 0.08 (the
+#    random-resized crop with torchvision's ranges), mirror, mean_value and
+#    scale) and a Silence layer, output in TYPE (FLOAT16), data_param.threads
+#    T. The net takes batches much faster than the layer's workers make them,
+#    so the run's wall time is the time to make them: each timed iteration
+#    of `trainer time` takes two batches (the whole pass and the
+#    layer-by-layer pass), so two runs of ITERS and 2 * ITERS iterations
+#    differ by 2 * ITERS batches, and images/s = 2 * ITERS * BATCH / (the
+#    difference of their wall times): start-up, the first record's decode,
+#    the warm-up and the prefetched head start cancel. (The median forward
+#    time would be one worker's time for a batch, not the rate of T
+#    workers.)
+# 4. PyTorch (when PYTHON has torch and torchvision): a DataLoader over the
+#    same JPEG files, decoded each way of TORCH_DECODERS: pil is
+#    ImageFolder's default loading (torchvision's default image backend,
+#    PIL.Image.open + convert("RGB")), io is torchvision.io.decode_jpeg on
+#    the file's bytes with the transforms on uint8 tensors (on this kind of
+#    machine the faster of the two); RandomResizedCrop(224) +
+#    RandomHorizontalFlip + ToTensor (or ConvertImageDtype) + Normalize,
+#    batch BATCH, num_workers T, shuffled; images/s over BATCHES batches
+#    after WARM batches (the workers started and their prefetch used up).
+#    The ratio compares Cortado with the faster PyTorch decoder.
+# For T = 1 both run on one core (taskset -c 0: the worker and the process
+# that waits for it); for T = all cores on all of them. Runs alternate
+# (Cortado T, PyTorch T, ...) REPEATS times; the table gives medians,
+# images/s per core (T) and Cortado / PyTorch. The load average before and
+# after is printed: other work on the machine slows both sides.
 #
-# Environment: BUILD_DIR (build), IMAGES (512), BATCH (128), ITERS (10),
-# REPEATS (3), THREADS ("1 2 ... up to the cores", space-separated), PYTHON
-# (python3 with numpy).
+# Environment: BUILD_DIR (build), IMAGES (1000), BATCH (128), ITERS (6),
+# REPEATS (5), BATCHES (12), WARM (3), TYPE (FLOAT16), THREADS ("1 <cores>"),
+# TORCH_DECODERS ("pil io"),
+# PYTHON (python3 with torch + torchvision for the comparison; without them
+# only Cortado is timed, and the script says so), KEEP (a folder to keep the
+# images and the LMDB in, reused when present).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/bench/lib.sh
 BUILD_DIR=${BUILD_DIR:-build}
 TRAINER=$BUILD_DIR/tools/trainer
 CONVERT=$BUILD_DIR/tools/convert_imageset
-IMAGES=${IMAGES:-512}
+IMAGES=${IMAGES:-1000}
 BATCH=${BATCH:-128}
-ITERS=${ITERS:-10}
-REPEATS=${REPEATS:-3}
-if [ -z "${THREADS:-}" ]; then
-  THREADS="1"
-  t=2
-  while [ "$t" -le "$(nproc)" ]; do THREADS+=" $t"; t=$((t * 2)); done
-  [ "$(nproc)" -gt 1 ] && [ "$((t / 2))" != "$(nproc)" ] && THREADS+=" $(nproc)"
-fi
+ITERS=${ITERS:-6}
+REPEATS=${REPEATS:-5}
+BATCHES=${BATCHES:-12}
+WARM=${WARM:-3}
+TYPE=${TYPE:-FLOAT16}
+TORCH_DECODERS=${TORCH_DECODERS:-"pil io"}
+CORES=$(nproc)
+THREADS=${THREADS:-"1 $CORES"}
+[ "$CORES" -eq 1 ] && THREADS=${THREADS% 1}
+PYTHON=${PYTHON:-python3}
 [ -x "$TRAINER" ] || { echo "imagenet_data: $TRAINER not found; build first" >&2; exit 1; }
 [ -x "$CONVERT" ] || { echo "imagenet_data: $CONVERT not found (it needs an OpenCV build)" >&2; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+if [ -n "${KEEP:-}" ]; then
+  tmp=$KEEP
+  mkdir -p "$tmp"
+else
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+fi
+pin_one=""
+command -v taskset >/dev/null && pin_one="taskset -c 0"
 
-# Debian's python3-numpy (scripts/install_deps.sh); a python3 first on PATH
-# without numpy (a virtualenv) gives way to the system's.
-PYTHON=${PYTHON:-python3}
-if ! "$PYTHON" -c 'import numpy' 2>/dev/null && [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; fi
-"$PYTHON" - "$tmp/images" "$IMAGES" <<'PY'
+# The images: numpy and PIL (Debian's python3-numpy, python3-pil), from PYTHON
+# when it has them, else the system's python3.
+GEN=$PYTHON
+"$GEN" -c 'import numpy, PIL' 2>/dev/null || GEN=/usr/bin/python3
+if [ ! -f "$tmp/images/list.txt" ]; then
+  "$GEN" - "$tmp/images" "$IMAGES" <<'PY'
 import os, sys
 import numpy as np
+from PIL import Image
 out, n = sys.argv[1], int(sys.argv[2])
-os.makedirs(out)
+os.makedirs(out, exist_ok=True)
 rng = np.random.default_rng(1)
-h, w = 375, 500
 with open(os.path.join(out, "list.txt"), "w") as lst:
     for i in range(n):
-        # Low-frequency colour fields (upsampled coarse noise) plus fine texture:
-        # JPEG sizes and decode work closer to photos than flat or pure noise.
-        coarse = rng.random((h // 25 + 1, w // 25 + 1, 3)) * 255
-        img = np.kron(coarse, np.ones((25, 25, 1)))[:h, :w]
-        yy, xx = np.mgrid[0:h, 0:w]
-        img = img * 0.7 + 40 * np.sin(xx / (5 + i % 7))[..., None] + rng.normal(0, 12, (h, w, 3))
-        img = np.clip(img, 0, 255).astype(np.uint8)
-        name = "img%05d.ppm" % i
-        with open(os.path.join(out, name), "wb") as f:
-            f.write(b"P6\n%d %d\n255\n" % (w, h))
-            f.write(img.tobytes())
+        kind = rng.random()
+        lo, hi = (1.2, 1.6) if kind < 0.7 else (0.6, 0.85) if kind < 0.9 else (0.9, 1.1)
+        aspect = float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
+        area = 400 * 350 * float(np.exp(rng.normal(0, 0.35)))
+        w = min(max(int(round(np.sqrt(area * aspect))), 160), 1000)
+        h = min(max(int(round(np.sqrt(area / aspect))), 120), 1000)
+        # 1/f^0.8 amplitude spectrum: a shared field for the shape, one per
+        # channel for colour; then grain.
+        fy = np.fft.fftfreq(h)[:, None]
+        fx = np.fft.rfftfreq(w)[None, :]
+        f = np.sqrt(fx * fx + fy * fy)
+        f[0, 0] = 1.0
+        amp = f ** -0.8
+        field = lambda: np.fft.irfft2(amp * np.exp(2j * np.pi * rng.random((h, w // 2 + 1))), s=(h, w))
+        base = field()
+        img = np.stack([base + 0.5 * field() for _ in range(3)], -1)
+        img = (img - img.mean()) / (img.std() + 1e-9) * 60 + rng.uniform(90, 150, 3)
+        img += rng.normal(0, 16, img.shape)
+        name = "img%05d.JPEG" % i
+        Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(os.path.join(out, name), quality=90)
         lst.write("%s %d\n" % (name, i % 1000))
 PY
-"$CONVERT" --resize_height=256 --resize_width=256 --shuffle --encode_type=jpg "$tmp/images/" "$tmp/images/list.txt" \
-  "$tmp/lmdb" > "$tmp/convert.log" 2>&1 || { tail -5 "$tmp/convert.log" >&2; exit 1; }
-db_bytes=$(du -sb "$tmp/lmdb" | cut -f1)
-echo "imagenet_data: $IMAGES JPEG records of 256x256, $((db_bytes / IMAGES / 1024)) KiB each on average (LMDB included)"
+fi
+"$GEN" - "$tmp/images" <<'PY'
+import os, sys
+from PIL import Image
+d = sys.argv[1]
+names = [l.split()[0] for l in open(os.path.join(d, "list.txt"))]
+sizes = [os.path.getsize(os.path.join(d, n)) for n in names]
+dims = [Image.open(os.path.join(d, n)).size for n in names]
+w = sorted(x for x, _ in dims)
+h = sorted(y for _, y in dims)
+print("imagenet_data: %d JPEGs (quality 90, 4:2:0): %.1f KB on average (%.0f to %.0f KB), %.0fx%.0f pixels on "
+      "average (width %d to %d, height %d to %d)" % (len(names), sum(sizes) / len(sizes) / 1000,
+      min(sizes) / 1000, max(sizes) / 1000, sum(w) / len(w), sum(h) / len(h), w[0], w[-1], h[0], h[-1]))
+PY
+if [ ! -d "$tmp/lmdb" ]; then
+  "$CONVERT" --encoded --shuffle "$tmp/images/" "$tmp/images/list.txt" "$tmp/lmdb" > "$tmp/convert.log" 2>&1 ||
+    { tail -5 "$tmp/convert.log" >&2; exit 1; }
+fi
 
-for type in FLOAT FLOAT16; do
-  for th in $THREADS; do
-    cat > "$tmp/net_${type}_$th.prototxt" <<NET
+for th in $THREADS; do
+  cat > "$tmp/net_$th.prototxt" <<NET
 name: "imagenet_data"
-default_forward_type: $type
-default_backward_type: $type
+default_forward_type: $TYPE
+default_backward_type: $TYPE
 layer { name: "data" type: "Data" top: "data" top: "label" include { phase: TRAIN }
-  transform_param { mirror: true crop_size: 224 mean_value: 104 mean_value: 117 mean_value: 123 }
+  transform_param { crop_size: 224 rand_crop_area_lower: 0.08 mirror: true scale: 0.0174
+                    mean_value: 104 mean_value: 117 mean_value: 123 }
   data_param { source: "$tmp/lmdb" batch_size: $BATCH threads: $th } }
 layer { name: "silence" type: "Silence" bottom: "data" bottom: "label" }
 NET
-  done
 done
-printf '%-8s %8s %14s %14s %18s\n' output threads "ms/batch" "images/s" "images/s/thread"
-for type in FLOAT FLOAT16; do
+
+cat > "$tmp/torch_loader.py" <<'PY'
+# PyTorch's DataLoader on the same JPEGs and the ResNet training transforms;
+# prints images/s. Decoder "pil": torchvision's default ImageFolder loading
+# (PIL.Image.open + convert("RGB")); "io": torchvision.io.decode_jpeg on the
+# file's bytes, the transforms on uint8 tensors.
+import os, sys, time
+import torch
+import torchvision
+from torchvision import transforms
+root, batch, workers, batches, warm, decoder = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), \
+    int(sys.argv[5]), sys.argv[6]
+normalize = transforms.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+if decoder == "pil":
+    load = torchvision.datasets.folder.default_loader
+    t = transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(), transforms.ToTensor(),
+                            normalize])
+else:
+    from torchvision.io import decode_jpeg, read_file
+    load = lambda path: decode_jpeg(read_file(path))
+    t = transforms.Compose([transforms.RandomResizedCrop(224, antialias=True), transforms.RandomHorizontalFlip(),
+                            transforms.ConvertImageDtype(torch.float), normalize])
+
+class Files(torch.utils.data.Dataset):
+    def __init__(self, root):
+        self.items = [(os.path.join(root, l.split()[0]), int(l.split()[1])) for l in open(os.path.join(root, "list.txt"))]
+    def __len__(self):
+        return len(self.items)
+    def __getitem__(self, i):
+        path, label = self.items[i]
+        return t(load(path)), label
+
+data = Files(root)
+# One long shuffled pass (drawn with replacement), so that no epoch boundary
+# restarts the workers' prefetch inside the timed batches.
+sampler = torch.utils.data.RandomSampler(data, replacement=True, num_samples=(warm + batches) * batch)
+loader = torch.utils.data.DataLoader(data, batch_size=batch, sampler=sampler, num_workers=workers, drop_last=True)
+start = None
+for done, (x, y) in enumerate(loader, 1):
+    if done == warm:
+        start = time.perf_counter()
+print("images_per_s=%.1f" % (batches * batch / (time.perf_counter() - start)))
+PY
+torch_ok=0
+if "$PYTHON" -c 'import torch, torchvision' 2>/dev/null; then
+  torch_ok=1
+  echo "imagenet_data: PyTorch $("$PYTHON" -c 'import torch, torchvision, PIL; print(torch.__version__, "torchvision", torchvision.__version__, "PIL", PIL.__version__)')"
+else
+  echo "imagenet_data: $PYTHON has no torch/torchvision: timing Cortado only (PYTHON=<a python with torch> to compare)"
+fi
+
+echo "imagenet_data: load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+declare -A runs
+for r in $(seq 1 "$REPEATS"); do
   for th in $THREADS; do
-    runs=""
-    for r in $(seq 1 "$REPEATS"); do
-      out=$("$TRAINER" time --model="$tmp/net_${type}_$th.prototxt" --iterations="$ITERS" --warmup=6 2>"$tmp/time.log" \
-            | grep '^time:') || { tail -5 "$tmp/time.log" >&2; exit 1; }
-      runs+="$(kv forward_ms_median "$out") "
+    pin=""
+    [ "$th" = 1 ] && pin=$pin_one
+    walls=()
+    for it in "$ITERS" $((2 * ITERS)); do
+      t0=$(date +%s.%N)
+      $pin "$TRAINER" time --model="$tmp/net_$th.prototxt" --iterations="$it" --warmup=2 >"$tmp/time.log" 2>&1 ||
+        { tail -5 "$tmp/time.log" >&2; exit 1; }
+      walls+=("$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')")
     done
-    ms=$(echo "$runs" | tr ' ' '\n' | grep . | median)
-    ips=$(awk -v m="$ms" -v b="$BATCH" 'BEGIN { printf "%.0f", b * 1000 / m }')
-    printf '%-8s %8s %14s %14s %18s\n' "$type" "$th" "$ms" "$ips" "$(awk -v i="$ips" -v t="$th" 'BEGIN { printf "%.0f", i / t }')"
+    runs[cortado_$th]+="$(awk -v a="${walls[0]}" -v b="${walls[1]}" -v n="$((2 * ITERS * BATCH))" \
+      'BEGIN { printf "%.1f", n / (b - a) }') "
+    if [ $torch_ok = 1 ]; then
+      for dec in $TORCH_DECODERS; do
+        out=$($pin "$PYTHON" "$tmp/torch_loader.py" "$tmp/images" "$BATCH" "$th" "$BATCHES" "$WARM" "$dec" \
+              2>"$tmp/torch.log") || { tail -5 "$tmp/torch.log" >&2; exit 1; }
+        runs[torch_${dec}_$th]+="$(kv images_per_s "$out") "
+      done
+    fi
   done
 done
-echo "imagenet_data: batch=$BATCH images=$IMAGES iterations=$ITERS repeats=$REPEATS threads=\"$THREADS\" cores=$(nproc)"
+echo "imagenet_data: load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+header=$(printf '%-8s %10s %13s' threads cortado cortado/core)
+[ $torch_ok = 1 ] && for dec in $TORCH_DECODERS; do header+=$(printf ' %13s %17s' "torch_$dec" "torch_$dec/core"); done
+[ $torch_ok = 1 ] && header+=$(printf ' %17s' "cortado/fastest")
+echo "$header"
+for th in $THREADS; do
+  c=$(echo "${runs[cortado_$th]}" | tr ' ' '\n' | grep . | median %.1f)
+  line=$(printf '%-8s %10s %13s' "$th" "$c" "$(awk -v i="$c" -v t="$th" 'BEGIN { printf "%.1f", i / t }')")
+  best=0
+  detail="cortado_runs=\"${runs[cortado_$th]% }\""
+  if [ $torch_ok = 1 ]; then
+    for dec in $TORCH_DECODERS; do
+      p=$(echo "${runs[torch_${dec}_$th]}" | tr ' ' '\n' | grep . | median %.1f)
+      line+=$(printf ' %13s %17s' "$p" "$(awk -v i="$p" -v t="$th" 'BEGIN { printf "%.1f", i / t }')")
+      best=$(awk -v a="$best" -v b="$p" 'BEGIN { print (b > a ? b : a) }')
+      detail+=" torch_${dec}_runs=\"${runs[torch_${dec}_$th]% }\""
+    done
+    line+=$(printf ' %17s' "$(ratio "$c" "$best")")
+  fi
+  echo "$line"
+  echo "imagenet_data: threads=$th $detail"
+done
+echo "imagenet_data: images/s, medians of $REPEATS alternating runs; batch=$BATCH type=$TYPE images=$IMAGES" \
+     "cortado_iterations=$ITERS pytorch_batches=$BATCHES pytorch_decoders=\"$TORCH_DECODERS\" cores=$CORES"
