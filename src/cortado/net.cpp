@@ -7,6 +7,7 @@
 
 #include "cortado/layer_factory.hpp"
 #include "cortado/layer_traits.hpp"
+#include "cortado/net_fusion.hpp"
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/gpu_faults.hpp"
 #include "cortado/util/hdf5.hpp"
@@ -225,6 +226,7 @@ void Net::Init(const NetParameter& in_param) {
   if (!errors.empty()) ThrowBuildErrors(errors, info_.file(), name_);
   AnalyseBackward(in_param.force_backward());
   ShareParameters();
+  if (in_param.fuse_layers()) FuseLayers(*this);  // net_fusion.hpp: an execution detail, the values unchanged
   INFO_LOG << "Network '" << name_ << "' (" << (phase_ == TRAIN ? "TRAIN" : "TEST") << "): " << layers_.size()
            << " layers, " << learnable_params_.size() << " learnable parameter blobs";
 }

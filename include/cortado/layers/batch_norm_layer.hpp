@@ -55,20 +55,43 @@
 // GPU: one block per channel reduces the statistics (and, in the backward,
 // sum dy and sum dy * xhat) in float (double for double); elementwise kernels
 // normalize and form dx.
+//
+// Fusion (layer_fusion.hpp; the Net decides, NetParameter.fuse_layers): this
+// layer can be the head of a chain that follows it in place on its top:
+//   a Scale (kChannelAffine; only without scale_bias): z = stored(xhat) *
+//     s_c + b_c, with the Scale layer's blobs; its gradients ds_c += sum dz *
+//     stored(xhat), db_c += sum dz accumulate into them (as far as that
+//     layer's param_propagate_down says), and the gradient reaching the
+//     formulas above is dy = stored_B(dz * s_c);
+//   then a ReLU (kReLU): out = max(0, stored(z)) (z = y without a Scale), and
+//     dz = out > 0 ? dout : 0, the test read from the top's data (the ReLU's
+//     output, which is what in place leaves) as Btype.
+// stored() rounds to Ftype, stored_B to Btype: the points where the unfused
+// layers store their results, so that the CPU result is the unfused one
+// bit for bit. xhat is recomputed from x (or its copy) in the backward, so a
+// fused Scale keeps no copy of its input; a fused chain reads and writes the
+// blob once per pass instead of three times.
 
 #include <cstdint>
 #include <vector>
 
 #include "cortado/layer.hpp"
+#include "cortado/layers/layer_fusion.hpp"
 
 struct CUstream_st;
 
 namespace cortado {
 
 template <typename Ftype, typename Btype>
-class BatchNormLayer : public Layer<Ftype, Btype> {
+class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
  public:
   using Layer<Ftype, Btype>::Layer;
+  /// Takes a Scale (without scale_bias, before any ReLU) or a ReLU.
+  bool AbsorbTail(FusionRole role, LayerBase* tail) override;
+  /// The Scale layer whose pass this layer does (null: none), and whether it
+  /// applies a ReLU.
+  const LayerBase* fused_scale() const { return affine_; }
+  bool fused_relu() const { return relu_; }
 
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
@@ -102,6 +125,9 @@ class BatchNormLayer : public Layer<Ftype, Btype> {
   int num_ = 0, channels_ = 0;
   int64_t spatial_ = 0;
   bool NeedsXhat() const;  // whether the backward needs xhat
+
+  LayerBase* affine_ = nullptr;  // a fused Scale (its blobs: s, and b with bias_term)
+  bool relu_ = false;            // a fused ReLU
   bool KeepsCopy(const BlobVec& bottom, const BlobVec& top) const;
 
   bool saved_ = false;             // whether the last forward filled x_saved_
@@ -146,6 +172,37 @@ void bn_backward_reduce(int n, int c, int64_t s, const T* dy, const X* x_saved, 
 template <typename T, typename X, typename M>
 void bn_backward_dx(int n, int c, int64_t s, const T* dy, const X* x_saved, const M* mean, const M* inv_std,
                     const T* gamma, const M* sdy, const M* sdyx, T* dx, CUstream_st* stream);
+
+/// What a fused chain adds around the normalization (layer_fusion.hpp), as
+/// the fused kernels see it: a Scale's s and b (scale null: no Scale; bias
+/// null: no bias) and a ReLU. T is the storage type of the pass.
+template <typename T>
+struct BnTail {
+  const T* scale = nullptr;
+  const T* bias = nullptr;
+  bool relu = false;
+};
+/// bn_normalize followed by the tail: z = scale ? stored(xhat) * s + b :
+/// (gamma ? gamma * xhat + beta : xhat); y = relu ? max(0, stored(z)) : z.
+/// One plane (n, c) per block: the channel is found once per plane, and
+/// planes whose length and pointers allow it move 16 bytes per load.
+template <typename T, typename M>
+void bn_normalize_fused(int n, int c, int64_t s, const T* x, const M* mean, const M* inv_std, const T* gamma,
+                        const T* beta, BnTail<T> tail, T* x_saved, T* y, CUstream_st* stream);
+/// The fused backward's sums, per channel. The gradient into the tail, dout,
+/// is masked by the ReLU (y > 0, y the top's data in X read as T) and, with a
+/// Scale, gives ds_c += sum dz * stored_X(xhat) (ds non-null), db_c += sum dz
+/// (db non-null) and dy = stored(dz * s_c); then sdy, sdyx, dgamma, dbeta as
+/// bn_backward_reduce computes them from dy.
+template <typename T, typename X, typename M>
+void bn_backward_reduce_fused(int n, int c, int64_t s, const T* dout, const X* y, const X* x_saved, const M* mean,
+                              const M* inv_std, BnTail<T> tail, M* sdy, M* sdyx, T* dgamma, T* dbeta, T* ds,
+                              T* db, CUstream_st* stream);
+/// bn_backward_dx with dy formed from dout as in bn_backward_reduce_fused.
+template <typename T, typename X, typename M>
+void bn_backward_dx_fused(int n, int c, int64_t s, const T* dout, const X* y, const X* x_saved, const M* mean,
+                          const M* inv_std, const T* gamma, BnTail<T> tail, const M* sdy, const M* sdyx, T* dx,
+                          CUstream_st* stream);
 }  // namespace gpu
 #endif  // CORTADO_USE_CUDA
 

@@ -36,6 +36,10 @@
 //   runs after it, for parameters that depend on the storage types (Clip's
 //   bounds as a Btype read of an Ftype value). ElementwiseOp's versions do
 //   nothing.
+// - fusion_role(): what the op is to the Net's fusion pass (layer_fusion.hpp):
+//   ReLU with negative_slope 0 is kReLU; ElementwiseOp's says kNone. While
+//   the layer is fused into another (fused_away()), its Forward and Backward
+//   do nothing: the head computes it.
 //
 // Bottoms: 1, any shape. Tops: 1, the bottom's shape.
 // Types: forward reads x and writes y as Ftype; backward reads dy (and x, y
@@ -62,6 +66,7 @@
 
 #include "cortado/config.hpp"
 #include "cortado/layer.hpp"
+#include "cortado/layers/layer_fusion.hpp"
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/hd_math.hpp"
 
@@ -77,6 +82,7 @@ struct ElementwiseOp {
   template <typename Ftype, typename Btype>
   void SetTypes() {}
   bool backward_ignores_x() const { return false; }
+  FusionRole fusion_role() const { return FusionRole::kNone; }
 };
 
 #ifdef CORTADO_USE_CUDA
@@ -94,10 +100,11 @@ void elementwise_backward(int64_t n, const T* x, const T* y, const T* dy, T* dx,
 #endif
 
 template <typename Ftype, typename Btype, typename Op>
-class ElementwiseLayer : public Layer<Ftype, Btype> {
+class ElementwiseLayer : public Layer<Ftype, Btype>, public FusableLayer {
  public:
   using Layer<Ftype, Btype>::Layer;
   const char* type() const override { return Op::kType; }
+  FusionRole fusion_role() const override { return op_.fusion_role(); }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool AllowForceBackward(int) const override { return Op::kBackwardReads != ElementwiseReads::kNone; }
@@ -158,6 +165,7 @@ bool ElementwiseLayer<Ftype, Btype, Op>::BackwardWanted(const std::vector<bool>&
 // while y is written.
 template <typename Ftype, typename Btype, typename Op>
 void ElementwiseLayer<Ftype, Btype, Op>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if (fused_away()) return;
   using M = math_t<Ftype>;
   Ftype* y = top[0]->mutable_cpu_data<Ftype>();
   const Ftype* x = bottom[0]->cpu_data<Ftype>();
@@ -171,7 +179,7 @@ void ElementwiseLayer<Ftype, Btype, Op>::Forward_cpu(const BlobVec& bottom, cons
 template <typename Ftype, typename Btype, typename Op>
 void ElementwiseLayer<Ftype, Btype, Op>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                                       const BlobVec& bottom) {
-  if (!BackwardWanted(propagate_down)) return;
+  if (fused_away() || !BackwardWanted(propagate_down)) return;
   if constexpr (Op::kBackwardReads != ElementwiseReads::kNone) {
     using M = math_t<Btype>;
     Btype* dx = bottom[0]->mutable_cpu_diff<Btype>();
@@ -193,6 +201,7 @@ void ElementwiseLayer<Ftype, Btype, Op>::Backward_cpu(const BlobVec& top, const 
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype, typename Op>
 void ElementwiseLayer<Ftype, Btype, Op>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  if (fused_away()) return;
   Ftype* y = top[0]->mutable_gpu_data<Ftype>();
   const Ftype* x = bottom[0]->gpu_data<Ftype>();
   gpu::elementwise_forward(static_cast<int64_t>(bottom[0]->count()), x, y, op_, this->context().stream());
@@ -201,7 +210,7 @@ void ElementwiseLayer<Ftype, Btype, Op>::Forward_gpu(const BlobVec& bottom, cons
 template <typename Ftype, typename Btype, typename Op>
 void ElementwiseLayer<Ftype, Btype, Op>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                                       const BlobVec& bottom) {
-  if (!BackwardWanted(propagate_down)) return;
+  if (fused_away() || !BackwardWanted(propagate_down)) return;
   if constexpr (Op::kBackwardReads != ElementwiseReads::kNone) {
     Btype* dx = bottom[0]->mutable_gpu_diff<Btype>();
     const Btype* dy = top[0]->gpu_diff<Btype>();

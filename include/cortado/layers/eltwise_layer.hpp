@@ -21,20 +21,30 @@
 // operations in the same order, each rounded on its own (no fused
 // multiply-add), so GPU and CPU agree exactly; MAX keeps its argmax on the
 // device. At most 64 bottoms on the GPU.
+// Fusion (layer_fusion.hpp; the Net decides, NetParameter.fuse_layers): a SUM
+// can take over a ReLU (negative_slope 0) that follows it in place on its
+// top: y = max(0, stored(sum)) and dx_i = coeff_i * (y > 0 ? dy : 0), the test
+// on y read as Btype, as ReLU's own passes compute them (the CPU result is
+// the unfused one bit for bit). The fused GPU kernels move 16 bytes per load
+// where the count and the pointers allow.
 
 #include <memory>
 #include <vector>
 
 #include "cortado/config.hpp"
 #include "cortado/layer.hpp"
+#include "cortado/layers/layer_fusion.hpp"
 #include "cortado/synced_memory.hpp"
 
 namespace cortado {
 
 template <typename Ftype, typename Btype>
-class EltwiseLayer : public Layer<Ftype, Btype> {
+class EltwiseLayer : public Layer<Ftype, Btype>, public FusableLayer {
  public:
   using Layer<Ftype, Btype>::Layer;
+  /// SUM takes a ReLU.
+  bool AbsorbTail(FusionRole role, LayerBase* tail) override;
+  bool fused_relu() const { return relu_; }
   const char* type() const override { return "Eltwise"; }
   int MinBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -58,6 +68,7 @@ class EltwiseLayer : public Layer<Ftype, Btype> {
   EltwiseParameter::EltwiseOp op_ = EltwiseParameter::SUM;
   std::vector<double> coeff_;  // one per bottom
   bool stable_prod_grad_ = true;
+  bool relu_ = false;          // a fused ReLU (SUM only)
   std::vector<int> argmax_;    // MAX: which bottom gave each output
   std::unique_ptr<SyncedMemory> argmax_gpu_;  // MAX on the GPU: the same, on the device
 };
@@ -75,6 +86,14 @@ void eltwise_forward(int64_t n, int op, const T* const* x, int count, const doub
 template <typename T>
 void eltwise_backward(int64_t n, int op, int which, const T* const* x, int count, double coeff, bool stable_prod_grad,
                       const T* y, const T* dy, const int* argmax, T* dx, CUstream_st* stream);
+/// SUM then ReLU: y = max(0, stored(sum_i coeff_i * x_i)) (coeff: host).
+template <typename T>
+void eltwise_sum_relu_forward(int64_t n, const T* const* x, int count, const double* coeff, T* y,
+                              CUstream_st* stream);
+/// dx = coeff * (stored_T(y) > 0 ? dy : 0); y is the top's data in the
+/// forward's type X.
+template <typename T, typename X>
+void eltwise_sum_relu_backward(int64_t n, double coeff, const X* y, const T* dy, T* dx, CUstream_st* stream);
 }  // namespace gpu
 #endif
 

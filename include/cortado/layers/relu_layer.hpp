@@ -9,6 +9,9 @@
 // relu_param.engine is accepted and ignored.
 // In place: yes. Backward then tests the output's sign instead of the input's,
 // which is the same test for negative_slope >= 0.
+// Fusion: with negative_slope 0 and in place on the top of a BatchNorm (after
+// its Scale) or an Eltwise SUM, the Net may fold it into that layer's pass
+// (layer_fusion.hpp); it then does nothing itself.
 // Types: forward reads x and writes y as Ftype; backward reads dy and x as
 // Btype and writes dx as Btype; arithmetic in math_t.
 // An elementwise op (elementwise_layer.hpp): the CPU loop is split over the
@@ -27,6 +30,9 @@ struct ReLUOp : ElementwiseOp {
   double negative_slope = 0;
 
   void Setup(const LayerBase& layer);
+  /// Foldable into the pass of the layer before it (layer_fusion.hpp) only
+  /// without a slope.
+  FusionRole fusion_role() const { return negative_slope == 0 ? FusionRole::kReLU : FusionRole::kNone; }
   // The slope is converted outside the choice, so that the loops convert it once.
   template <typename M>
   CORTADO_HD M forward(M x) const {

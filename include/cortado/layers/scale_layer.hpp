@@ -27,20 +27,29 @@
 // summing over (outer, inner) in float (double for double).
 // The parameter's axes, the (outer, dim, inner) view and their checks are
 // shared with Bias (broadcast_param.hpp).
+// Fusion: with one bottom, axis 1 and a (C) scale, in place after a BatchNorm
+// without scale_bias, the Net may fold it into BatchNorm's pass
+// (layer_fusion.hpp, role kChannelAffine): BatchNorm then computes y = xhat *
+// s + b with this layer's blobs and accumulates their gradients, and this
+// layer's Forward and Backward do nothing.
 
 #include <cstdint>
 #include <vector>
 
 #include "cortado/layer.hpp"
+#include "cortado/layers/layer_fusion.hpp"
 
 struct CUstream_st;
 
 namespace cortado {
 
 template <typename Ftype, typename Btype>
-class ScaleLayer : public Layer<Ftype, Btype> {
+class ScaleLayer : public Layer<Ftype, Btype>, public FusableLayer {
  public:
   using Layer<Ftype, Btype>::Layer;
+  FusionRole fusion_role() const override {
+    return channel_affine_ ? FusionRole::kChannelAffine : FusionRole::kNone;
+  }
 
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
@@ -80,6 +89,7 @@ class ScaleLayer : public Layer<Ftype, Btype> {
   }
 
   bool bias_term_ = false;
+  bool channel_affine_ = false;  // one bottom, axis 1, a (C) scale: fusable after BatchNorm
   int64_t outer_ = 0, dim_ = 0, inner_ = 0;
   bool copied_ = false;  // whether the last forward filled x_copy_
   Blob x_copy_{type_of<Ftype>()};

@@ -1,11 +1,13 @@
 #include "cortado/layers/batch_norm_layer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "cortado/filler.hpp"
+#include "cortado/layers/relu_layer.hpp"
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/math_buffer.hpp"
 #include "cortado/util/plane_math.hpp"
@@ -113,7 +115,23 @@ void BatchNormLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec&
 
 template <typename Ftype, typename Btype>
 bool BatchNormLayer<Ftype, Btype>::NeedsXhat() const {
-  return !use_global_stats_ || (scale_bias_ && this->param_propagate_down(3));
+  return !use_global_stats_ || (scale_bias_ && this->param_propagate_down(3)) ||
+         (affine_ && affine_->param_propagate_down(0));
+}
+
+template <typename Ftype, typename Btype>
+bool BatchNormLayer<Ftype, Btype>::AbsorbTail(FusionRole role, LayerBase* tail) {
+  if (role == FusionRole::kReLU && !relu_) {
+    relu_ = true;
+    return true;
+  }
+  if (role != FusionRole::kChannelAffine || scale_bias_ || affine_ || relu_) return false;
+  const auto& b = tail->blobs();
+  for (const auto& p : b)
+    if (p->count() != static_cast<size_t>(channels_)) return false;
+  if (b.empty() || b.size() > 2) return false;
+  affine_ = tail;
+  return true;
 }
 
 template <typename Ftype, typename Btype>
@@ -171,6 +189,10 @@ void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Blob
   }
   const M* gamma = scale_bias_ ? this->blobs_[3]->template cpu_data<M>() : nullptr;
   const M* beta = scale_bias_ ? this->blobs_[4]->template cpu_data<M>() : nullptr;
+  // A fused Scale's parameters, read as that layer reads them.
+  const M* as = affine_ ? affine_->blobs()[0]->template cpu_data<M>() : nullptr;
+  const M* ab = affine_ && affine_->blobs().size() > 1 ? affine_->blobs()[1]->template cpu_data<M>() : nullptr;
+  const ReLUOp relu{};
   // The backward recomputes xhat from x: from the bottom itself when the
   // layer is not in place (nothing writes it before the backward: the Net
   // never lets a later layer compute in place on a blob another layer
@@ -188,8 +210,14 @@ void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Blob
       if (gamma) {
         const M g = gamma[c], b = beta[c];
         for (int64_t i = 0; i < s; ++i) out[i] = g * ((xp[i] - mu) * is) + b;
+      } else if (as) {
+        const M sd = as[c], bd = ab ? ab[c] : M(0);
+        for (int64_t i = 0; i < s; ++i) out[i] = stored_as<Ftype>((xp[i] - mu) * is) * sd + bd;
       } else {
         for (int64_t i = 0; i < s; ++i) out[i] = (xp[i] - mu) * is;
+      }
+      if (relu_) {
+        for (int64_t i = 0; i < s; ++i) out[i] = relu.forward(stored_as<Ftype>(out[i]));
       }
       plane_out(out, s, y + j0);
     }
@@ -215,10 +243,40 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
   const M m = static_cast<M>(static_cast<double>(num_) * s);
   std::vector<M> sdy(channels_, M(0)), sdyx(channels_, M(0));
   auto at = [&](int n, int c) { return (static_cast<int64_t>(n) * channels_ + c) * s; };
+  // A fused chain (layer_fusion.hpp): dy is what the unfused ReLU and Scale
+  // would have left in the diff, formed plane by plane from the top's diff,
+  // each value rounded where those layers store it; the Scale's sums come
+  // with the first pass (sums true), in the order that layer sums.
+  const Ftype* yf = relu_ ? top[0]->template cpu_data<Ftype>() : nullptr;
+  const bool want_s = affine_ && affine_->param_propagate_down(0);
+  const bool want_b = affine_ && affine_->blobs().size() > 1 && affine_->param_propagate_down(1);
+  const M* as = affine_ ? affine_->blobs()[0]->template cpu_data<M>() : nullptr;
+  std::vector<M> asdy(want_b ? channels_ : 0, M(0)), asdyx(want_s ? channels_ : 0, M(0));
+  const ReLUOp relu{};
+  auto dy_plane = [&](int64_t j, int c, bool sums) -> const M* {
+    const M* dyp = plane_in<M>(dy + j, s, 0);
+    if (!relu_ && !affine_) return dyp;
+    M* g = thread_scratch<M>(3, s);
+    if (relu_) {
+      const M* yp = plane_in<M>(yf + j, s, 2);
+      for (int64_t i = 0; i < s; ++i) g[i] = stored_as<Btype>(relu.backward(stored_as<Btype>(yp[i]), M(0), dyp[i]));
+    } else {
+      std::copy(dyp, dyp + s, g);
+    }
+    if (!affine_) return g;
+    if (sums && want_b) asdy[c] += lane_sum<M>(s, [&](int64_t i) { return g[i]; });
+    if (sums && want_s) {
+      const M* xsp = plane_in<M>(xs + j, s, 1);
+      const M mu = mean[c], is = inv_std[c];
+      asdyx[c] += lane_sum<M>(s, [&](int64_t i) { return g[i] * stored_as<Ftype>((xsp[i] - mu) * is); });
+    }
+    for (int64_t i = 0; i < s; ++i) g[i] = stored_as<Btype>(g[i] * as[c]);
+    return g;
+  };
   cpu_parallel_for(channels_, [&](int, int c0, int c1) {
     for (int n = 0; n < num_; ++n) {
       for (int c = c0; c < c1; ++c) {
-        const M* dyp = plane_in<M>(dy + at(n, c), s, 0);
+        const M* dyp = dy_plane(at(n, c), c, true);
         sdy[c] += lane_sum<M>(s, [&](int64_t i) { return dyp[i]; });
         if (!xhat) continue;
         const M* xsp = plane_in<M>(xs + at(n, c), s, 1);
@@ -235,6 +293,13 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
       d.store();
     }
   }
+  for (int k = 0; k < 2; ++k) {
+    if (!(k == 0 ? want_s : want_b)) continue;
+    const std::vector<M>& sum = k == 0 ? asdyx : asdy;
+    MathBuffer<Btype> d(affine_->blobs()[k]->template mutable_cpu_diff<Btype>(), channels_, true);
+    for (int c = 0; c < channels_; ++c) d.get()[c] = d.get()[c] + sum[c];
+    d.store();
+  }
   if (propagate_down.empty() || !propagate_down[0]) return;
   Btype* dx = bottom[0]->template mutable_cpu_diff<Btype>();
   cpu_parallel_for(num_ * channels_, [&](int, int p0, int p1) {
@@ -245,7 +310,7 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
       const M mdyx = use_global_stats_ || m == 0 ? M(0) : sdyx[c] / m;
       const M mu = mean[c], is = inv_std[c];
       const int64_t j0 = static_cast<int64_t>(p) * s;
-      const M* dyp = plane_in<M>(dy + j0, s, 0);
+      const M* dyp = dy_plane(j0, c, false);
       M* out = plane_buf<M>(dx + j0, s, 2);
       if (use_global_stats_ || m == 0) {
         for (int64_t i = 0; i < s; ++i) out[i] = g * dyp[i];
@@ -282,6 +347,14 @@ void BatchNormLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const Blob
   Ftype* x_saved = saved_ ? x_saved_.template mutable_gpu_data<Ftype>() : nullptr;
   // Elementwise: y may be x (in place); each thread saves its x first.
   Ftype* y = top[0]->template mutable_gpu_data<Ftype>();
+  if (affine_ || relu_) {
+    const auto& ab = affine_ ? affine_->blobs() : this->blobs_;
+    const gpu::BnTail<Ftype> tail{affine_ ? ab[0]->template gpu_data<Ftype>() : nullptr,
+                                  affine_ && ab.size() > 1 ? ab[1]->template gpu_data<Ftype>() : nullptr, relu_};
+    gpu::bn_normalize_fused<Ftype, M>(num_, channels_, spatial_, x, mean, inv_std, gamma, beta, tail, x_saved, y,
+                                      stream);
+    return;
+  }
   gpu::bn_normalize<Ftype, M>(num_, channels_, spatial_, x, mean, inv_std, gamma, beta, x_saved, y, stream);
 }
 
@@ -299,6 +372,28 @@ void BatchNormLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::v
   const bool dg = scale_bias_ && this->param_propagate_down(3);
   const bool db = scale_bias_ && this->param_propagate_down(4);
   const bool dx_wanted = !propagate_down.empty() && propagate_down[0];
+  if (affine_ || relu_) {
+    // The fused chain (layer_fusion.hpp): the same two passes, dy formed from
+    // the top's diff in each.
+    const bool want_s = affine_ && affine_->param_propagate_down(0);
+    const bool want_b = affine_ && affine_->blobs().size() > 1 && affine_->param_propagate_down(1);
+    const gpu::BnTail<Btype> tail{affine_ ? affine_->blobs()[0]->template gpu_data<Btype>() : nullptr, nullptr, relu_};
+    const Ftype* y = relu_ ? top[0]->template gpu_data<Ftype>() : nullptr;
+    if (dg || db || want_s || want_b || (dx_wanted && !use_global_stats_)) {
+      gpu::bn_backward_reduce_fused<Btype, Ftype, M>(
+          num_, channels_, spatial_, dy, y, x_saved, mean, inv_std, tail, sdy, sdyx,
+          dg ? this->blobs_[3]->template mutable_gpu_diff<Btype>() : nullptr,
+          db ? this->blobs_[4]->template mutable_gpu_diff<Btype>() : nullptr,
+          want_s ? affine_->blobs()[0]->template mutable_gpu_diff<Btype>() : nullptr,
+          want_b ? affine_->blobs()[1]->template mutable_gpu_diff<Btype>() : nullptr, stream);
+    }
+    if (!dx_wanted) return;
+    const Btype* gamma = scale_bias_ ? this->blobs_[3]->template gpu_data<Btype>() : nullptr;
+    gpu::bn_backward_dx_fused<Btype, Ftype, M>(num_, channels_, spatial_, dy, y, x_saved, mean, inv_std, gamma, tail,
+                                               use_global_stats_ ? nullptr : sdy, use_global_stats_ ? nullptr : sdyx,
+                                               bottom[0]->template mutable_gpu_diff<Btype>(), stream);
+    return;
+  }
   if (dg || db || (dx_wanted && !use_global_stats_)) {
     gpu::bn_backward_reduce<Btype, Ftype, M>(num_, channels_, spatial_, dy, x_saved, mean, inv_std, sdy, sdyx,
                                       dg ? this->blobs_[3]->template mutable_gpu_diff<Btype>() : nullptr,

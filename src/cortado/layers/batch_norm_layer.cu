@@ -9,11 +9,19 @@
 // factor).
 // Elementwise kernels (normalize, dx) are grid-stride loops over N * C * S
 // computing in M and rounding once to the storage type.
+// Fused chains (layer_fusion.hpp: a Scale and/or a ReLU after the
+// normalization) have their own kernels: the forward and dx take one plane
+// (n, c) per block (vector_access.cuh: the channel once per plane, 16-byte
+// loads where the plane's length and the pointers allow), and round to the
+// storage type wherever the unfused layers store; the backward sums are one
+// channel_reduce of four quantities (BatchNorm's two, the Scale's two).
 
 #include "cortado/layers/batch_norm_layer.hpp"
 #include "cortado/util/storage_types.hpp"
+#include "cortado/layers/relu_layer.hpp"
 #include "channel_reduce.cuh"
 #include "device_values.cuh"
+#include "vector_access.cuh"
 
 namespace cortado {
 
@@ -126,9 +134,183 @@ __global__ void backward_dx_kernel(int64_t total, int c, int64_t s, M inv_m, con
   }
 }
 
+// ---- fused chains ----
+
+// z from xhat for a plane: gamma/beta (scale_bias), a Scale's s/b applied to
+// the stored xhat, or xhat; then the ReLU applied to the stored z.
+template <typename T, typename M>
+struct TailMath {
+  M a = M(1), b = M(0);
+  bool scale_bias = false, affine = false, relu = false;
+  __device__ M operator()(M h) const {
+    M z = affine ? stored<T>(h) * a + b : scale_bias ? a * h + b : h;
+    return relu ? ReLUOp().forward(stored<T>(z)) : z;
+  }
+};
+
+template <int V, typename T, typename M>
+__global__ void normalize_fused_kernel(int64_t planes, int c, int64_t s, const T* x, const M* mean,
+                                       const M* inv_std, const T* gamma, const T* beta, gpu::BnTail<T> tail,
+                                       T* x_saved, T* y) {
+  for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
+    const int ch = static_cast<int>(p % c);
+    const M mu = mean[ch], is = inv_std[ch];
+    TailMath<T, M> f;
+    f.relu = tail.relu;
+    if (gamma) {
+      f.scale_bias = true;
+      f.a = load(gamma, ch);
+      f.b = load(beta, ch);
+    } else if (tail.scale) {
+      f.affine = true;
+      f.a = load(tail.scale, ch);
+      f.b = tail.bias ? M(load(tail.bias, ch)) : M(0);
+    }
+    const int64_t base = p * s;
+    for (int64_t i = int64_t(threadIdx.x) * V; i < s; i += int64_t(blockDim.x) * V) {
+      const VecOf<T, V> in = load_vec<V>(x, base + i);  // read before y (which may be x) is written
+      if (x_saved) store_vec<V>(x_saved, base + i, in);
+      VecOf<T, V> out;
+#pragma unroll
+      for (int k = 0; k < V; ++k) store(out.v, k, f((M(load(in.v, k)) - mu) * is));
+      store_vec<V>(y, base + i, out);
+    }
+  }
+}
+
+// dy as BatchNorm's formulas see it, from the chain's output gradient g at
+// element j of channel ch: masked by the ReLU (y read as T, as ReLU's
+// backward reads it), with the Scale's sums (acc[2], acc[3]) when acc is
+// given, then multiplied by the Scale's s and stored as T.
+template <typename T, typename X, typename M>
+__device__ __forceinline__ M tail_dy(M g, M yv, M xhat, const gpu::BnTail<T>& tail, int64_t ch, M* acc) {
+  if (tail.relu) g = stored<T>(ReLUOp().backward(stored<T>(yv), M(0), g));
+  if (!tail.scale) return g;
+  if (acc) {
+    acc[2] += g;
+    acc[3] += g * stored<X>(xhat);
+  }
+  return stored<T>(g * M(load(tail.scale, ch)));
+}
+
+template <typename T, typename X, typename M>
+struct SumFusedDy {
+  const T* dout;
+  const X* y;
+  const X* xs;
+  const M* mean;
+  const M* inv_std;
+  gpu::BnTail<T> tail;
+  __device__ void operator()(int64_t j, int64_t ch, M* acc) const {
+    const M xhat = (M(load(xs, j)) - mean[ch]) * inv_std[ch];
+    const M d = tail_dy<T, X, M>(M(load(dout, j)), y ? M(load(y, j)) : M(0), xhat, tail, ch, acc);
+    acc[0] += d;
+    acc[1] += d * xhat;
+  }
+};
+template <typename T, typename M>
+struct FinishFusedBackward {
+  M *sdy, *sdyx;
+  T *dgamma, *dbeta, *ds, *db;
+  __device__ void operator()(int64_t ch, const M* t) const {
+    sdy[ch] = t[0];
+    sdyx[ch] = t[1];
+    if (dgamma) store(dgamma, ch, M(load(dgamma, ch)) + t[1]);
+    if (dbeta) store(dbeta, ch, M(load(dbeta, ch)) + t[0]);
+    if (ds) store(ds, ch, M(load(ds, ch)) + t[3]);
+    if (db) store(db, ch, M(load(db, ch)) + t[2]);
+  }
+};
+
+template <int V, typename T, typename X, typename M>
+__global__ void backward_dx_fused_kernel(int64_t planes, int c, int64_t s, M inv_m, const T* dout, const X* y,
+                                         const X* xs, const M* mean, const M* inv_std, const T* gamma,
+                                         gpu::BnTail<T> tail, const M* sdy, const M* sdyx, T* dx) {
+  for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
+    const int ch = static_cast<int>(p % c);
+    const M mu = mean[ch], is = inv_std[ch];
+    const M g = (gamma ? M(load(gamma, ch)) : M(1)) * is;
+    const M mdy = sdy ? sdy[ch] * inv_m : M(0), mdyx = sdy ? sdyx[ch] * inv_m : M(0);
+    const int64_t base = p * s;
+    for (int64_t i = int64_t(threadIdx.x) * V; i < s; i += int64_t(blockDim.x) * V) {
+      const VecOf<T, V> d = load_vec<V>(dout, base + i);
+      VecOf<X, V> yv{}, xv{};
+      if (y) yv = load_vec<V>(y, base + i);
+      if (sdy) xv = load_vec<V>(xs, base + i);
+      VecOf<T, V> out;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const M xhat = sdy ? (M(load(xv.v, k)) - mu) * is : M(0);
+        M e = tail_dy<T, X, M>(M(load(d.v, k)), M(load(yv.v, k)), xhat, tail, ch, nullptr);
+        if (sdy) e = e - mdy - xhat * mdyx;
+        store(out.v, k, g * e);
+      }
+      store_vec<V>(dx, base + i, out);
+    }
+  }
+}
+
 }  // namespace
 
 namespace gpu {
+
+template <typename T, typename M>
+void bn_normalize_fused(int n, int c, int64_t s, const T* x, const M* mean, const M* inv_std, const T* gamma,
+                        const T* beta, BnTail<T> tail, T* x_saved, T* y, CUstream_st* stream) {
+  const int64_t planes = int64_t(n) * c;
+  if (planes == 0 || s == 0) return;
+  using D = dev_t<T>;
+  const BnTail<D> t{dev(tail.scale), dev(tail.bias), tail.relu};
+  const int v = kernels::vector_width(s, sizeof(T), {x, x_saved, y});
+  const dim3 grid = kernels::plane_grid(planes);
+  if (v > 1) {
+    constexpr int V = 16 / sizeof(T);
+    normalize_fused_kernel<V, D, M><<<grid, kernels::plane_block(s / V), 0, stream>>>(
+        planes, c, s, dev(x), mean, inv_std, dev(gamma), dev(beta), t, dev(x_saved), dev(y));
+  } else {
+    normalize_fused_kernel<1, D, M><<<grid, kernels::plane_block(s), 0, stream>>>(
+        planes, c, s, dev(x), mean, inv_std, dev(gamma), dev(beta), t, dev(x_saved), dev(y));
+  }
+  CORTADO_KERNEL_CHECK();
+}
+
+template <typename T, typename X, typename M>
+void bn_backward_reduce_fused(int n, int c, int64_t s, const T* dout, const X* y, const X* x_saved, const M* mean,
+                              const M* inv_std, BnTail<T> tail, M* sdy, M* sdyx, T* dgamma, T* dbeta, T* ds,
+                              T* db, CUstream_st* stream) {
+  if (c == 0) return;
+  using D = dev_t<T>;
+  using DX = dev_t<X>;
+  const BnTail<D> t{dev(tail.scale), dev(tail.bias), tail.relu};
+  kernels::channel_reduce<4, M>(kernels::ChannelShape{n, c, s},
+                                SumFusedDy<D, DX, M>{dev(dout), dev(y), dev(x_saved), mean, inv_std, t},
+                                FinishFusedBackward<D, M>{sdy, sdyx, dev(dgamma), dev(dbeta), dev(ds), dev(db)},
+                                stream);
+}
+
+template <typename T, typename X, typename M>
+void bn_backward_dx_fused(int n, int c, int64_t s, const T* dout, const X* y, const X* x_saved, const M* mean,
+                          const M* inv_std, const T* gamma, BnTail<T> tail, const M* sdy, const M* sdyx, T* dx,
+                          CUstream_st* stream) {
+  const int64_t planes = int64_t(n) * c;
+  if (planes == 0 || s == 0) return;
+  using D = dev_t<T>;
+  using DX = dev_t<X>;
+  const BnTail<D> t{dev(tail.scale), dev(tail.bias), tail.relu};
+  const M inv_m = M(1) / M(double(n) * double(s));
+  constexpr size_t widest = sizeof(T) > sizeof(X) ? sizeof(T) : sizeof(X);
+  constexpr int V = static_cast<int>(16 / widest);
+  const dim3 grid = kernels::plane_grid(planes);
+  if (kernels::vector_width(s, widest, {dout, y, x_saved, dx}) > 1) {
+    backward_dx_fused_kernel<V, D, DX, M><<<grid, kernels::plane_block(s / V), 0, stream>>>(
+        planes, c, s, inv_m, dev(dout), dev(y), dev(x_saved), mean, inv_std, dev(gamma), t, sdy, sdyx, dev(dx));
+  } else {
+    backward_dx_fused_kernel<1, D, DX, M><<<grid, kernels::plane_block(s), 0, stream>>>(
+        planes, c, s, inv_m, dev(dout), dev(y), dev(x_saved), mean, inv_std, dev(gamma), t, sdy, sdyx, dev(dx));
+  }
+  CORTADO_KERNEL_CHECK();
+}
+
 
 template <typename T, typename M>
 void bn_batch_stats(int n, int c, int64_t s, const T* x, double maf, M* mean, M* var, M* run_mean, M* run_var,
@@ -195,7 +377,9 @@ void bn_backward_dx(int n, int c, int64_t s, const T* dy, const X* x_saved, cons
 #define CORTADO_INSTANTIATE_BN_FORWARD(T, M)                                                                    \
   template void bn_batch_stats<T, M>(int, int, int64_t, const T*, double, M*, M*, M*, M*, M*, CUstream_st*);   \
   template void bn_normalize<T, M>(int, int, int64_t, const T*, const M*, const M*, const T*, const T*, T*, T*, \
-                                   CUstream_st*);
+                                   CUstream_st*);                                                              \
+  template void bn_normalize_fused<T, M>(int, int, int64_t, const T*, const M*, const M*, const T*, const T*,   \
+                                         BnTail<T>, T*, T*, CUstream_st*);
 #define CORTADO_INSTANTIATE_BN_FORWARD_T(T) CORTADO_INSTANTIATE_BN_FORWARD(T, math_t<T>)
 CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_BN_FORWARD_T)
 #undef CORTADO_INSTANTIATE_BN_FORWARD
@@ -204,7 +388,12 @@ CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_BN_FORWARD_T)
   template void bn_backward_reduce<T, X, M>(int, int, int64_t, const T*, const X*, const M*, const M*, M*, M*, \
                                             T*, T*, CUstream_st*);                                             \
   template void bn_backward_dx<T, X, M>(int, int, int64_t, const T*, const X*, const M*, const M*, const T*,   \
-                                        const M*, const M*, T*, CUstream_st*)
+                                        const M*, const M*, T*, CUstream_st*);                                 \
+  template void bn_backward_reduce_fused<T, X, M>(int, int, int64_t, const T*, const X*, const X*, const M*,   \
+                                                  const M*, BnTail<T>, M*, M*, T*, T*, T*, T*, CUstream_st*);  \
+  template void bn_backward_dx_fused<T, X, M>(int, int, int64_t, const T*, const X*, const X*, const M*,       \
+                                              const M*, const T*, BnTail<T>, const M*, const M*, T*,           \
+                                              CUstream_st*)
 // For every layer pair (F, B): T = B, X = F.
 #define CORTADO_INSTANTIATE_BN_BACKWARD_PAIR(_, F, B) CORTADO_INSTANTIATE_BN_BACKWARD(B, F, math_t<B>);
 CORTADO_FOR_EACH_PAIR(CORTADO_INSTANTIATE_BN_BACKWARD_PAIR, _)

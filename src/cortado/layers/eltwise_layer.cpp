@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "cortado/layers/relu_layer.hpp"
+
 namespace cortado {
 
 template <typename Ftype, typename Btype>
@@ -24,6 +26,13 @@ void EltwiseLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec
 }
 
 template <typename Ftype, typename Btype>
+bool EltwiseLayer<Ftype, Btype>::AbsorbTail(FusionRole role, LayerBase*) {
+  if (role != FusionRole::kReLU || op_ != EltwiseParameter::SUM || relu_) return false;
+  relu_ = true;
+  return true;
+}
+
+template <typename Ftype, typename Btype>
 void EltwiseLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
   for (size_t i = 0; i < bottom.size(); ++i) {
     if (bottom[i]->shape() != bottom[0]->shape()) {
@@ -43,6 +52,7 @@ void EltwiseLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVe
   Ftype* y = top[0]->mutable_cpu_data<Ftype>();
   std::vector<const Ftype*> x(bottom.size());
   for (size_t i = 0; i < bottom.size(); ++i) x[i] = bottom[i]->cpu_data<Ftype>();
+  const ReLUOp relu{};
   for (int64_t k = 0; k < n; ++k) {
     M acc = static_cast<M>(x[0][k]);
     if (op_ == EltwiseParameter::SUM) acc *= static_cast<M>(coeff_[0]);
@@ -61,6 +71,7 @@ void EltwiseLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVe
       }
     }
     y[k] = static_cast<Ftype>(acc);
+    if (relu_) y[k] = static_cast<Ftype>(relu.forward(static_cast<M>(y[k])));  // the fused ReLU, as it computes
     if (op_ == EltwiseParameter::MAX) argmax_[k] = arg;
   }
 }
@@ -77,6 +88,17 @@ void EltwiseLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vec
     switch (op_) {
       case EltwiseParameter::SUM: {
         const M c = static_cast<M>(coeff_[i]);
+        if (relu_) {
+          // The fused ReLU's gradient, as ReLU's backward stores it, then the sum's.
+          const Ftype* y = top[0]->cpu_data<Ftype>();
+          const ReLUOp relu{};
+          for (int64_t k = 0; k < n; ++k) {
+            const Btype g = static_cast<Btype>(
+                relu.backward(static_cast<M>(static_cast<Btype>(y[k])), M(0), static_cast<M>(dy[k])));
+            dx[k] = static_cast<Btype>(c * static_cast<M>(g));
+          }
+          break;
+        }
         for (int64_t k = 0; k < n; ++k) dx[k] = static_cast<Btype>(c * static_cast<M>(dy[k]));
         break;
       }
@@ -116,6 +138,10 @@ void EltwiseLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVe
   Ftype* y = top[0]->mutable_gpu_data<Ftype>();
   std::vector<const Ftype*> x(bottom.size());
   for (size_t i = 0; i < bottom.size(); ++i) x[i] = bottom[i]->gpu_data<Ftype>();
+  if (relu_) {
+    gpu::eltwise_sum_relu_forward(n, x.data(), static_cast<int>(x.size()), coeff_.data(), y, this->context().stream());
+    return;
+  }
   int* argmax = nullptr;
   if (op_ == EltwiseParameter::MAX) {
     const size_t bytes = static_cast<size_t>(n) * sizeof(int);
@@ -131,6 +157,15 @@ void EltwiseLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vec
                                               const BlobVec& bottom) {
   const int64_t n = static_cast<int64_t>(top[0]->count());
   const Btype* dy = top[0]->gpu_diff<Btype>();
+  if (relu_) {
+    const Ftype* y = top[0]->gpu_data<Ftype>();
+    for (size_t i = 0; i < bottom.size(); ++i) {
+      if (!propagate_down[i]) continue;
+      gpu::eltwise_sum_relu_backward(n, coeff_[i], y, dy, bottom[i]->mutable_gpu_diff<Btype>(),
+                                     this->context().stream());
+    }
+    return;
+  }
   std::vector<const Btype*> x;
   const Btype* y = nullptr;
   if (op_ == EltwiseParameter::PROD) {

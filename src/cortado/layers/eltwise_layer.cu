@@ -5,9 +5,14 @@
 // order, every product and sum rounded on its own (mul_rn/add_rn: no fused
 // multiply-add), exactly as the CPU path does, and stores once. MAX writes
 // the index of the winning bottom (the first one on ties) to argmax.
+// SUM with a fused ReLU (layer_fusion.hpp) has its own pair of kernels: V
+// values per thread and load (16 bytes where the count and every pointer
+// allow, vector_access.cuh), the sum stored as T before the ReLU sees it.
 #include "cortado/layers/eltwise_layer.hpp"
 #include "cortado/util/storage_types.hpp"
+#include "cortado/layers/relu_layer.hpp"
 #include "device_values.cuh"
+#include "vector_access.cuh"
 
 namespace cortado {
 namespace {
@@ -66,9 +71,88 @@ __global__ void eltwise_backward_kernel(int64_t n, int op, int which, PtrPack<T>
   }
 }
 
+template <int V, typename T>
+__global__ void eltwise_sum_relu_kernel(int64_t vectors, PtrPack<T> x, int count, CoeffPack<dmath_t<T>> coeff, T* y) {
+  using M = dmath_t<T>;
+  CORTADO_KERNEL_LOOP(q, vectors) {
+    const int64_t j = q * V;
+    M acc[V];
+    const VecOf<T, V> x0 = load_vec<V>(x.p[0], j);
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = mul_rn(M(load(x0.v, k)), coeff.c[0]);
+    for (int i = 1; i < count; ++i) {
+      const VecOf<T, V> xi = load_vec<V>(x.p[i], j);
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] = add_rn(acc[k], mul_rn(coeff.c[i], M(load(xi.v, k))));
+    }
+    VecOf<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) store(out.v, k, ReLUOp().forward(stored<T>(acc[k])));
+    store_vec<V>(y, j, out);
+  }
+}
+
+template <int V, typename T, typename X>
+__global__ void eltwise_sum_relu_backward_kernel(int64_t vectors, dmath_t<T> coeff, const X* y, const T* dy, T* dx) {
+  using M = dmath_t<T>;
+  CORTADO_KERNEL_LOOP(q, vectors) {
+    const int64_t j = q * V;
+    const VecOf<X, V> yv = load_vec<V>(y, j);
+    const VecOf<T, V> g = load_vec<V>(dy, j);
+    VecOf<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const M r = stored<T>(ReLUOp().backward(stored<T>(M(load(yv.v, k))), M(0), M(load(g.v, k))));
+      store(out.v, k, mul_rn(coeff, r));
+    }
+    store_vec<V>(dx, j, out);
+  }
+}
+
 }  // namespace
 
 namespace gpu {
+
+template <typename T>
+void eltwise_sum_relu_forward(int64_t n, const T* const* x, int count, const double* coeff, T* y,
+                              CUstream_st* stream) {
+  CORTADO_CHECK(count >= 1 && count <= kMaxPack) << "eltwise_sum_relu_forward: " << count << " bottoms";
+  if (n == 0) return;
+  using D = dev_t<T>;
+  PtrPack<D> pack{};
+  CoeffPack<dmath_t<D>> c{};
+  bool aligned = reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  for (int i = 0; i < count; ++i) {
+    pack.p[i] = dev(x[i]);
+    c.c[i] = static_cast<dmath_t<D>>(coeff[i]);
+    aligned = aligned && reinterpret_cast<uintptr_t>(x[i]) % 16 == 0;
+  }
+  constexpr int V = 16 / sizeof(T);
+  if (aligned && n % V == 0) {
+    eltwise_sum_relu_kernel<V, D><<<cuda::blocks_for(n / V), cuda::kThreads, 0, stream>>>(n / V, pack, count, c, dev(y));
+  } else {
+    eltwise_sum_relu_kernel<1, D><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, pack, count, c, dev(y));
+  }
+  CORTADO_KERNEL_CHECK();
+}
+
+template <typename T, typename X>
+void eltwise_sum_relu_backward(int64_t n, double coeff, const X* y, const T* dy, T* dx, CUstream_st* stream) {
+  if (n == 0) return;
+  using D = dev_t<T>;
+  constexpr size_t widest = sizeof(T) > sizeof(X) ? sizeof(T) : sizeof(X);
+  constexpr int V = static_cast<int>(16 / widest);
+  const dmath_t<D> cf = static_cast<dmath_t<D>>(coeff);
+  if (vector_width(n, widest, {y, dy, dx}) > 1) {
+    eltwise_sum_relu_backward_kernel<V, D, dev_t<X>><<<cuda::blocks_for(n / V), cuda::kThreads, 0, stream>>>(
+        n / V, cf, dev(y), dev(dy), dev(dx));
+  } else {
+    eltwise_sum_relu_backward_kernel<1, D, dev_t<X>><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(
+        n, cf, dev(y), dev(dy), dev(dx));
+  }
+  CORTADO_KERNEL_CHECK();
+}
+
 
 template <typename T>
 void eltwise_forward(int64_t n, int op, const T* const* x, int count, const double* coeff, T* y, int* argmax,
@@ -105,6 +189,13 @@ void eltwise_backward(int64_t n, int op, int which, const T* const* x, int count
   template void eltwise_backward<T>(int64_t, int, int, const T* const*, int, double, bool, const T*, const T*,  \
                                     const int*, T*, CUstream_st*);
 CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_ELTWISE)
+#define CORTADO_INSTANTIATE_ELTWISE_RELU(T) \
+  template void eltwise_sum_relu_forward<T>(int64_t, const T* const*, int, const double*, T*, CUstream_st*);
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_ELTWISE_RELU)
+// For every layer pair (F, B): T = B, X = F.
+#define CORTADO_INSTANTIATE_ELTWISE_RELU_BACKWARD(_, F, B) \
+  template void eltwise_sum_relu_backward<B, F>(int64_t, double, const F*, const B*, B*, CUstream_st*);
+CORTADO_FOR_EACH_PAIR(CORTADO_INSTANTIATE_ELTWISE_RELU_BACKWARD, _)
 
 }  // namespace gpu
 }  // namespace cortado

@@ -77,6 +77,8 @@ void ScaleLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& 
     }
   }
   this->param_propagate_down_.assign(blobs.size(), true);
+  const int axis = p.axis() < 0 ? p.axis() + bottom[0]->num_axes() : p.axis();
+  channel_affine_ = one && axis == 1 && shape.size() == 1;
 }
 
 template <typename Ftype, typename Btype>
@@ -102,6 +104,7 @@ bool ScaleLayer<Ftype, Btype>::KeepsCopy(const BlobVec& bottom, const BlobVec& t
 
 template <typename Ftype, typename Btype>
 void ScaleLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if (fused_away()) return;  // the BatchNorm before it computes y
   using M = math_t<Ftype>;
   const int64_t count = outer_ * dim_ * inner_;
   copied_ = KeepsCopy(bottom, top);
@@ -134,6 +137,7 @@ void ScaleLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec&
 template <typename Ftype, typename Btype>
 void ScaleLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                             const BlobVec& bottom) {
+  if (fused_away()) return;
   using M = math_t<Btype>;
   const bool second = bottom.size() > 1;
   // dy and dx may be one array (in place): the sums come first, and a plane
@@ -185,6 +189,7 @@ void ScaleLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vecto
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype>
 void ScaleLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  if (fused_away()) return;
   CUstream_st* stream = this->context().stream();
   const int64_t count = outer_ * dim_ * inner_;
   copied_ = KeepsCopy(bottom, top);
@@ -201,6 +206,7 @@ void ScaleLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec&
 template <typename Ftype, typename Btype>
 void ScaleLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                             const BlobVec& bottom) {
+  if (fused_away()) return;
   CUstream_st* stream = this->context().stream();
   const bool second = bottom.size() > 1;
   const bool want_s = second ? propagate_down.size() > 1 && propagate_down[1] : this->param_propagate_down(0);

@@ -1,0 +1,61 @@
+#pragma once
+// Layers whose passes the Net may run as one (net_fusion.hpp decides).
+//
+// A fused chain is a head and the tails that follow it in place on its top:
+//   BatchNorm (scale_bias)            + ReLU
+//   BatchNorm + Scale (channel scale) + ReLU       (BVLC-style ResNet files)
+//   Eltwise SUM                       + ReLU       (the residual add)
+// The head computes the whole chain in one pass over memory, forward and
+// backward; each tail stays in the net (its name, its blobs, its parameters,
+// its line in `trainer time`) but its Forward and Backward do nothing while
+// fused_into() names the head. The result is the unfused chain's: every value
+// the unfused layers round to their storage type is rounded at the same point
+// (a fused ReLU sees the Ftype-rounded value, its mask reads the output as
+// Btype as ReLU's backward does), so CPU results are bit-identical for every
+// type pair; GPU kernels compute in float (double for double) and may differ
+// from the unfused kernels by a few ulps where nvcc contracts a multiply-add.
+//
+// Roles (what a tail computes, as the head sees it):
+//   kReLU          y = max(0, x), negative_slope 0 (a leaky ReLU is not fused).
+//   kChannelAffine y = x * s[c] (+ b[c]): Scale with one bottom, axis 1 and a
+//                  (C) scale (blobs()[0] the scale, blobs()[1] the bias if
+//                  bias_term). The head reads and accumulates into those blobs
+//                  of the tail, and honours its param_propagate_down.
+// Types: the Net fuses only layers of one (Ftype, Btype) pair.
+
+#include <string>
+
+namespace cortado {
+
+class LayerBase;
+
+enum class FusionRole { kNone, kReLU, kChannelAffine };
+
+/// Mixin of the layers that can be a head or a tail of a fused chain.
+class FusableLayer {
+ public:
+  virtual ~FusableLayer() = default;
+  /// As a tail: what this layer computes when it can be folded into the pass
+  /// of the layer before it (its parameters as set up); kNone where it cannot.
+  virtual FusionRole fusion_role() const { return FusionRole::kNone; }
+  /// As a head: takes over `tail`'s pass (of role `role`, in place on this
+  /// layer's top, after the tails already taken) and returns true; returns
+  /// false, changing nothing, where the chain cannot grow that way.
+  virtual bool AbsorbTail(FusionRole role, LayerBase* tail) { return false; }
+  /// The head whose pass does this layer's work; empty when it runs its own.
+  const std::string& fused_into() const { return fused_into_; }
+  bool fused_away() const { return !fused_into_.empty(); }
+  void set_fused_into(const std::string& head) { fused_into_ = head; }
+
+ private:
+  std::string fused_into_;
+};
+
+/// v as the unfused layer leaves it in memory: rounded to storage type T and
+/// read back in the math type M (a no-op where T is M).
+template <typename T, typename M>
+inline M stored_as(M v) {
+  return static_cast<M>(static_cast<T>(v));
+}
+
+}  // namespace cortado
