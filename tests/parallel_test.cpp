@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
@@ -24,6 +25,7 @@
 #include "cortado/solver.hpp"
 #include "cortado/util/device.hpp"
 #include "cortado/util/logging.hpp"
+#include "cortado/util/rank_phase.hpp"
 #include "command.hpp"
 #include "data_parallel_util.hpp"
 #include "datum_db.hpp"
@@ -143,6 +145,47 @@ TEST(LocalCommunicator, AnAbortEndsTheOthersWaitInsteadOfHangingIt) {
     }
   });
   EXPECT_EQ(stopped.load(), 2);
+}
+
+// A hung run ended by SIGTERM (the trainer installs this) says where each
+// rank was, then ends as the signal's earlier handler would have it.
+TEST(RankPhase, SigtermWritesEveryRanksLastPhaseThenEndsTheProcess) {
+  EXPECT_EXIT(
+      {
+        set_rank_phase(0, "the gradient sums", 7);
+        set_rank_phase(1, "a snapshot", 8);
+        dump_rank_phases_on(SIGTERM);
+        std::raise(SIGTERM);
+        std::exit(0);  // not reached when the dump passes the signal on
+      },
+      ::testing::KilledBySignal(SIGTERM),
+      "Where the ranks of this process were:\n  rank 0: iteration 7, the gradient sums\n  rank 1: iteration 8, a snapshot");
+}
+
+// The Solver marks its phases as it trains: after Step, the last mark of its
+// rank is the wait for the device.
+TEST(RankPhase, TheSolverMarksItsRanksPhase) {
+  EXPECT_EXIT(
+      {
+        set_rank_phase(0, "not yet", -1);
+        RunRanks({-1, -1}, [&](const Rank& rank) {
+          SolverSetup setup(rank.ctx);
+          setup.comm = rank.comm;
+          SolverParameter sp;
+          ParseTextProto("base_lr: 0.01 lr_policy: 'fixed' max_iter: 3", "solver.prototxt", &sp);
+          ParseTextProto(R"(layer { name: "x" type: "DummyData" top: "x"
+                              dummy_data_param { shape { dim: 2 dim: 3 } data_filler { type: "uniform" } } }
+                            layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
+                              inner_product_param { num_output: 1 weight_filler { type: "uniform" } } }
+                            layer { name: "l" type: "Reduction" bottom: "y" top: "loss" loss_weight: 1 })",
+                         "net.prototxt", sp.mutable_net_param());
+          Solver::Create(sp, SourceInfo(), setup)->Step(2);
+        });
+        dump_rank_phases(STDERR_FILENO);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0),
+      "rank 0: iteration 2, waiting for the device after the last step\n  rank 1: iteration 2, waiting for the device");
 }
 
 TEST(RunRanks, RethrowsTheFirstErrorNamingItsRankAndLogsOnRankZeroOnly) {

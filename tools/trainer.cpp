@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <csignal>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -37,6 +38,7 @@
 #include "cortado/util/grad_stats.hpp"
 #include "cortado/util/logging.hpp"
 #include "cortado/util/openmp_spin.hpp"
+#include "cortado/util/rank_phase.hpp"
 #include "cortado/util/signals.hpp"
 
 DEFINE_string(solver, "", "The solver prototxt (train; time: the update to time, and its net without --model).");
@@ -610,6 +612,8 @@ int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
   google::InstallFailureSignalHandler();
+  // A run ended by SIGTERM (a timeout, a user's kill) says where each rank was.
+  dump_rank_phases_on(SIGTERM);
   if (argc != 2) {
     gflags::ShowUsageWithFlagsRestrict(argv[0], "tools/trainer");
     return 1;

@@ -86,9 +86,7 @@
 
 namespace cortado {
 
-namespace gpu {
-class UpdateWorkspace;
-}
+class UpdateExecutor;
 
 /// How a solver is set up beyond its SolverParameter: where its nets run,
 /// and an optional edit applied to every net parameter (train and test)
@@ -214,12 +212,16 @@ class Solver {
   std::vector<double> Test(int test_net_id);
   void UpdateSmoothedLoss(double loss, int start_iter);
   void DisplayOutputs(double elapsed_s, int iters);
-  /// ApplyUpdate on the device (CUDA builds, GPU context): fused multi-tensor
-  /// kernels and one synchronization (the overflow and clipping read-back).
-  bool ApplyUpdateGpu();
-  /// Whether ApplyUpdateGpu can run this step; says once why not.
+  // The executors of ApplyUpdate's plan (solvers/update_plan.hpp) read the
+  // net, the rule, the history and the LARC state.
+  friend class HostUpdate;
+  friend class DeviceUpdate;
+  /// The executor of this step: the device's (CUDA builds, GPU context,
+  /// a device update for the rule and every gradient type) or the host's.
+  UpdateExecutor& Executor();
+  /// Whether the device executor can run this step; says once why not.
   bool GpuUpdateSupported();
-  /// Shared by both updates: the bookkeeping of a skipped step; the factor
+  /// The plan's bookkeeping: a skipped step; the factor
   /// 1/(S*iter_size*ranks) times the clipping factor given the sum of squares of
   /// the raw gradients; the loss-scale growth after a clean step.
   void SkipOverflowedStep();
@@ -229,13 +231,10 @@ class Solver {
   /// The "plateau" policy's bookkeeping for this iteration (smoothed loss
   /// minimum, step); every update calls it once, before reading the rate.
   void AdvancePlateau();
-  /// The host update's LARC rate of parameter i (larc.hpp); reads grad_.
-  double LarcRate(int i, double rate, double momentum);
   /// larc_turbo: brings the running correlations back from the device.
   void LarcCorrelationToHost();
 
   std::vector<std::shared_ptr<Blob>> history_;
-  std::vector<float> grad_;  // FP32 scratch for one parameter's gradient
   std::vector<double> losses_;
   double smoothed_loss_ = 0;
   bool requested_early_exit_ = false;
@@ -253,9 +252,9 @@ class Solver {
   // device while the GPU update keeps it there.
   std::vector<double> larc_corr_;
   bool larc_corr_on_device_ = false;
-  // Device buffers of the GPU update; a shared_ptr so that the type can stay
-  // incomplete here (CPU builds never create one).
-  std::shared_ptr<gpu::UpdateWorkspace> gpu_;
+  // The plan's executors, made when first needed; shared_ptrs so that the
+  // type can stay incomplete here (CPU builds never make the device's).
+  std::shared_ptr<UpdateExecutor> host_update_, device_update_;
   bool gpu_fallback_logged_ = false;
   // The ranks' gradient sums and agreements (null only while InitNets runs).
   std::unique_ptr<GradientReducer> reducer_;

@@ -1,7 +1,7 @@
 #pragma once
 // The solver's fused update on the device (CUDA builds only): the launchers
-// that Solver::ApplyUpdateGpu (solver.cpp) calls, and the device workspace it
-// keeps between iterations.
+// that the update plan's device executor (solvers/device_update.cpp) calls,
+// and the device workspace it keeps between iterations.
 //
 // One iteration on the device:
 //  1. check: one launch per gradient type over every learnable parameter

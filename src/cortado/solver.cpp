@@ -10,11 +10,12 @@
 #include <random>
 #include <type_traits>
 
-#include "cortado/larc.hpp"
 #include "cortado/layer_traits.hpp"
+#include "cortado/solvers/update_plan.hpp"
 #include "cortado/util/blob_io.hpp"
 #include "cortado/util/hdf5.hpp"
 #include "cortado/util/logging.hpp"
+#include "cortado/util/rank_phase.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/rng.hpp"
 
@@ -53,6 +54,9 @@ std::string ScaleText(float scale) {
   s << std::setprecision(9) << scale;
   return s.str();
 }
+
+// The rank's phase, for the diagnosis of a hung run (util/rank_phase.hpp).
+void mark(const Solver& s, const char* phase) { set_rank_phase(s.rank(), phase, s.iter()); }
 }  // namespace
 
 std::vector<std::string> Solver::Types() { return UpdateRuleTypes(); }
@@ -344,6 +348,7 @@ void Solver::Solve(const std::string& resume_file) {
     INFO_LOG << "Restoring previous solver status from " << resume_file;
     Restore(resume_file);
   }
+  mark(*this, "sharing rank 0's parameters");
   SyncParameters();
   Step(param_.max_iter() - iter_);
   // As Caffe: a snapshot after the last iteration, unless the periodic one
@@ -359,9 +364,11 @@ void Solver::Solve(const std::string& resume_file) {
     // running statistics past the weights just saved (the final test score
     // would then not be the saved model's); the loss shown is the smoothed
     // training loss of the last iterations instead.
+    mark(*this, "the final display (the loss's mean over the ranks)");
     INFO_LOG << "Iteration " << iter_ << ", loss = " << reducer_->Mean({smoothed_loss_})[0];
   }
   if (param_.test_interval() && iter_ % param_.test_interval() == 0) TestAll();
+  mark(*this, "done");
   INFO_LOG << "Optimization Done.";
 }
 
@@ -381,6 +388,7 @@ void Solver::Step(int iters) {
     }
     const bool display = param_.display() && iter_ % param_.display() == 0;
     double loss = 0;
+    mark(*this, "forward and backward");
     for (int i = 0; i < param_.iter_size(); ++i) {
       // The last backward of the step starts the ranks' sums bucket by bucket.
       reducer_->set_last_backward(i + 1 == param_.iter_size());
@@ -405,6 +413,7 @@ void Solver::Step(int iters) {
         INFO_LOG << "    loss scale = " << ScaleText(scale_used) << ", skipped steps = " << skipped_iterations_;
     }
     ++iter_;
+    mark(*this, "agreeing on the signals' action");
     const SolverAction action = reducer_->Agree(action_ ? action_() : SolverAction::NONE);
     if ((param_.snapshot() && iter_ % param_.snapshot() == 0) || action == SolverAction::SNAPSHOT) Snapshot();
     if (action == SolverAction::STOP) {
@@ -414,6 +423,7 @@ void Solver::Step(int iters) {
   }
   // The last update may still run on the device; the weights are final when
   // Step returns, whichever stream the caller reads them on next.
+  mark(*this, "waiting for the device after the last step");
   net_->context().Synchronize();
 }
 
@@ -421,6 +431,7 @@ void Solver::DisplayOutputs(double elapsed_s, int iters) {
   // The smoothed loss and the train net's outputs, as the ranks' mean (one
   // collective): with several ranks the log speaks for the whole batch.
   const BlobVec& outputs = net_->output_blobs();
+  mark(*this, "the display (the outputs' mean over the ranks)");
   std::vector<double> shown = {smoothed_loss_};
   for (const Blob* b : outputs) {
     const float* v = b->cpu_data<float>();
@@ -460,6 +471,7 @@ void Solver::UpdateSmoothedLoss(double loss, int start_iter) {
 }
 
 std::vector<double> Solver::TestAll() {
+  mark(*this, "testing");
   // The ranks test one model: rank 0's untrained parameters (BatchNorm's
   // running statistics, which each rank gathers on its own shard) for all.
   std::vector<std::pair<Tensor*, Type>> untrained;
@@ -578,6 +590,7 @@ void read_history(const SolverState& state, const std::string& file, const Net& 
 std::string Solver::Snapshot() {
   // Every rank's generator state goes into rank 0's file. A collective:
   // every rank snapshots at the same iteration (intervals, agreed actions).
+  mark(*this, "a snapshot");
   std::vector<std::string> rank_states;
   if (ranks() > 1) {
     for (int k = 0; k < ranks(); ++k) {
@@ -679,23 +692,6 @@ void Solver::SetLossScale(float scale) {
   net_->SetLossScale(scale);
 }
 
-namespace {
-// Whether any value of the tensor, in its current type, is Inf or NaN.
-bool has_nonfinite(const Tensor& t) {
-  return dispatch_type(t.type(), [&](auto z) {
-    using T = decltype(z);
-    return cpu_has_nonfinite<T>(static_cast<int64_t>(t.count()), t.data<T>());
-  });
-}
-// Sum of squares of the tensor's values, in double.
-double sumsq(const Tensor& t) {
-  return dispatch_type(t.type(), [&](auto z) {
-    using T = decltype(z);
-    return cpu_sumsq<T>(static_cast<int64_t>(t.count()), t.data<T>());
-  });
-}
-}  // namespace
-
 void Solver::SkipOverflowedStep() {
   ++skipped_iterations_;
   last_step_skipped_ = true;
@@ -756,94 +752,49 @@ void Solver::ClearGradients() {
 }
 
 bool Solver::ApplyUpdate() {
+  // The plan of solvers/update_plan.hpp: every decision here, once; the
+  // check and the arithmetic in the executor of where the net runs.
   gradients_zero_ = false;
+  mark(*this, "the gradient sums");
   if (reducer_->active()) reducer_->Reduce();
+  mark(*this, "the update");
   AdvancePlateau();
-#ifdef CORTADO_USE_CUDA
-  if (net_->context().on_gpu() && GpuUpdateSupported()) return ApplyUpdateGpu();
-#endif
-  const std::vector<Blob*>& params = net_->learnable_params();
+  UpdateExecutor& exec = Executor();
   last_step_skipped_ = false;
-  bool overflow = false;
-  for (const Blob* p : params) overflow = overflow || has_nonfinite(p->diff());
-  if (overflow && (param_.dynamic_loss_scale() || param_.skip_nonfinite_steps())) {
+  UpdatePlan plan;
+  plan.skip_overflow = param_.dynamic_loss_scale() || param_.skip_nonfinite_steps();
+  plan.clip = param_.clip_gradients() >= 0;
+  const GradientCheck check = plan.skip_overflow || plan.clip ? exec.Check(plan) : GradientCheck();
+  if (check.nonfinite && plan.skip_overflow) {
     SkipOverflowedStep();
     return false;
   }
-  double ss = 0;
-  if (param_.clip_gradients() >= 0)
-    for (const Blob* p : params) ss += sumsq(p->diff());
-  const double factor = GradientFactor(ss);
-  const double rate = GetLearningRate(), momentum = GetMomentum(), weight_decay = GetWeightDecay();
-  const bool l1 = param_.regularization_type() == "L1";
-  const RuleContext rule_ctx{param_, iter_, momentum, data_type_};
-  if (param_.larc_turbo()) LarcCorrelationToHost();
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (net_->params_lr()[i] == 0) continue;
-    Blob* p = params[i];
-    const int64_t n = static_cast<int64_t>(p->count());
-    grad_.resize(n);
-    // The gradient converted straight into the scratch (F16C for float16),
-    // not into a float copy cached in the diff tensor: same values.
-    dispatch_type(p->diff().type(), [&](auto z) {
-      using T = decltype(z);
-      convert_array<T, float>(n, p->cpu_diff<T>(), grad_.data());
-    });
-    for (int64_t k = 0; k < n; ++k) grad_[k] = static_cast<float>(grad_[k] * factor);
-    CpuParamStep u;
-    u.count = n;
-    u.grad = grad_.data();
-    // LARC reads the gradient before the decay is added.
-    u.rate = param_.larc() ? LarcRate(static_cast<int>(i), rate, momentum) : rate * net_->params_lr()[i];
-    u.decay = weight_decay * net_->params_weight_decay()[i];
-    if (u.decay != 0 && !rule_.decoupled_decay) {
-      const float* w = p->cpu_data<float>();
-      const float d = static_cast<float>(u.decay);
-      for (int64_t k = 0; k < n; ++k) grad_[k] += d * (l1 ? float((w[k] > 0) - (w[k] < 0)) : w[k]);
-    }
-    u.weight = p->data().mutable_data_raw(data_type_);
-    for (int k = 0; k < history_slots(); ++k)
-      u.hist[k] = history(static_cast<int>(i), k).data().mutable_data_raw(data_type_);
-    rule_.update_cpu(rule_ctx, u);
-  }
-  net_->ClearParamDiffs();  // the device update does this in its own pass
+  double ss = check.sumsq;
+  if (plan.clip && ranks() > 1 && !exec.exact_sums()) ss = reducer_->Mean({ss})[0];
+  plan.factor = GradientFactor(ss);
+  plan.rate = GetLearningRate();
+  plan.momentum = GetMomentum();
+  plan.weight_decay = GetWeightDecay();
+  plan.l1 = param_.regularization_type() == "L1";
+  exec.Apply(plan);
   gradients_zero_ = true;
   AfterCleanStep();
   return true;
 }
 
-// LARC on the host: parameter i's sums from grad_ (its gradient without the
-// decay), its weights and its first history buffer; larc.hpp's formula.
-double Solver::LarcRate(int i, double rate, double momentum) {
-  const Blob* p = net_->learnable_params()[static_cast<size_t>(i)];
-  const int64_t n = static_cast<int64_t>(p->count());
-  LarcSums s;
-  s.w = sumsq(p->data());
-  s.g = cpu_sumsq<float>(n, grad_.data());
-  if (param_.larc_turbo()) {
-    dispatch_type(data_type_, [&](auto z) {
-      using T = decltype(z);
-      const T* h = history(i).cpu_data<T>();
-      for (int64_t k = 0; k < n; ++k) {
-        const double hv = static_cast<double>(math_t<T>(h[k]));
-        s.gh += static_cast<double>(grad_[k]) * hv;
-        s.h += hv * hv;
-      }
-    });
+UpdateExecutor& Solver::Executor() {
+#ifdef CORTADO_USE_CUDA
+  if (net_->context().on_gpu() && GpuUpdateSupported()) {
+    if (!device_update_) device_update_ = MakeDeviceUpdate(*this);
+    return *device_update_;
   }
-  larc_corr_.resize(net_->learnable_params().size());
-  const LarcPolicy policy = param_.larc_policy() == "clip" ? LarcPolicy::kClip : LarcPolicy::kScale;
-  const double trust = larc_trust(s, momentum, param_.larc_eta(), param_.larc_turbo(), &larc_corr_[i]);
-  return larc_rate(rate, net_->params_lr()[static_cast<size_t>(i)], policy, trust);
+#endif
+  if (!host_update_) host_update_ = MakeHostUpdate(*this);
+  return *host_update_;
 }
 
 void Solver::LarcCorrelationToHost() {
-#ifdef CORTADO_USE_CUDA
-  if (larc_corr_on_device_ && gpu_) {
-    net_->context().Activate();
-    larc_corr_ = gpu_->download_larc_corr(net_->context().stream());
-  }
-#endif
+  if (larc_corr_on_device_ && device_update_) device_update_->LarcCorrelationToHost();
   larc_corr_on_device_ = false;
 }
 
@@ -859,110 +810,6 @@ bool Solver::GpuUpdateSupported() {
   if (!gpu_fallback_logged_) LOG(WARNING) << why << ": the update runs on the host, moving the weights there";
   gpu_fallback_logged_ = true;
   return false;
-}
-
-// The device twin of ApplyUpdate above: the same decisions on the host, the
-// arithmetic in fused kernels (solver.cu), one launch per gradient type and
-// pass. The only wait on the device is the read-back of the check.
-bool Solver::ApplyUpdateGpu() {
-  const Context& ctx = net_->context();
-  ctx.Activate();  // conversions and copies below go to ctx's stream
-  gpu::gpu_stream stream = ctx.stream();
-  const std::vector<Blob*>& params = net_->learnable_params();
-  if (!gpu_) gpu_ = std::make_shared<gpu::UpdateWorkspace>(static_cast<int>(params.size()), stream);
-  gpu::UpdateWorkspace& ws = *gpu_;
-  last_step_skipped_ = false;
-  const bool skip_overflow = param_.dynamic_loss_scale() || param_.skip_nonfinite_steps();
-  const bool clip = param_.clip_gradients() >= 0;
-  double ss = 0;
-  if (skip_overflow || clip) {
-    std::array<std::vector<gpu::TensorSlot>, kNumTypes> lists;
-    for (const Blob* p : params) {
-      gpu::TensorSlot t;
-      t.grad = const_cast<void*>(p->diff().gpu_data_raw(p->diff().type()));  // only read by the check
-      t.count = static_cast<int64_t>(p->count());
-      lists[type_index(p->diff().type())].push_back(t);
-    }
-    ws.begin_check(stream);
-    for (int g = 0; g < kNumTypes; ++g) {
-      ws.check_list(kAllTypes[g]).assign(std::move(lists[g]), stream);
-      gpu::check_gradients(kAllTypes[g], ws.check_list(kAllTypes[g]), clip, ws.check_device(), stream);
-    }
-    ws.fetch_check(stream);
-    ctx.Synchronize();  // the iteration's one wait
-    if (ws.check_host().nonfinite && skip_overflow) {
-      SkipOverflowedStep();
-      return false;
-    }
-    ss = ws.check_host().sumsq;
-    // The device adds its blocks' sums in no fixed order, so ranks holding
-    // the same gradients may read slightly different norms: they take one
-    // value, so that every rank clips (and updates) alike.
-    if (clip && ranks() > 1) ss = reducer_->Mean({ss})[0];
-  }
-  gpu::UpdateHyper h;
-  h.rate = GetLearningRate();
-  h.factor = GradientFactor(ss);
-  const RuleContext rule_ctx{param_, iter_, GetMomentum(), data_type_};
-  h.l1 = param_.regularization_type() == "L1";
-  h.decoupled = rule_.decoupled_decay;
-  h.larc = !param_.larc() ? LarcPolicy::kOff : param_.larc_policy() == "clip" ? LarcPolicy::kClip : LarcPolicy::kScale;
-  h.larc_eta = param_.larc_eta();
-  h.larc_momentum = GetMomentum();
-  h.larc_turbo = param_.larc() && param_.larc_turbo();
-  const double weight_decay = GetWeightDecay();
-  // The weights become current in the solver data type on the device here,
-  // after the skip decision (a skipped step leaves them as they are), with
-  // their working copy in the gradient type (the type the layers compute in)
-  // written by the same pass. Every gradient is zeroed by it, frozen ones
-  // (in the list without weights) included.
-  std::array<std::vector<gpu::TensorSlot>, kNumTypes> lists;
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (params[i]->count() == 0) continue;
-    Blob* p = params[i];
-    const Type gt = p->diff().type();
-    gpu::TensorSlot t;
-    t.grad = p->diff().mutable_gpu_data_raw(gt);
-    t.count = static_cast<int64_t>(p->count());
-    if (net_->params_lr()[i] == 0) {
-      lists[type_index(gt)].push_back(t);
-      continue;
-    }
-    t.weight = p->data().mutable_gpu_data_raw(data_type_, gt, &t.copy);
-    for (int k = 0; k < history_slots(); ++k)
-      t.hist[k] = history(static_cast<int>(i), k).data().mutable_gpu_data_raw(data_type_);
-    t.lr_mult = net_->params_lr()[i];
-    t.decay = weight_decay * net_->params_weight_decay()[i];
-    t.id = static_cast<int64_t>(i);
-    lists[type_index(p->diff().type())].push_back(t);
-  }
-  for (int g = 0; g < kNumTypes; ++g) ws.update_list(kAllTypes[g]).assign(std::move(lists[g]), stream);
-  const double* trust = nullptr;
-  if (h.larc != LarcPolicy::kOff) {
-    if (h.larc_turbo && !larc_corr_on_device_) {  // the first update, or one after Restore
-      larc_corr_.resize(params.size());
-      ws.upload_larc_corr(larc_corr_, stream);
-      larc_corr_on_device_ = true;
-    }
-    LarcSums* sums = ws.clear_larc_sums(stream);
-    for (int g = 0; g < kNumTypes; ++g) gpu::larc_sums(kAllTypes[g], data_type_, ws.update_list(kAllTypes[g]), h, sums, stream);
-    if (ranks() > 1) {
-      // As for the clipping norm: one set of sums for every rank.
-      std::vector<double> host(4 * params.size());
-      static_assert(sizeof(LarcSums) == 4 * sizeof(double), "LarcSums is read as 4 doubles");
-      CORTADO_CUDA_CHECK(cudaMemcpyAsync(host.data(), sums, host.size() * sizeof(double), cudaMemcpyDeviceToHost, stream));
-      ctx.Synchronize();
-      host = reducer_->Mean(std::move(host));
-      CORTADO_CUDA_CHECK(cudaMemcpyAsync(sums, host.data(), host.size() * sizeof(double), cudaMemcpyHostToDevice, stream));
-    }
-    for (int g = 0; g < kNumTypes; ++g)
-      gpu::larc_trust(ws.update_list(kAllTypes[g]), h, sums, ws.larc_corr(), ws.larc_trust(), stream);
-    trust = ws.larc_trust();
-  }
-  for (int g = 0; g < kNumTypes; ++g) rule_.update_gpu(rule_ctx, kAllTypes[g], ws.update_list(kAllTypes[g]), h, trust, stream);
-  gradients_zero_ = true;
-  AfterCleanStep();
-  return true;
 }
 #endif  // CORTADO_USE_CUDA
 
