@@ -22,7 +22,9 @@
 #      and models/resnet50_nvcaffe train_val_dummy_fp16 nets with their
 #      solver_dummy_fp16 update, and PyTorch AMP channels_last
 #      (scripts/bench/resnet50_pytorch.py), 5 warm-up and 20 timed
-#      iterations each: images/s and peak memory (RESNET_TIMEOUT, 120 s a run)
+#      iterations each: images/s and peak memory (RESNET_TIMEOUT, 120 s a run);
+#      then resnet50_nvcaffe again with fuse_layers: false, the gain of the
+#      layer fusion (BatchNorm + ReLU, Eltwise SUM + ReLU in one pass)
 #   b. compute-sanitizer memcheck on one iteration (after one warm-up) of
 #      `trainer time` on models/resnet50/train_val_dummy_fp16.prototxt at
 #      batch 8 (MEMCHECK_TIMEOUT, 240 s, or what is left); SKIPPED where
@@ -310,10 +312,16 @@ declare -A resnet_line=()
 if [ $RUN_RESNET = 1 ] && [ $HAVE_GPU = 1 ]; then
   say "d. ResNet-50 FP16 batch $RESNET_BATCH: Cortado (resnet50, resnet50_nvcaffe) and PyTorch AMP, 5 + 20 iterations (logs: $LOG_DIR/resnet_*.log)"
   result[resnet]=PASS
-  for net in resnet50 resnet50_nvcaffe; do
+  # The unfused run: the same net file with fuse_layers: false first.
+  { echo "fuse_layers: false"; cat models/resnet50_nvcaffe/train_val_dummy_fp16.prototxt; } >"$LOG_DIR/resnet50_nvcaffe_unfused.prototxt"
+  for net in resnet50 resnet50_nvcaffe resnet50_nvcaffe_unfused; do
     log=$LOG_DIR/resnet_$net.log
-    if out=$(trainer_time "$log" "$RESNET_TIMEOUT" --model=models/$net/train_val_dummy_fp16.prototxt \
-               --solver=models/$net/solver_dummy_fp16.prototxt --batch_size="$RESNET_BATCH" --iterations=20 --warmup=5); then
+    model=models/$net/train_val_dummy_fp16.prototxt solver=models/$net/solver_dummy_fp16.prototxt
+    if [ $net = resnet50_nvcaffe_unfused ]; then
+      model=$LOG_DIR/resnet50_nvcaffe_unfused.prototxt solver=models/resnet50_nvcaffe/solver_dummy_fp16.prototxt
+    fi
+    if out=$(trainer_time "$log" "$RESNET_TIMEOUT" --model="$model" \
+               --solver="$solver" --batch_size="$RESNET_BATCH" --iterations=20 --warmup=5); then
       reserved=$(grep -oE '[0-9.]+ MiB reserved from the device at most' "$log" | tail -1 | awk '{print $1}')
       resnet_line[$net]="$(kv images_per_s "$out") images/s, peak $(kv peak_mem_mib "$out") MiB live${reserved:+, $reserved MiB reserved} ($(kv total_ms_median "$out") ms/iter)"
       resnet_ips[$net]=$(kv images_per_s "$out")
@@ -407,6 +415,8 @@ stage_word() { [ -n "${result[$1]:-}" ] && echo "${result[$1]}" || echo "$2"; }
     echo "ResNet-50: FP16 batch $RESNET_BATCH, median of 20 iterations after 5:"
     echo "  Cortado models/resnet50:         ${resnet_line[resnet50]}"
     echo "  Cortado models/resnet50_nvcaffe: ${resnet_line[resnet50_nvcaffe]}"
+    echo "  ... with fuse_layers: false:     ${resnet_line[resnet50_nvcaffe_unfused]}"
+    echo "  Fusion gain (fused/unfused):     $(ratio "${resnet_ips[resnet50_nvcaffe]:-}" "${resnet_ips[resnet50_nvcaffe_unfused]:-}")"
     echo "  PyTorch AMP channels_last:       ${resnet_line[pytorch]}"
     echo "  Cortado/PyTorch images/s:        resnet50 $(ratio "${resnet_ips[resnet50]:-}" "${resnet_ips[pytorch]:-}"), resnet50_nvcaffe $(ratio "${resnet_ips[resnet50_nvcaffe]:-}" "${resnet_ips[pytorch]:-}")"
   fi
