@@ -364,8 +364,11 @@ void Solver::Solve(const std::string& resume_file) {
     // running statistics past the weights just saved (the final test score
     // would then not be the saved model's); the loss shown is the smoothed
     // training loss of the last iterations instead.
+    // The mean is a collective: every rank takes part, whether its log shows
+    // INFO lines or not (INFO_LOG does not evaluate its operands where not).
     mark(*this, "the final display (the loss's mean over the ranks)");
-    INFO_LOG << "Iteration " << iter_ << ", loss = " << reducer_->Mean({smoothed_loss_})[0];
+    const double loss = reducer_->Mean({smoothed_loss_})[0];
+    INFO_LOG << "Iteration " << iter_ << ", loss = " << loss;
   }
   if (param_.test_interval() && iter_ % param_.test_interval() == 0) TestAll();
   mark(*this, "done");
