@@ -16,7 +16,7 @@ struct Slot {
 };
 Slot g_slots[kMaxRankSlots];
 
-struct sigaction g_previous[65];  // by signal number
+struct sigaction g_previous[NSIG];  // by signal number
 
 void write_str(int fd, const char* s) {
   size_t n = std::strlen(s);
@@ -88,7 +88,7 @@ void dump_rank_phases(int fd) {
 }
 
 void dump_rank_phases_on(int sig) {
-  if (sig <= 0 || sig >= 65) return;
+  if (sig <= 0 || sig >= NSIG) return;
   struct sigaction sa;
   std::memset(&sa, 0, sizeof(sa));
   sa.sa_sigaction = on_signal;
