@@ -13,6 +13,7 @@
 #include <chrono>
 #include <fstream>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 #include <regex>
 #include <set>
@@ -265,6 +266,50 @@ TEST(CpuParallel, GemmInsideChunksMatchesOutside) {
                   b[static_cast<size_t>(n) * K * N + static_cast<size_t>(k) * N + j];
         ASSERT_NEAR(chunked[(static_cast<size_t>(n) * M + i) * N + j], want, 1e-4)
             << "image " << n << " (" << i << ", " << j << ")";
+      }
+    }
+  }
+}
+
+// A GEMM outside the chunks (a fully connected layer's) runs as fixed blocks
+// of C: its bits are the same on one worker and on every core, for each
+// transpose and for blocks cut along rows (M > N) and along columns, and
+// each output is the product (checked against a double-precision sum, with
+// beta, so that a block's offsets into A, B and C are checked too).
+TEST(CpuParallel, GemmOutsideChunksGivesTheSameBitsOnAnyWorkers) {
+  struct Shape {
+    int M, N, K;
+  };
+  for (const Shape s : {Shape{300, 130, 70}, Shape{70, 300, 90}, Shape{64, 500, 40}, Shape{20, 10, 30}}) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        std::vector<float> a(static_cast<size_t>(s.M) * s.K), b(static_cast<size_t>(s.K) * s.N),
+            c0(static_cast<size_t>(s.M) * s.N);
+        for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>((i * 7919 % 1000) / 1000.0 - 0.5);
+        for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>((i * 104729 % 1000) / 1000.0 - 0.5);
+        for (size_t i = 0; i < c0.size(); ++i) c0[i] = static_cast<float>((i * 31 % 100) / 100.0);
+        auto run = [&](int workers) {
+          const int before = pin_cpu_workers(workers);
+          std::vector<float> c = c0;
+          cpu_gemm<float>(ta ? Trans::Yes : Trans::No, tb ? Trans::Yes : Trans::No, s.M, s.N, s.K, 1.5f, a.data(),
+                          b.data(), 0.5f, c.data());
+          pin_cpu_workers(before);
+          return c;
+        };
+        const std::vector<float> one = run(1), all = run(cpu_threads());
+        ASSERT_EQ(0, std::memcmp(one.data(), all.data(), one.size() * sizeof(float)))
+            << s.M << "x" << s.N << "x" << s.K << " ta " << ta << " tb " << tb;
+        for (int i = 0; i < s.M; ++i) {
+          for (int j = 0; j < s.N; ++j) {
+            double want = 0;
+            for (int k = 0; k < s.K; ++k)
+              want += static_cast<double>(ta ? a[static_cast<size_t>(k) * s.M + i] : a[static_cast<size_t>(i) * s.K + k]) *
+                      (tb ? b[static_cast<size_t>(j) * s.K + k] : b[static_cast<size_t>(k) * s.N + j]);
+            want = 1.5 * want + 0.5 * c0[static_cast<size_t>(i) * s.N + j];
+            ASSERT_NEAR(one[static_cast<size_t>(i) * s.N + j], want, 1e-4)
+                << s.M << "x" << s.N << "x" << s.K << " ta " << ta << " tb " << tb << " (" << i << ", " << j << ")";
+          }
+        }
       }
     }
   }

@@ -8,7 +8,8 @@
 #   spinning  the default with libgomp's own spin count (GOMP_SPINCOUNT=
 #             300000, about 5 ms): what the brief spin saves
 #   fixed     CORTADO_CPU_SHARE=0: every region on all threads, whatever
-#             the load, and libgomp's own spinning (the behaviour before both)
+#             the load, libgomp's own spinning and the fully connected
+#             GEMMs on OpenBLAS's threads (the behaviour before all three)
 #   passive   fixed, with OMP_WAIT_POLICY=passive (idle OpenMP threads sleep
 #             instead of spinning)
 #   baseline  BASELINE_TRAINER, when set (an earlier build), as it runs by default

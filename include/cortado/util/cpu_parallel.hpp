@@ -13,8 +13,10 @@
 // OPENBLAS_NUM_THREADS where that is set, read once at the first call (a Net
 // makes it when it is built). The chunks run on OpenMP's threads, which
 // OpenBLAS's OpenMP build (the one the build links where it is installed)
-// shares; a BLAS call inside a chunk runs on the chunk's thread, and the
-// large GEMMs of other layers (fully connected ones) still use every core.
+// shares; a BLAS call inside a chunk runs on the chunk's thread. A GEMM
+// outside the chunks (a fully connected layer's) is cut by cpu_gemm into
+// fixed blocks of its output, spread over the cores the same way
+// (cpu_parallel_blocks), never over OpenBLAS's own threads.
 // That build reads only OMP_NUM_THREADS, so the cap is handed on to it. With
 // OpenBLAS's pthreads build, whose own spinning threads would fight the
 // chunks for the cores, there is one chunk: the layers run as they would
@@ -37,9 +39,9 @@
 // 2 cores with 2 busy processes beside it, LeNet fell to a tenth of its
 // speed. Since the chunks do not change, neither do the results: chunks run
 // in turn on the caller keep their BLAS calls on one thread, as on a
-// worker. OpenBLAS's own count for the GEMMs outside the regions stays as
-// it is: its GEMMs split over another number of threads give other bits. CORTADO_CPU_SHARE=0 turns this off (every region
-// on cpu_threads() threads, as before).
+// worker; the GEMMs outside the chunks run as fixed blocks, whose bits do
+// not depend on the threads at all. CORTADO_CPU_SHARE=0 turns this off
+// (cpu_share_off()).
 
 #include <cstddef>
 #include <cstdint>
@@ -75,6 +77,22 @@ int cpu_chunks(int n);
 /// An exception thrown by a chunk is rethrown here (the first one, by chunk
 /// order) after all chunks have finished.
 void cpu_parallel_for(int n, const std::function<void(int chunk, int begin, int end)>& body);
+
+/// Whether the calling thread is running chunks of a cpu_parallel_for (or
+/// of cpu_parallel_blocks) now.
+bool cpu_in_chunk();
+
+/// Whether CORTADO_CPU_SHARE=0 is set: every region on cpu_threads() threads
+/// and the GEMMs outside them on OpenBLAS's own threads, as before the
+/// cores were shared (the results then depend on the thread count).
+bool cpu_share_off();
+
+/// For work cut into blocks whose bounds fix the results (a GEMM cut into
+/// fixed blocks of C, say): runs body(begin, end) over [0, blocks) in
+/// chunks as cpu_parallel_for does, and every BLAS call inside runs on its
+/// calling thread alone, even where all the blocks form one chunk, so that
+/// the results do not depend on the thread count.
+void cpu_parallel_blocks(int blocks, const std::function<void(int begin, int end)>& body);
 
 /// For elementwise loops: runs body(begin, end) over [0, n) in contiguous
 /// ranges of at least `grain` values each (so small arrays run in one call

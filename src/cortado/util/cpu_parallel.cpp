@@ -174,6 +174,11 @@ CoreShare& core_share() {
 
 }  // namespace
 
+bool cpu_share_off() {
+  static const bool off = pinned_from_env() != 0;
+  return off;
+}
+
 int cpu_workers() { return core_share().get(cpu_threads()); }
 
 int pin_cpu_workers(int n) { return core_share().pinned.exchange(std::max(n, 0)); }
@@ -210,12 +215,18 @@ void limit_openmp_spinning(char** argv) {
 
 int cpu_chunks(int n) { return std::max(1, std::min(n, cpu_threads())); }
 
-void cpu_parallel_for(int n, const std::function<void(int, int, int)>& body) {
+bool cpu_in_chunk() { return in_region; }
+
+namespace {
+
+// cpu_parallel_for, and with blas_alone also a single chunk outside a
+// region runs as a region's chunk does: marked, its BLAS calls on one thread.
+void parallel_for(int n, const std::function<void(int, int, int)>& body, bool blas_alone) {
   if (n <= 0) return;
   const int chunks = cpu_chunks(n);
   auto range = [n, chunks](int c) { return static_cast<int>(static_cast<long long>(n) * c / chunks); };
   const int workers = chunks == 1 || in_region ? 1 : std::min(chunks, cpu_workers());
-  if (workers == 1 && (chunks == 1 || in_region)) {
+  if (in_region || (chunks == 1 && !blas_alone)) {
     for (int c = 0; c < chunks; ++c) body(c, range(c), range(c + 1));
     return;
   }
@@ -257,6 +268,14 @@ void cpu_parallel_for(int n, const std::function<void(int, int, int)>& body) {
   }
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
+void cpu_parallel_for(int n, const std::function<void(int, int, int)>& body) { parallel_for(n, body, false); }
+
+void cpu_parallel_blocks(int blocks, const std::function<void(int begin, int end)>& body) {
+  parallel_for(blocks, [&](int, int b0, int b1) { body(b0, b1); }, true);
 }
 
 void cpu_parallel_range(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {

@@ -85,18 +85,61 @@ std::vector<float>& scratch(int i) {
 }
 }  // namespace
 
+// A GEMM outside a layer's chunks (a fully connected layer's, say) runs as
+// fixed blocks of kGemmBlock columns of C (or rows, where C has more rows
+// than columns), each one single-threaded BLAS call, spread over the cores
+// by cpu_parallel_blocks; inside a chunk it is one call on the chunk's
+// thread. Why not OpenBLAS's own threads: the blocking of K and the edge
+// kernels it picks depend on how many threads split the product, so the
+// bits of C depended on the core count (LeNet's 64 x 500 x 800 product: a
+// fifth of the outputs differ between 1 and 2 threads), and its threads wait
+// for each other at every call, so one thread that loses its core to another
+// process stalls the whole product. The blocks' bounds depend on the shape
+// alone: the same bits on any number of threads, busy cores or not.
+// CORTADO_CPU_SHARE=0 keeps one call on OpenBLAS's threads (the bits of
+// the builds before the blocks).
+namespace {
+constexpr int kGemmBlock = 128;
+
+template <typename T, typename Call>
+void blocked_gemm(Trans ta, Trans tb, int M, int N, int K, const T* A, const T* B, T* C, const Call& call) {
+  const int lda = ta == Trans::No ? K : M, ldb = tb == Trans::No ? N : K;
+  if (cpu_in_chunk() || cpu_share_off()) {  // one call: the chunk's thread, or OpenBLAS's threads as before
+    call(M, N, A, lda, B, ldb, C);
+    return;
+  }
+  const bool by_rows = M > N;
+  const int span = by_rows ? M : N;
+  const int blocks = (span + kGemmBlock - 1) / kGemmBlock;
+  cpu_parallel_blocks(blocks, [&](int b0, int b1) {
+    for (int b = b0; b < b1; ++b) {
+      const int i0 = b * kGemmBlock, n = std::min(span, i0 + kGemmBlock) - i0;
+      if (by_rows)  // rows i0.. of op(A) and C
+        call(n, N, A + (ta == Trans::No ? static_cast<size_t>(i0) * lda : static_cast<size_t>(i0)), lda, B, ldb,
+             C + static_cast<size_t>(i0) * N);
+      else  // columns i0.. of op(B) and C
+        call(M, n, A, lda, B + (tb == Trans::No ? static_cast<size_t>(i0) : static_cast<size_t>(i0) * ldb), ldb,
+             C + i0);
+    }
+  });
+}
+}  // namespace
+
 template <>
 void cpu_gemm<float>(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, const float* B,
                      float beta, float* C) {
-  const int lda = ta == Trans::No ? K : M, ldb = tb == Trans::No ? N : K;
-  cblas_sgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, N);
+  blocked_gemm(ta, tb, M, N, K, A, B, C, [&](int m, int n, const float* a, int lda, const float* b, int ldb, float* c) {
+    cblas_sgemm(CblasRowMajor, cb(ta), cb(tb), m, n, K, alpha, a, lda, b, ldb, beta, c, N);
+  });
 }
 
 template <>
 void cpu_gemm<double>(Trans ta, Trans tb, int M, int N, int K, double alpha, const double* A, const double* B,
                       double beta, double* C) {
-  const int lda = ta == Trans::No ? K : M, ldb = tb == Trans::No ? N : K;
-  cblas_dgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, N);
+  blocked_gemm(ta, tb, M, N, K, A, B, C,
+               [&](int m, int n, const double* a, int lda, const double* b, int ldb, double* c) {
+                 cblas_dgemm(CblasRowMajor, cb(ta), cb(tb), m, n, K, alpha, a, lda, b, ldb, beta, c, N);
+               });
 }
 
 // 16-bit storage: operands widened into float scratch, one float GEMM, one
