@@ -174,4 +174,72 @@ class Layer : public LayerBase {
   }
 };
 
+// CORTADO_LAYER_SETUP declares the LayerSetUp and Reshape overrides of a
+// layer that defines both (in its .cpp) and leaves the class public.
+#define CORTADO_LAYER_SETUP                                                 \
+ public:                                                                   \
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;     \
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+// The declarations of a layer's passes, written once. Each macro stands in
+// the class body of a Layer<Ftype, Btype> (or a class derived from one),
+// declares the overrides below and leaves the class in its protected
+// section. HasGpuPath() is public; the passes are protected. With
+// CORTADO_USE_CUDA off only the CPU passes are declared, so the macros read
+// the same in both builds.
+//
+//   CORTADO_LAYER_PASSES          Forward_cpu and Backward_cpu; with CUDA also
+//                                 Forward_gpu, Backward_gpu and HasGpuPath() true.
+//                                 The layer defines all four.
+//   CORTADO_LAYER_FORWARD_PASSES  the same, the backward passes empty (a layer
+//                                 that propagates nothing): the layer defines
+//                                 Forward_cpu and Forward_gpu.
+//   CORTADO_LAYER_EMPTY_PASSES    all passes empty, HasGpuPath() true with CUDA
+//                                 (a layer whose work is all in Reshape).
+//   CORTADO_LAYER_OPS_PASSES      CORTADO_LAYER_PASSES for a layer written once
+//                                 over an Ops type (its CPU and its GPU operations
+//                                 behind one interface), and the private
+//                                 ForwardWith / BackwardWith<Ops> the passes run;
+//                                 leaves the class private.
+//   CORTADO_LAYER_HOST_PASSES     Forward_cpu declared, Backward_cpu empty,
+//                                 HasGpuPath() true with CUDA; the GPU passes
+//                                 are Layer's defaults, which run the CPU ones
+//                                 (a data source that fills host memory).
+#define CORTADO_LAYER_CPU_PASSES_(forward_body, backward_body)                      \
+ protected:                                                                        \
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override forward_body \
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,    \
+                    const BlobVec& bottom) override backward_body
+#ifdef CORTADO_USE_CUDA
+#define CORTADO_LAYER_HAS_GPU_PATH_ \
+ public:                            \
+  bool HasGpuPath() const override { return true; }
+#define CORTADO_LAYER_GPU_PASSES_(forward_body, backward_body)                      \
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override forward_body \
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,    \
+                    const BlobVec& bottom) override backward_body
+#else
+#define CORTADO_LAYER_HAS_GPU_PATH_
+#define CORTADO_LAYER_GPU_PASSES_(forward_body, backward_body)
+#endif
+#define CORTADO_LAYER_PASSES_(forward_body, backward_body) \
+  CORTADO_LAYER_HAS_GPU_PATH_                              \
+  CORTADO_LAYER_CPU_PASSES_(forward_body, backward_body)   \
+  CORTADO_LAYER_GPU_PASSES_(forward_body, backward_body)
+
+#define CORTADO_LAYER_PASSES CORTADO_LAYER_PASSES_(;, ;)
+#define CORTADO_LAYER_FORWARD_PASSES CORTADO_LAYER_PASSES_(;, {})
+#define CORTADO_LAYER_EMPTY_PASSES CORTADO_LAYER_PASSES_({}, {})
+#define CORTADO_LAYER_OPS_PASSES                                                                  \
+  CORTADO_LAYER_PASSES                                                                            \
+ private:                                                                                         \
+  template <class Ops>                                                                            \
+  void ForwardWith(const Ops& ops, const BlobVec& bottom, const BlobVec& top);                    \
+  template <class Ops>                                                                            \
+  void BackwardWith(const Ops& ops, const BlobVec& top, const std::vector<bool>& propagate_down, \
+                    const BlobVec& bottom);
+#define CORTADO_LAYER_HOST_PASSES \
+  CORTADO_LAYER_HAS_GPU_PATH_     \
+  CORTADO_LAYER_CPU_PASSES_(;, {})
+
 }  // namespace cortado

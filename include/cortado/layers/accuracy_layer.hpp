@@ -46,19 +46,10 @@ class AccuracyLayer : public Layer<Ftype, Btype> {
   int MaxTopBlobs() const override { return 2; }
   bool AllowForceBackward(int bottom_index) const override { return false; }
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  CORTADO_LAYER_SETUP
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override {}
+  CORTADO_LAYER_FORWARD_PASSES
 #ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
-
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override {}
   /// Throws the FieldError of a bad label a GPU forward recorded, if any.
   void CheckGpuLabelError();
 #endif

@@ -93,26 +93,14 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
   const LayerBase* fused_scale() const { return affine_; }
   bool fused_relu() const { return relu_; }
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  CORTADO_LAYER_SETUP
   const char* type() const override { return "BatchNorm"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
-#ifdef CORTADO_USE_CUDA
-  bool HasGpuPath() const override { return true; }
-#endif
   /// Whether the last forward kept a copy of its input (tests, diagnostics).
   bool kept_copy() const { return saved_; }
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
-#ifdef CORTADO_USE_CUDA
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
-#endif
+  CORTADO_LAYER_PASSES
 
  private:
   using MF = math_t<Ftype>;

@@ -55,8 +55,7 @@ class CuDNNConvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
   explicit CuDNNConvolutionLayer(const LayerParameter& param);
   ~CuDNNConvolutionLayer() override;
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  CORTADO_LAYER_SETUP
 
  protected:
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;

@@ -173,8 +173,7 @@ class DataLayer : public Layer<Ftype, Btype> {
   using Layer<Ftype, Btype>::Layer;
   ~DataLayer() override;
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  CORTADO_LAYER_SETUP
   const char* type() const override { return "Data"; }
   int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
@@ -185,17 +184,7 @@ class DataLayer : public Layer<Ftype, Btype> {
   /// The (C, H', W') of one transformed record.
   const std::vector<int>& datum_shape() const { return datum_shape_; }
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
-
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
-#endif
+  CORTADO_LAYER_FORWARD_PASSES
 
  protected:
   /// The fields of data_param (ImageData: of image_data_param).

@@ -47,13 +47,7 @@ class DeconvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
   }
   const char* type() const override { return "Deconvolution"; }
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#ifdef CORTADO_USE_CUDA
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#endif
+  CORTADO_LAYER_PASSES
 };
 
 }  // namespace cortado

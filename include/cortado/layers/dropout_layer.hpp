@@ -41,23 +41,12 @@ class DropoutLayer : public Layer<Ftype, Btype> {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  CORTADO_LAYER_SETUP
 
   /// The mask of the last TRAIN forward (1 = kept), one per element.
   const std::vector<unsigned>& mask() const { return mask_; }
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
-
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#endif
+  CORTADO_LAYER_PASSES
 
  private:
   bool train() const { return this->layer_param().phase() == TRAIN; }

@@ -42,17 +42,7 @@ class DummyDataLayer : public Layer<Ftype, Btype> {
   int MinTopBlobs() const override { return 1; }
   bool AllowForceBackward(int) const override { return false; }
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
-
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override { Forward_cpu(bottom, top); }
-  void Backward_gpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
-#endif
+  CORTADO_LAYER_HOST_PASSES
 
  private:
   std::vector<std::vector<int>> ReadShapes(int num_top) const;

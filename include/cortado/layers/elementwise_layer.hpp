@@ -123,16 +123,7 @@ class ElementwiseLayer : public Layer<Ftype, Btype>, public FusableLayer {
   /// Values per range of the CPU loops: small blobs run on the calling thread.
   static constexpr int64_t kGrain = int64_t{1} << 16;
 
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
-
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#endif
+  CORTADO_LAYER_PASSES
 
  private:
   /// Whether Backward has work: throws for an op without a backward.

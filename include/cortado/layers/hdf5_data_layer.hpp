@@ -58,17 +58,7 @@ class HDF5DataLayer : public Layer<Ftype, Btype> {
   const std::vector<std::string>& files() const { return files_; }
   const std::vector<int64_t>& file_rows() const { return rows_; }
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
-
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override { Forward_cpu(bottom, top); }
-  void Backward_gpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
-#endif
+  CORTADO_LAYER_HOST_PASSES
 
  private:
   void ReadList(const std::string& list);

@@ -28,25 +28,14 @@ class HDF5OutputLayer : public Layer<Ftype, Btype> {
  public:
   using Layer<Ftype, Btype>::Layer;
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  CORTADO_LAYER_SETUP
   const char* type() const override { return "HDF5Output"; }
   int MinBottomBlobs() const override { return 1; }
   int MaxBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 0; }
   bool AllowForceBackward(int) const override { return false; }
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
-
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override { Forward_cpu(bottom, top); }
-  void Backward_gpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
-#endif
+  CORTADO_LAYER_HOST_PASSES
 
  private:
   std::unique_ptr<hdf5::AppendWriter> writer_;

@@ -29,17 +29,7 @@ class InputLayer : public Layer<Ftype, Btype> {
   int MinTopBlobs() const override { return 1; }
   bool AllowForceBackward(int) const override { return false; }
 
- protected:
-  void Forward_cpu(const BlobVec&, const BlobVec&) override {}
-  void Backward_cpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
-
- protected:
-  void Forward_gpu(const BlobVec&, const BlobVec&) override {}
-  void Backward_gpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
-#endif
+  CORTADO_LAYER_EMPTY_PASSES
 };
 
 }  // namespace cortado

@@ -26,22 +26,8 @@ class LSTMUnitLayer : public Layer<Ftype, Btype> {
 
  protected:
   using M = math_t<Ftype>;
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
+  CORTADO_LAYER_OPS_PASSES
 
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#endif
-
- private:
-  template <class Ops> void ForwardWith(const Ops& ops, const BlobVec& bottom, const BlobVec& top);
-  template <class Ops>
-  void BackwardWith(const Ops& ops, const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom);
   int N_ = 0, H_ = 0;
   // gates_: the activated gates (N, 4H); cell_: c in M, kept because an
   // in-place layer may change the top; dgates_: the gates' pre-activation

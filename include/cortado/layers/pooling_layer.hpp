@@ -73,27 +73,15 @@ class PoolingLayer : public Layer<Ftype, Btype> {
  public:
   using Layer<Ftype, Btype>::Layer;
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  CORTADO_LAYER_SETUP
   const char* type() const override { return "Pooling"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override {
     return this->layer_param().pooling_param().pool() == PoolingParameter::MAX ? 2 : 1;
   }
-#ifdef CORTADO_USE_CUDA
-  bool HasGpuPath() const override { return true; }
-#endif
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
-#ifdef CORTADO_USE_CUDA
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
-#endif
+  CORTADO_LAYER_PASSES
 
  private:
   bool train() const { return this->layer_param().phase() == TRAIN; }

@@ -59,8 +59,7 @@ class RecurrentLayer : public Layer<Ftype, Btype> {
   }
   bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  CORTADO_LAYER_SETUP
 
  protected:
   using M = math_t<Ftype>;

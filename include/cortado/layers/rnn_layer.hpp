@@ -29,22 +29,8 @@ class RNNLayer : public RecurrentLayer<Ftype, Btype> {
   std::vector<ParamSpec> param_specs(int H, int I, int I_static) const override;
   void ReshapeBuffers() override;
 
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
+  CORTADO_LAYER_OPS_PASSES
 
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#endif
-
- private:
-  template <class Ops> void ForwardWith(const Ops& ops, const BlobVec& bottom, const BlobVec& top);
-  template <class Ops>
-  void BackwardWith(const Ops& ops, const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom);
   // Parameter indexes: W_xh 0, b_h 1, [W_xh_static 2], then W_hh, W_ho, b_o.
   int hh_index() const { return this->static_input_ ? 3 : 2; }
 

@@ -51,27 +51,15 @@ class ScaleLayer : public Layer<Ftype, Btype>, public FusableLayer {
     return channel_affine_ ? FusionRole::kChannelAffine : FusionRole::kNone;
   }
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  CORTADO_LAYER_SETUP
   const char* type() const override { return "Scale"; }
   /// Whether the last forward kept a copy of its input (tests, diagnostics).
   bool kept_copy() const { return copied_; }
   int MinBottomBlobs() const override { return 1; }
   int MaxBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
-#ifdef CORTADO_USE_CUDA
-  bool HasGpuPath() const override { return true; }
-#endif
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
-#ifdef CORTADO_USE_CUDA
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
-#endif
+  CORTADO_LAYER_PASSES
 
  private:
   std::vector<int> ParamShape(const Blob& x) const;
