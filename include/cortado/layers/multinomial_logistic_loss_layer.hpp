@@ -36,17 +36,7 @@ class MultinomialLogisticLossLayer : public LossLayer<Ftype, Btype> {
 
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
-
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#endif
+  CORTADO_LAYER_PASSES
 
  private:
   using M = math_t<Ftype>;

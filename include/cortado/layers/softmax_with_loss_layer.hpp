@@ -68,20 +68,9 @@ class SoftmaxWithLossLayer : public SoftmaxLossBase<Ftype, Btype> {
   using SoftmaxLossBase<Ftype, Btype>::SoftmaxLossBase;
   const char* type() const override { return "SoftmaxWithLoss"; }
 
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  CORTADO_LAYER_SETUP
 
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
-
- protected:
-  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
-  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-#endif
+  CORTADO_LAYER_PASSES
 
  private:
   using M = math_t<Ftype>;
