@@ -40,10 +40,8 @@
 #include "cortado/layers/gpu_label_error.hpp"
 #include "cortado/layers/loss_normalization.hpp"
 #include "cortado/layers/softmax_layer.hpp"
-#ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
 #include "cortado/util/gpu_math.hpp"
-#endif
 
 namespace cortado {
 

@@ -4,9 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
-#endif
 
 namespace cortado {
 

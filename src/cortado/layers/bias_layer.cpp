@@ -5,9 +5,7 @@
 #include "cortado/layers/param_blobs.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/math_buffer.hpp"
-#ifdef CORTADO_USE_CUDA
 #include "cortado/util/gpu_math.hpp"
-#endif
 
 namespace cortado {
 

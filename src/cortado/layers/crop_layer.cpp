@@ -3,10 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#ifdef CORTADO_USE_CUDA
-#include "cortado/util/cuda.hpp"
 #include "cortado/util/gpu_math.hpp"
-#endif
 
 namespace cortado {
 

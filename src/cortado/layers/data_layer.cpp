@@ -10,9 +10,7 @@
 
 #include "cortado/util/logging.hpp"
 #include "cortado/util/rng.hpp"
-#ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
-#endif
 
 namespace cortado {
 

@@ -9,10 +9,8 @@
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/layers/bias_layer.hpp"
 
-#ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
 #include "cortado/util/gpu_math.hpp"
-#endif
 
 namespace cortado {
 

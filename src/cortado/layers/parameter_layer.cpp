@@ -3,9 +3,7 @@
 #include <climits>
 
 #include "cortado/util/math.hpp"
-#ifdef CORTADO_USE_CUDA
 #include "cortado/util/gpu_math.hpp"
-#endif
 
 namespace cortado {
 

@@ -6,9 +6,7 @@
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/math_buffer.hpp"
 #include "cortado/util/rng.hpp"
-#ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
-#endif
 
 namespace cortado {
 

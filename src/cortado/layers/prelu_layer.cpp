@@ -3,9 +3,7 @@
 #include <cmath>
 
 #include "cortado/filler.hpp"
-#ifdef CORTADO_USE_CUDA
 #include "cortado/util/gpu_math.hpp"
-#endif
 
 namespace cortado {
 

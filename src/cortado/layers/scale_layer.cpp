@@ -9,9 +9,7 @@
 #include "cortado/util/math.hpp"
 #include "cortado/util/math_buffer.hpp"
 #include "cortado/util/plane_math.hpp"
-#ifdef CORTADO_USE_CUDA
 #include "cortado/util/gpu_math.hpp"
-#endif
 
 namespace cortado {
 

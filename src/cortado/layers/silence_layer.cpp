@@ -2,9 +2,7 @@
 
 #include <algorithm>
 
-#ifdef CORTADO_USE_CUDA
 #include "cortado/util/gpu_math.hpp"
-#endif
 
 namespace cortado {
 

@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
-#endif
 
 namespace cortado {
 
