@@ -69,30 +69,7 @@ void LSTMUnitLayer<Ftype, Btype>::BackwardWith(const Ops& ops, const BlobVec& to
   }
 }
 
-template <typename Ftype, typename Btype>
-void LSTMUnitLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  ForwardWith(recurrent::CpuOps<M>{}, bottom, top);
-}
-
-template <typename Ftype, typename Btype>
-void LSTMUnitLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                                               const BlobVec& bottom) {
-  BackwardWith(recurrent::CpuOps<M>{}, top, propagate_down, bottom);
-}
-
-#ifdef CORTADO_USE_CUDA
-template <typename Ftype, typename Btype>
-void LSTMUnitLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
-  ForwardWith(recurrent::GpuOps<M>{this->context().cublas(), this->context().stream()}, bottom, top);
-}
-
-template <typename Ftype, typename Btype>
-void LSTMUnitLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                                               const BlobVec& bottom) {
-  BackwardWith(recurrent::GpuOps<M>{this->context().cublas(), this->context().stream()}, top, propagate_down,
-               bottom);
-}
-#endif
+CORTADO_RECURRENT_PASSES(LSTMUnitLayer)
 
 CORTADO_INSTANTIATE_LAYER(LSTMUnitLayer);
 

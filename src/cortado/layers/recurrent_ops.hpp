@@ -15,9 +15,7 @@
 #include "cortado/layers/lstm_layer.hpp"
 #include "cortado/layers/recurrent_layer.hpp"
 #include "cortado/util/math.hpp"
-#ifdef CORTADO_USE_CUDA
 #include "cortado/util/gpu_math.hpp"
-#endif
 
 namespace cortado::recurrent {
 
@@ -136,3 +134,29 @@ struct GpuOps {
 #endif
 
 }  // namespace cortado::recurrent
+
+// The four passes of a layer written once over these operations (LSTM, RNN,
+// LSTMUnit): its ForwardWith / BackwardWith run with CpuOps on the host and
+// GpuOps on the context's cuBLAS handle and stream on the device. Expands,
+// in namespace cortado, to the definitions of Class's Forward_cpu,
+// Backward_cpu and, in a CUDA build, Forward_gpu and Backward_gpu.
+#define CORTADO_RECURRENT_PASSES_(Class, Side, ops)                                                     \
+  template <typename Ftype, typename Btype>                                                            \
+  void Class<Ftype, Btype>::Forward_##Side(const BlobVec& bottom, const BlobVec& top) {                \
+    ForwardWith(ops, bottom, top);                                                                     \
+  }                                                                                                    \
+  template <typename Ftype, typename Btype>                                                            \
+  void Class<Ftype, Btype>::Backward_##Side(const BlobVec& top, const std::vector<bool>& propagate_down, \
+                                            const BlobVec& bottom) {                                   \
+    BackwardWith(ops, top, propagate_down, bottom);                                                    \
+  }
+#ifdef CORTADO_USE_CUDA
+#define CORTADO_RECURRENT_GPU_PASSES_(Class) \
+  CORTADO_RECURRENT_PASSES_(Class, gpu,      \
+                            (recurrent::GpuOps<M>{this->context().cublas(), this->context().stream()}))
+#else
+#define CORTADO_RECURRENT_GPU_PASSES_(Class)
+#endif
+#define CORTADO_RECURRENT_PASSES(Class)                     \
+  CORTADO_RECURRENT_PASSES_(Class, cpu, recurrent::CpuOps<M>{}) \
+  CORTADO_RECURRENT_GPU_PASSES_(Class)

@@ -147,29 +147,7 @@ void RNNLayer<Ftype, Btype>::BackwardWith(const Ops& ops, const BlobVec& top, co
   }
 }
 
-template <typename Ftype, typename Btype>
-void RNNLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  ForwardWith(recurrent::CpuOps<M>{}, bottom, top);
-}
-
-template <typename Ftype, typename Btype>
-void RNNLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                                          const BlobVec& bottom) {
-  BackwardWith(recurrent::CpuOps<M>{}, top, propagate_down, bottom);
-}
-
-#ifdef CORTADO_USE_CUDA
-template <typename Ftype, typename Btype>
-void RNNLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
-  ForwardWith(recurrent::GpuOps<M>{this->context().cublas(), this->context().stream()}, bottom, top);
-}
-
-template <typename Ftype, typename Btype>
-void RNNLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                                          const BlobVec& bottom) {
-  BackwardWith(recurrent::GpuOps<M>{this->context().cublas(), this->context().stream()}, top, propagate_down, bottom);
-}
-#endif
+CORTADO_RECURRENT_PASSES(RNNLayer)
 
 CORTADO_INSTANTIATE_LAYER(RNNLayer);
 
