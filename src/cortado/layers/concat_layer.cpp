@@ -1,11 +1,8 @@
 #include "cortado/layers/concat_layer.hpp"
 
-#include <algorithm>
 #include <vector>
 
-#ifdef CORTADO_USE_CUDA
-#include "cortado/util/cuda.hpp"
-#endif
+#include "row_copy.hpp"
 
 namespace cortado {
 
@@ -52,11 +49,8 @@ void ConcatLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec
   const int64_t top_slice = top[0]->shape(axis_) * inner_;
   int64_t offset = 0;  // along axis, in units of inner_
   for (Blob* b : bottom) {
-    const Ftype* x = b->cpu_data<Ftype>();
     const int64_t slice = b->shape(axis_) * inner_;
-    for (int64_t o = 0; o < outer_; ++o) {
-      std::copy(x + o * slice, x + (o + 1) * slice, y + o * top_slice + offset);
-    }
+    copy_rows_cpu(outer_, slice, b->cpu_data<Ftype>(), slice, y + offset, top_slice);
     offset += slice;
   }
 }
@@ -70,10 +64,7 @@ void ConcatLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vect
   for (size_t i = 0; i < bottom.size(); ++i) {
     const int64_t slice = bottom[i]->shape(axis_) * inner_;
     if (propagate_down[i]) {
-      Btype* dx = bottom[i]->mutable_cpu_diff<Btype>();
-      for (int64_t o = 0; o < outer_; ++o) {
-        std::copy(dy + o * top_slice + offset, dy + o * top_slice + offset + slice, dx + o * slice);
-      }
+      copy_rows_cpu(outer_, slice, dy + offset, top_slice, bottom[i]->mutable_cpu_diff<Btype>(), slice);
     }
     offset += slice;
   }
@@ -81,20 +72,15 @@ void ConcatLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vect
 
 #ifdef CORTADO_USE_CUDA
 // The top is outer_ rows of top_slice values; bottom b fills the columns
-// [offset, offset + slice) of every row: one 2D copy per bottom.
+// [offset, offset + slice) of every row (row_copy.hpp).
 template <typename Ftype, typename Btype>
 void ConcatLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   Ftype* y = top[0]->mutable_gpu_data<Ftype>();
   const int64_t top_slice = top[0]->shape(axis_) * inner_;
   int64_t offset = 0;
   for (Blob* b : bottom) {
-    const Ftype* x = b->gpu_data<Ftype>();
     const int64_t slice = b->shape(axis_) * inner_;
-    if (slice > 0 && outer_ > 0) {
-      CORTADO_CUDA_CHECK(cudaMemcpy2DAsync(y + offset, top_slice * sizeof(Ftype), x, slice * sizeof(Ftype),
-                                           slice * sizeof(Ftype), outer_, cudaMemcpyDeviceToDevice,
-                                           this->context().stream()));
-    }
+    copy_rows_gpu(outer_, slice, b->gpu_data<Ftype>(), slice, y + offset, top_slice, this->context().stream());
     offset += slice;
   }
 }
@@ -108,10 +94,8 @@ void ConcatLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vect
   for (size_t i = 0; i < bottom.size(); ++i) {
     const int64_t slice = bottom[i]->shape(axis_) * inner_;
     if (propagate_down[i] && slice > 0 && outer_ > 0) {
-      Btype* dx = bottom[i]->mutable_gpu_diff<Btype>();
-      CORTADO_CUDA_CHECK(cudaMemcpy2DAsync(dx, slice * sizeof(Btype), dy + offset, top_slice * sizeof(Btype),
-                                           slice * sizeof(Btype), outer_, cudaMemcpyDeviceToDevice,
-                                           this->context().stream()));
+      copy_rows_gpu(outer_, slice, dy + offset, top_slice, bottom[i]->mutable_gpu_diff<Btype>(), slice,
+                    this->context().stream());
     }
     offset += slice;
   }

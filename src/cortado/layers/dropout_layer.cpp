@@ -4,11 +4,24 @@
 #include <cstring>
 
 #include "cortado/util/rng.hpp"
-#ifdef CORTADO_USE_CUDA
 #include "cortado/util/gpu_math.hpp"
-#endif
 
 namespace cortado {
+
+namespace {
+// The host pass of either direction: out = in * scale where the mask keeps,
+// 0 where it drops (in math_t<T>); out = in when not training (mask null).
+template <typename T>
+void apply_mask(const unsigned* mask, double scale, int64_t n, const T* in, T* out) {
+  if (!mask) {
+    if (out != in) std::copy(in, in + n, out);
+    return;
+  }
+  using M = math_t<T>;
+  const M s = static_cast<M>(scale);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(mask[i] ? static_cast<M>(in[i]) * s : M(0));
+}
+}  // namespace
 
 template <typename Ftype, typename Btype>
 void DropoutLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
@@ -38,37 +51,20 @@ void DropoutLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& t
 
 template <typename Ftype, typename Btype>
 void DropoutLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  using M = math_t<Ftype>;
   Ftype* y = top[0]->mutable_cpu_data<Ftype>();
   const Ftype* x = bottom[0]->cpu_data<Ftype>();
   const int64_t n = static_cast<int64_t>(bottom[0]->count());
-  if (!train()) {
-    if (y != x) std::copy(x, x + n, y);
-    return;
-  }
-  DrawMask(n);
-  const M scale = static_cast<M>(scale_);
-  for (int64_t i = 0; i < n; ++i) {
-    y[i] = static_cast<Ftype>(mask_[i] ? static_cast<M>(x[i]) * scale : M(0));
-  }
+  if (train()) DrawMask(n);
+  apply_mask(train() ? mask_.data() : nullptr, scale_, n, x, y);
 }
 
 template <typename Ftype, typename Btype>
 void DropoutLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                               const BlobVec& bottom) {
   if (!propagate_down[0]) return;
-  using M = math_t<Btype>;
   Btype* dx = bottom[0]->mutable_cpu_diff<Btype>();
   const Btype* dy = top[0]->cpu_diff<Btype>();
-  const int64_t n = static_cast<int64_t>(top[0]->count());
-  if (!train()) {
-    if (dx != dy) std::copy(dy, dy + n, dx);
-    return;
-  }
-  const M scale = static_cast<M>(scale_);
-  for (int64_t i = 0; i < n; ++i) {
-    dx[i] = static_cast<Btype>(mask_[i] ? static_cast<M>(dy[i]) * scale : M(0));
-  }
+  apply_mask(train() ? mask_.data() : nullptr, scale_, static_cast<int64_t>(top[0]->count()), dy, dx);
 }
 
 #ifdef CORTADO_USE_CUDA

@@ -51,6 +51,19 @@ inline void for_window(bool within, int size, int C, int H, int W, int n, int c,
   }
 }
 
+// Calls f(i, n, c, h, w) for every element i of an (N, C, H, W) blob, in storage order.
+template <typename Fn>
+inline void for_each_position(int N, int C, int H, int W, Fn&& f) {
+  int64_t i = 0;
+  for (int n = 0; n < N; ++n) {
+    for (int c = 0; c < C; ++c) {
+      for (int h = 0; h < H; ++h) {
+        for (int w = 0; w < W; ++w, ++i) f(i, n, c, h, w);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 template <typename Ftype, typename Btype>
@@ -62,22 +75,15 @@ void LRNLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& t
   const M k = static_cast<M>(k_);
   const M norm = static_cast<M>(alpha_ / (within_ ? double(size_) * size_ : double(size_)));
   const M beta = static_cast<M>(beta_);
-  int64_t i = 0;
-  for (int n = 0; n < N; ++n) {
-    for (int c = 0; c < C; ++c) {
-      for (int h = 0; h < H; ++h) {
-        for (int w = 0; w < W; ++w, ++i) {
-          M sum = M(0);
-          for_window(within_, size_, C, H, W, n, c, h, w, [&](int64_t j) {
-            const M v = static_cast<M>(x[j]);
-            sum += v * v;
-          });
-          s[i] = k + norm * sum;
-          y[i] = static_cast<Ftype>(static_cast<M>(x[i]) * std::pow(s[i], -beta));
-        }
-      }
-    }
-  }
+  for_each_position(N, C, H, W, [&](int64_t i, int n, int c, int h, int w) {
+    M sum = M(0);
+    for_window(within_, size_, C, H, W, n, c, h, w, [&](int64_t j) {
+      const M v = static_cast<M>(x[j]);
+      sum += v * v;
+    });
+    s[i] = k + norm * sum;
+    y[i] = static_cast<Ftype>(static_cast<M>(x[i]) * std::pow(s[i], -beta));
+  });
 }
 
 template <typename Ftype, typename Btype>
@@ -97,19 +103,11 @@ void LRNLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<
   const MB coeff = MB(2) * norm * beta;
   std::vector<MB> ratio(count);
   for (int64_t j = 0; j < count; ++j) ratio[j] = static_cast<MB>(dy[j]) * static_cast<MB>(y[j]) / s[j];
-  int64_t i = 0;
-  for (int n = 0; n < N; ++n) {
-    for (int c = 0; c < C; ++c) {
-      for (int h = 0; h < H; ++h) {
-        for (int w = 0; w < W; ++w, ++i) {
-          MB sum = MB(0);
-          for_window(within_, size_, C, H, W, n, c, h, w, [&](int64_t j) { sum += ratio[j]; });
-          dx[i] = static_cast<Btype>(static_cast<MB>(dy[i]) * std::pow(s[i], -beta) -
-                                     coeff * static_cast<MB>(x[i]) * sum);
-        }
-      }
-    }
-  }
+  for_each_position(N, C, H, W, [&](int64_t i, int n, int c, int h, int w) {
+    MB sum = MB(0);
+    for_window(within_, size_, C, H, W, n, c, h, w, [&](int64_t j) { sum += ratio[j]; });
+    dx[i] = static_cast<Btype>(static_cast<MB>(dy[i]) * std::pow(s[i], -beta) - coeff * static_cast<MB>(x[i]) * sum);
+  });
 }
 
 #ifdef CORTADO_USE_CUDA

@@ -1,11 +1,8 @@
 #include "cortado/layers/slice_layer.hpp"
 
-#include <algorithm>
 #include <vector>
 
-#ifdef CORTADO_USE_CUDA
-#include "cortado/util/cuda.hpp"
-#endif
+#include "row_copy.hpp"
 
 namespace cortado {
 
@@ -71,11 +68,8 @@ void SliceLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec&
   const int64_t row = bottom[0]->shape(axis_) * inner_;
   int64_t offset = 0;
   for (size_t i = 0; i < top.size(); ++i) {
-    Ftype* y = top[i]->mutable_cpu_data<Ftype>();
     const int64_t slice = sizes_[i] * inner_;
-    for (int64_t o = 0; o < outer_; ++o) {
-      std::copy(x + o * row + offset, x + o * row + offset + slice, y + o * slice);
-    }
+    copy_rows_cpu(outer_, slice, x + offset, row, top[i]->mutable_cpu_data<Ftype>(), slice);
     offset += slice;
   }
 }
@@ -88,31 +82,23 @@ void SliceLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vecto
   const int64_t row = bottom[0]->shape(axis_) * inner_;
   int64_t offset = 0;
   for (size_t i = 0; i < top.size(); ++i) {
-    const Btype* dy = top[i]->cpu_diff<Btype>();
     const int64_t slice = sizes_[i] * inner_;
-    for (int64_t o = 0; o < outer_; ++o) {
-      std::copy(dy + o * slice, dy + (o + 1) * slice, dx + o * row + offset);
-    }
+    copy_rows_cpu(outer_, slice, top[i]->cpu_diff<Btype>(), slice, dx + offset, row);
     offset += slice;
   }
 }
 
 #ifdef CORTADO_USE_CUDA
 // The bottom is outer_ rows of `row` values; top i is the columns
-// [offset, offset + slice) of every row: one 2D copy per top.
+// [offset, offset + slice) of every row (row_copy.hpp).
 template <typename Ftype, typename Btype>
 void SliceLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   const Ftype* x = bottom[0]->gpu_data<Ftype>();
   const int64_t row = bottom[0]->shape(axis_) * inner_;
   int64_t offset = 0;
   for (size_t i = 0; i < top.size(); ++i) {
-    Ftype* y = top[i]->mutable_gpu_data<Ftype>();
     const int64_t slice = sizes_[i] * inner_;
-    if (slice > 0 && outer_ > 0) {
-      CORTADO_CUDA_CHECK(cudaMemcpy2DAsync(y, slice * sizeof(Ftype), x + offset, row * sizeof(Ftype),
-                                           slice * sizeof(Ftype), outer_, cudaMemcpyDeviceToDevice,
-                                           this->context().stream()));
-    }
+    copy_rows_gpu(outer_, slice, x + offset, row, top[i]->mutable_gpu_data<Ftype>(), slice, this->context().stream());
     offset += slice;
   }
 }
@@ -125,13 +111,8 @@ void SliceLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vecto
   const int64_t row = bottom[0]->shape(axis_) * inner_;
   int64_t offset = 0;
   for (size_t i = 0; i < top.size(); ++i) {
-    const Btype* dy = top[i]->gpu_diff<Btype>();
     const int64_t slice = sizes_[i] * inner_;
-    if (slice > 0 && outer_ > 0) {
-      CORTADO_CUDA_CHECK(cudaMemcpy2DAsync(dx + offset, row * sizeof(Btype), dy, slice * sizeof(Btype),
-                                           slice * sizeof(Btype), outer_, cudaMemcpyDeviceToDevice,
-                                           this->context().stream()));
-    }
+    copy_rows_gpu(outer_, slice, top[i]->gpu_diff<Btype>(), slice, dx + offset, row, this->context().stream());
     offset += slice;
   }
 }

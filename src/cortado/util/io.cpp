@@ -124,21 +124,23 @@ Place locate(const std::vector<std::string>& lines, int err_line, int err_col) {
   size_t layer_depth_at_error = std::string::npos;
   bool done = false;            // the error's layer block was scanned to its end
   Place place;
+  // The scan reaches the error: keep the blocks open there and the innermost layer among them.
+  auto reach = [&] {
+    reached = true;
+    at_error = stack;
+    for (size_t k = at_error.size(); k-- > 0;)
+      if (layer_block(at_error[k].name)) {
+        layer_depth_at_error = k;
+        break;
+      }
+  };
   for (int l = 0; l < static_cast<int>(lines.size()); ++l) {
     const std::string& text = lines[l];
     size_t i = 0;
     while (i < text.size()) {
       const char c = text[i];
       const int col = static_cast<int>(i);
-      if (!reached && (l > err_line || (l == err_line && col >= err_col))) {
-        reached = true;
-        at_error = stack;
-        for (size_t k = at_error.size(); k-- > 0;)
-          if (layer_block(at_error[k].name)) {
-            layer_depth_at_error = k;
-            break;
-          }
-      }
+      if (!reached && (l > err_line || (l == err_line && col >= err_col))) reach();
       if (done) break;
       if (c == '#') break;
       if (std::isspace(static_cast<unsigned char>(c))) {
@@ -202,15 +204,7 @@ Place locate(const std::vector<std::string>& lines, int err_line, int err_col) {
       }
       ++i;
     }
-    if (!reached && l == err_line) {
-      reached = true;
-      at_error = stack;
-      for (size_t k = at_error.size(); k-- > 0;)
-        if (layer_block(at_error[k].name)) {
-          layer_depth_at_error = k;
-          break;
-        }
-    }
+    if (!reached && l == err_line) reach();
     if (done || (reached && layer_depth_at_error == std::string::npos)) break;
   }
   if (!reached) at_error = stack;

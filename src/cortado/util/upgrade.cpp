@@ -191,6 +191,11 @@ void upgrade_v0_layer(const Where& w, const std::string& path, V1LayerParameter*
   const auto bad = [&](const char* field) {
     fail(w.at(path + ".layer." + field), label, ": V0 field '", field, "' does not apply to type '", type, "'");
   };
+  // A field that applies to one type: set() where it does, an error elsewhere.
+  const auto only = [&](bool applies, const char* field, auto set) {
+    if (applies) set();
+    else bad(field);
+  };
   if (v0.has_name()) l->set_name(v0.name());
   if (v0.has_type()) {
     bool found = false;
@@ -209,26 +214,18 @@ void upgrade_v0_layer(const Where& w, const std::string& path, V1LayerParameter*
   for (const BlobProto& b : v0.blobs()) *l->add_blobs() = b;
   for (float v : v0.blobs_lr()) l->add_blobs_lr(v);
   for (float v : v0.weight_decay()) l->add_weight_decay(v);
-  if (v0.has_num_output()) {
-    if (conv) l->mutable_convolution_param()->set_num_output(v0.num_output());
-    else if (ip) l->mutable_inner_product_param()->set_num_output(v0.num_output());
-    else bad("num_output");
-  }
-  if (v0.has_biasterm()) {
-    if (conv) l->mutable_convolution_param()->set_bias_term(v0.biasterm());
-    else if (ip) l->mutable_inner_product_param()->set_bias_term(v0.biasterm());
-    else bad("biasterm");
-  }
+  // The fields of both a convolution and an inner product: set(p) on the layer's parameter.
+  const auto conv_or_ip = [&](const char* field, auto set) {
+    if (conv) set(l->mutable_convolution_param());
+    else if (ip) set(l->mutable_inner_product_param());
+    else bad(field);
+  };
+  if (v0.has_num_output()) conv_or_ip("num_output", [&](auto* p) { p->set_num_output(v0.num_output()); });
+  if (v0.has_biasterm()) conv_or_ip("biasterm", [&](auto* p) { p->set_bias_term(v0.biasterm()); });
   if (v0.has_weight_filler()) {
-    if (conv) *l->mutable_convolution_param()->mutable_weight_filler() = v0.weight_filler();
-    else if (ip) *l->mutable_inner_product_param()->mutable_weight_filler() = v0.weight_filler();
-    else bad("weight_filler");
+    conv_or_ip("weight_filler", [&](auto* p) { *p->mutable_weight_filler() = v0.weight_filler(); });
   }
-  if (v0.has_bias_filler()) {
-    if (conv) *l->mutable_convolution_param()->mutable_bias_filler() = v0.bias_filler();
-    else if (ip) *l->mutable_inner_product_param()->mutable_bias_filler() = v0.bias_filler();
-    else bad("bias_filler");
-  }
+  if (v0.has_bias_filler()) conv_or_ip("bias_filler", [&](auto* p) { *p->mutable_bias_filler() = v0.bias_filler(); });
   if (v0.has_pad()) {
     if (conv) l->mutable_convolution_param()->add_pad(v0.pad());
     else if (pool) l->mutable_pooling_param()->set_pad(v0.pad());
@@ -239,10 +236,7 @@ void upgrade_v0_layer(const Where& w, const std::string& path, V1LayerParameter*
     else if (pool) l->mutable_pooling_param()->set_kernel_size(v0.kernelsize());
     else bad("kernelsize");
   }
-  if (v0.has_group()) {
-    if (conv) l->mutable_convolution_param()->set_group(v0.group());
-    else bad("group");
-  }
+  if (v0.has_group()) only(conv, "group", [&] { l->mutable_convolution_param()->set_group(v0.group()); });
   if (v0.has_stride()) {
     if (conv) l->mutable_convolution_param()->add_stride(v0.stride());
     else if (pool) l->mutable_pooling_param()->set_stride(v0.stride());
@@ -257,22 +251,10 @@ void upgrade_v0_layer(const Where& w, const std::string& path, V1LayerParameter*
     if (type == "dropout") l->mutable_dropout_param()->set_dropout_ratio(v0.dropout_ratio());
     else bad("dropout_ratio");
   }
-  if (v0.has_local_size()) {
-    if (lrn) l->mutable_lrn_param()->set_local_size(v0.local_size());
-    else bad("local_size");
-  }
-  if (v0.has_alpha()) {
-    if (lrn) l->mutable_lrn_param()->set_alpha(v0.alpha());
-    else bad("alpha");
-  }
-  if (v0.has_beta()) {
-    if (lrn) l->mutable_lrn_param()->set_beta(v0.beta());
-    else bad("beta");
-  }
-  if (v0.has_k()) {
-    if (lrn) l->mutable_lrn_param()->set_k(v0.k());
-    else bad("k");
-  }
+  if (v0.has_local_size()) only(lrn, "local_size", [&] { l->mutable_lrn_param()->set_local_size(v0.local_size()); });
+  if (v0.has_alpha()) only(lrn, "alpha", [&] { l->mutable_lrn_param()->set_alpha(v0.alpha()); });
+  if (v0.has_beta()) only(lrn, "beta", [&] { l->mutable_lrn_param()->set_beta(v0.beta()); });
+  if (v0.has_k()) only(lrn, "k", [&] { l->mutable_lrn_param()->set_k(v0.k()); });
   if (v0.has_source()) {
     if (type == "data") l->mutable_data_param()->set_source(v0.source());
     else if (type == "hdf5_data") l->mutable_hdf5_data_param()->set_source(v0.source());
@@ -297,22 +279,18 @@ void upgrade_v0_layer(const Where& w, const std::string& path, V1LayerParameter*
     else bad("rand_skip");
   }
   if (v0.has_shuffle_images()) {
-    if (type == "images") l->mutable_image_data_param()->set_shuffle(v0.shuffle_images());
-    else bad("shuffle_images");
+    only(type == "images", "shuffle_images", [&] { l->mutable_image_data_param()->set_shuffle(v0.shuffle_images()); });
   }
   if (v0.has_new_height()) {
-    if (type == "images") l->mutable_image_data_param()->set_new_height(v0.new_height());
-    else bad("new_height");
+    only(type == "images", "new_height", [&] { l->mutable_image_data_param()->set_new_height(v0.new_height()); });
   }
   if (v0.has_new_width()) {
-    if (type == "images") l->mutable_image_data_param()->set_new_width(v0.new_width());
-    else bad("new_width");
+    only(type == "images", "new_width", [&] { l->mutable_image_data_param()->set_new_width(v0.new_width()); });
   }
   if (v0.has_new_num()) bad("new_num");
   if (v0.has_new_channels()) bad("new_channels");
   if (v0.has_concat_dim()) {
-    if (type == "concat") l->mutable_concat_param()->set_concat_dim(v0.concat_dim());
-    else bad("concat_dim");
+    only(type == "concat", "concat_dim", [&] { l->mutable_concat_param()->set_concat_dim(v0.concat_dim()); });
   }
   if (!window) {
     if (v0.has_det_fg_threshold()) bad("det_fg_threshold");
@@ -322,8 +300,7 @@ void upgrade_v0_layer(const Where& w, const std::string& path, V1LayerParameter*
     if (v0.has_det_crop_mode()) bad("det_crop_mode");
   }
   if (v0.has_hdf5_output_param()) {
-    if (type == "hdf5_output") *l->mutable_hdf5_output_param() = v0.hdf5_output_param();
-    else bad("hdf5_output_param");
+    only(type == "hdf5_output", "hdf5_output_param", [&] { *l->mutable_hdf5_output_param() = v0.hdf5_output_param(); });
   }
 }
 
