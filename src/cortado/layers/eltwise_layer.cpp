@@ -3,8 +3,15 @@
 #include <cmath>
 
 #include "cortado/layers/relu_layer.hpp"
+#include "cortado/util/cpu_parallel.hpp"
 
 namespace cortado {
+
+namespace {
+// Values per range of the CPU loops: arrays smaller than two ranges stay on
+// the calling thread.
+constexpr int64_t kEltwiseGrain = int64_t{1} << 16;
+}  // namespace
 
 template <typename Ftype, typename Btype>
 void EltwiseLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
@@ -53,26 +60,66 @@ void EltwiseLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVe
   std::vector<const Ftype*> x(bottom.size());
   for (size_t i = 0; i < bottom.size(); ++i) x[i] = bottom[i]->cpu_data<Ftype>();
   const ReLUOp relu{};
-  for (int64_t k = 0; k < n; ++k) {
-    M acc = static_cast<M>(x[0][k]);
-    if (op_ == EltwiseParameter::SUM) acc *= static_cast<M>(coeff_[0]);
-    int arg = 0;
-    for (size_t i = 1; i < x.size(); ++i) {
-      const M v = static_cast<M>(x[i][k]);
-      switch (op_) {
-        case EltwiseParameter::SUM: acc += static_cast<M>(coeff_[i]) * v; break;
-        case EltwiseParameter::PROD: acc *= v; break;
-        case EltwiseParameter::MAX:
-          if (v > acc) {
-            acc = v;
-            arg = static_cast<int>(i);
+  const bool fused_relu = relu_;
+  // Each op in a loop of its own, split over the cores (the ranges change
+  // nothing: every value is computed alone, by the same expressions).
+  switch (op_) {
+    case EltwiseParameter::SUM: {
+      std::vector<M> c(coeff_.size());
+      for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<M>(coeff_[i]);
+      cpu_parallel_range(n, kEltwiseGrain, [&](int64_t lo, int64_t hi) {
+        if (x.size() == 2) {  // the residual sum
+          const Ftype *a = x[0], *b = x[1];
+          const M c0 = c[0], c1 = c[1];
+          for (int64_t k = lo; k < hi; ++k) {
+            M acc = static_cast<M>(a[k]) * c0;
+            acc += c1 * static_cast<M>(b[k]);
+            Ftype v = static_cast<Ftype>(acc);
+            if (fused_relu) v = static_cast<Ftype>(relu.forward(static_cast<M>(v)));  // the fused ReLU, as it computes
+            y[k] = v;
           }
-          break;
-      }
+          return;
+        }
+        for (int64_t k = lo; k < hi; ++k) {
+          M acc = static_cast<M>(x[0][k]) * c[0];
+          for (size_t i = 1; i < x.size(); ++i) acc += c[i] * static_cast<M>(x[i][k]);
+          Ftype v = static_cast<Ftype>(acc);
+          if (fused_relu) v = static_cast<Ftype>(relu.forward(static_cast<M>(v)));
+          y[k] = v;
+        }
+      });
+      break;
     }
-    y[k] = static_cast<Ftype>(acc);
-    if (relu_) y[k] = static_cast<Ftype>(relu.forward(static_cast<M>(y[k])));  // the fused ReLU, as it computes
-    if (op_ == EltwiseParameter::MAX) argmax_[k] = arg;
+    case EltwiseParameter::PROD:
+      cpu_parallel_range(n, kEltwiseGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t k = lo; k < hi; ++k) {
+          M acc = static_cast<M>(x[0][k]);
+          for (size_t i = 1; i < x.size(); ++i) acc *= static_cast<M>(x[i][k]);
+          Ftype v = static_cast<Ftype>(acc);
+          if (fused_relu) v = static_cast<Ftype>(relu.forward(static_cast<M>(v)));
+          y[k] = v;
+        }
+      });
+      break;
+    case EltwiseParameter::MAX:
+      cpu_parallel_range(n, kEltwiseGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t k = lo; k < hi; ++k) {
+          M acc = static_cast<M>(x[0][k]);
+          int arg = 0;
+          for (size_t i = 1; i < x.size(); ++i) {
+            const M v = static_cast<M>(x[i][k]);
+            if (v > acc) {
+              acc = v;
+              arg = static_cast<int>(i);
+            }
+          }
+          Ftype v = static_cast<Ftype>(acc);
+          if (fused_relu) v = static_cast<Ftype>(relu.forward(static_cast<M>(v)));
+          y[k] = v;
+          argmax_[k] = arg;
+        }
+      });
+      break;
   }
 }
 
@@ -92,14 +139,18 @@ void EltwiseLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vec
           // The fused ReLU's gradient, as ReLU's backward stores it, then the sum's.
           const Ftype* y = top[0]->cpu_data<Ftype>();
           const ReLUOp relu{};
-          for (int64_t k = 0; k < n; ++k) {
-            const Btype g = static_cast<Btype>(
-                relu.backward(static_cast<M>(static_cast<Btype>(y[k])), M(0), static_cast<M>(dy[k])));
-            dx[k] = static_cast<Btype>(c * static_cast<M>(g));
-          }
+          cpu_parallel_range(n, kEltwiseGrain, [&](int64_t lo, int64_t hi) {
+            for (int64_t k = lo; k < hi; ++k) {
+              const Btype g = static_cast<Btype>(
+                  relu.backward(static_cast<M>(static_cast<Btype>(y[k])), M(0), static_cast<M>(dy[k])));
+              dx[k] = static_cast<Btype>(c * static_cast<M>(g));
+            }
+          });
           break;
         }
-        for (int64_t k = 0; k < n; ++k) dx[k] = static_cast<Btype>(c * static_cast<M>(dy[k]));
+        cpu_parallel_range(n, kEltwiseGrain, [&](int64_t lo, int64_t hi) {
+          for (int64_t k = lo; k < hi; ++k) dx[k] = static_cast<Btype>(c * static_cast<M>(dy[k]));
+        });
         break;
       }
       case EltwiseParameter::PROD: {
