@@ -36,6 +36,7 @@
 # build configured with -DUSE_OPENCV=OFF -DUSE_MPI=OFF is packed as it is.
 #
 # Environment: BUILD_DIR (build), BUNDLE_DIR (.gpu_bundle), LIMIT_MIB (48),
+# NVJPEG_LIB (a libnvjpeg.so.N to carry in lib/; none by default),
 # JOBS (all cores), XZ_LEVEL (9). Builds go through the shared lock
 # /tmp/cortado-build.lock (flock) where flock exists.
 set -euo pipefail
@@ -203,6 +204,16 @@ done
 [ -z "$missing" ] || die "ldd finds no$missing here"
 chmod u+w "$STAGE"/lib/*.so* "$STAGE"/lib/cxx/*
 strip --strip-unneeded "$STAGE"/lib/*.so* "$STAGE"/lib/cxx/* 2>/dev/null || true
+
+# nvJPEG is opened at run time (util/nvjpeg_batch.hpp) and is not part of
+# every CUDA installation: NVJPEG_LIB names a libnvjpeg.so.N to carry (the
+# nvidia-nvjpeg wheel's needs nothing beyond libc), so that the nvJPEG tests
+# run instead of skipping where the GPU machine has none.
+if [ -n "${NVJPEG_LIB:-}" ]; then
+  [ -f "$NVJPEG_LIB" ] || die "NVJPEG_LIB=$NVJPEG_LIB: no such file"
+  cp -L "$NVJPEG_LIB" "$STAGE/lib/$(basename "$NVJPEG_LIB")"
+  strip --strip-unneeded "$STAGE/lib/$(basename "$NVJPEG_LIB")" 2>/dev/null || true
+fi
 
 cp -r models "$STAGE/models"
 cp -r tests/bad_input tests/models "$STAGE/tests/"
