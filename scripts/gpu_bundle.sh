@@ -10,9 +10,10 @@
 # What goes in (laid out as the repository, so the tests and the benchmarks
 # find the model files where they look for them):
 #   bin/      trainer, cortado_tests (the whole GoogleTest suite, GPU cases
-#             included) and the tools the tests run (convert_mnist, ...: those
-#             tests/CMakeLists.txt passes as CORTADO_<NAME>="$<TARGET_FILE:..>";
-#             tools.env maps the names to the copies), stripped
+#             included), nvjpeg_decode (stage f) and the tools the tests run
+#             (convert_mnist, ...: those tests/CMakeLists.txt passes as
+#             CORTADO_<NAME>="$<TARGET_FILE:..>"; tools.env maps the names to
+#             the copies), stripped
 #   lib/      every shared library they load, found with ldd, except glibc and
 #             the CUDA libraries (cudart, cuBLAS, cuDNN, NCCL, ...), which must
 #             come from the GPU machine, as its driver does; libstdc++ and
@@ -83,6 +84,8 @@ while read -r var t; do
   [[ " ${EXES[*]} " == *" $t "* ]] || EXES+=("$t")
 done < <(grep -oE 'CORTADO_[A-Z0-9_]+="\$<TARGET_FILE:[A-Za-z0-9_]+>"' tests/CMakeLists.txt |
          sed -E 's/^(CORTADO_[A-Z0-9_]+)="\$<TARGET_FILE:([A-Za-z0-9_]+)>"$/\1 \2/' | sort -u)
+# The nvJPEG benchmark's tool (CUDA builds only), for the check's stage f.
+ninja -C "$BUILD_DIR" -t query nvjpeg_decode >/dev/null 2>&1 && EXES+=(nvjpeg_decode)
 
 say "building ${EXES[*]} in $BUILD_DIR"
 locked cmake --build "$BUILD_DIR" -j "$JOBS" --target "${EXES[@]}" >/tmp/gpu_bundle_build.$$.log 2>&1 \
@@ -217,7 +220,7 @@ fi
 
 cp -r models "$STAGE/models"
 cp -r tests/bad_input tests/models "$STAGE/tests/"
-cp scripts/bench/lib.sh scripts/bench/resnet50_pytorch.py "$STAGE/scripts/bench/"
+cp scripts/bench/lib.sh scripts/bench/resnet50_pytorch.py scripts/bench/imagenet_jpegs.py "$STAGE/scripts/bench/"
 # LeNet without Fashion-MNIST: the Data layers replaced by DummyData
 # (uniform pixels in [0, 1), batch 64), for the check's LeNet timings.
 for p in "" _fp16; do

@@ -25,6 +25,12 @@
 #      iterations each: images/s and peak memory (RESNET_TIMEOUT, 120 s a run);
 #      then resnet50_nvcaffe again with fuse_layers: false, the gain of the
 #      layer fusion (BatchNorm + ReLU, Eltwise SUM + ReLU in one pass)
+#   f. nvJPEG: images/s of bin/nvjpeg_decode (util/nvjpeg_batch.hpp) at batch
+#      NVJPEG_BATCH (256), FP16, random-resized crop 224 + mirror + mean, over
+#      1,024 ImageNet-like JPEGs made by scripts/bench/imagenet_jpegs.py
+#      (python3 with numpy and PIL), 3 runs of 20 batches after 3; SKIPPED
+#      where nvJPEG cannot be loaded (the bundle carries a libnvjpeg when it
+#      was packed with NVJPEG_LIB)
 #   b. compute-sanitizer memcheck on one iteration (after one warm-up) of
 #      `trainer time` on models/resnet50/train_val_dummy_fp16.prototxt at
 #      batch 8 (MEMCHECK_TIMEOUT, 240 s, or what is left); SKIPPED where
@@ -34,11 +40,12 @@
 #      $OUT/gpu_check_summary.txt (OUT unset: the bundle's folder); the logs
 #      go to gpu_check_logs/ beside it
 #
-# Options: --no-tests, --no-memcheck, --no-lenet, --no-resnet (skip a stage),
-# --no-bench (skip c and d), so that a second call reruns only what failed;
+# Options: --no-tests, --no-memcheck, --no-lenet, --no-resnet, --no-nvjpeg
+# (skip a stage), --no-bench (skip c, d and f), so that a second call reruns only what failed;
 # --tests=FILTER (a gtest filter for stage a; default every case).
 # Environment: GPU (0), JOBS (test processes: half the cores, at most 8), OUT,
 # TEST_TIMEOUT, MEMCHECK_TIMEOUT, RESNET_TIMEOUT, DEADLINE, RESNET_BATCH (256),
+# NVJPEG_BATCH (256),
 # PYTHON (python3), CUDA_HOME (searched first for the CUDA libraries),
 # WORK_DIR (where the archive is unpacked: beside it, else a temporary folder).
 #
@@ -51,14 +58,15 @@ T0=$(date +%s)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ARCHIVE_NAME=cortado_gpu.tar.xz
 
-RUN_TESTS=1 RUN_MEMCHECK=1 RUN_LENET=1 RUN_RESNET=1 TEST_FILTER=""
+RUN_TESTS=1 RUN_MEMCHECK=1 RUN_LENET=1 RUN_RESNET=1 RUN_NVJPEG=1 TEST_FILTER=""
 for a in "$@"; do
   case "$a" in
     --no-tests) RUN_TESTS=0 ;;
     --no-memcheck) RUN_MEMCHECK=0 ;;
     --no-lenet) RUN_LENET=0 ;;
     --no-resnet) RUN_RESNET=0 ;;
-    --no-bench) RUN_LENET=0 RUN_RESNET=0 ;;
+    --no-nvjpeg) RUN_NVJPEG=0 ;;
+    --no-bench) RUN_LENET=0 RUN_RESNET=0 RUN_NVJPEG=0 ;;
     --tests=*) TEST_FILTER=${a#--tests=} ;;
     -h|--help) sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d'; exit 0 ;;
     *) echo "gpu_check: unknown option $a (see --help)" >&2; exit 1 ;;
@@ -71,6 +79,7 @@ MEMCHECK_TIMEOUT=${MEMCHECK_TIMEOUT:-240}
 RESNET_TIMEOUT=${RESNET_TIMEOUT:-120}
 DEADLINE=${DEADLINE:-470}
 RESNET_BATCH=${RESNET_BATCH:-256}
+NVJPEG_BATCH=${NVJPEG_BATCH:-256}
 
 say() { echo "gpu_check: $*"; }
 die() { echo "gpu_check: error: $*" >&2; exit 1; }
@@ -354,7 +363,45 @@ if [ $RUN_RESNET = 1 ] && [ $HAVE_GPU = 1 ]; then
   say "PyTorch AMP: ${resnet_line[pytorch]}"
 fi
 
-# ---- b. memcheck ------------------------------------------------------------------------------
+# ---- f. nvJPEG ----------------------------------------------------------------------------------
+nvjpeg_line="not run (--no-nvjpeg)"
+if [ $RUN_NVJPEG = 1 ] && [ $HAVE_GPU = 0 ]; then
+  nvjpeg_line="SKIPPED (no GPU)"
+elif [ $RUN_NVJPEG = 1 ] && [ ! -x bin/nvjpeg_decode ]; then
+  nvjpeg_line="SKIPPED (the bundle has no nvjpeg_decode)"
+elif [ $RUN_NVJPEG = 1 ]; then
+  say "f. nvJPEG: bin/nvjpeg_decode at batch $NVJPEG_BATCH, FP16, 3 runs x 20 batches (logs: $LOG_DIR/nvjpeg_*.log)"
+  probe=$(timeout -k 5 "$(limit 60)" "${cortado_env[@]}" bin/nvjpeg_decode --iters=0 --warmup=0 /dev/null 2>&1)
+  if echo "$probe" | grep -q 'skipped:'; then
+    nvjpeg_line="SKIPPED: $(echo "$probe" | grep -m1 'skipped:' | sed 's/.*skipped: //')"
+  else
+    jdir=$(mktemp -d)
+    if ! "$PYTHON" scripts/bench/imagenet_jpegs.py "$jdir" 1024 >"$LOG_DIR/nvjpeg_images.log" 2>&1; then
+      nvjpeg_line="FAILED: could not make the JPEGs ($(tail -1 "$LOG_DIR/nvjpeg_images.log"))"; result[nvjpeg]=FAIL failed=1
+    else
+      rates=() jline=""
+      for r in 1 2 3; do
+        timeout -k 10 "$(limit 90)" "${cortado_env[@]}" bin/nvjpeg_decode --batch="$NVJPEG_BATCH" --iters=20 \
+          --warmup=3 --type=FLOAT16 "$jdir/list.txt" >"$LOG_DIR/nvjpeg_$r.log" 2>&1
+        rc=$?
+        jline=$(grep '^nvjpeg_decode:' "$LOG_DIR/nvjpeg_$r.log" | tail -1)
+        [ $rc = 0 ] && [ -n "$(kv images_per_s "$jline")" ] || { rates=(); break; }
+        rates+=("$(kv images_per_s "$jline")")
+      done
+      if [ ${#rates[@]} = 3 ]; then
+        nvjpeg_line="$(printf '%s\n' "${rates[@]}" | median) images/s median of 3 ($(echo "$jline" | sed 's/^nvjpeg_decode: //'))"
+        result[nvjpeg]=PASS
+      else
+        nvjpeg_line="FAILED (exit status $rc; see $LOG_DIR/nvjpeg_$r.log: $(tail -1 "$LOG_DIR/nvjpeg_$r.log" | cut -c1-200))"
+        result[nvjpeg]=FAIL failed=1
+      fi
+    fi
+    rm -rf "$jdir"
+  fi
+  say "nvJPEG: $nvjpeg_line"
+fi
+
+# ---- b. memcheck ----------------------------------------------------------------------------------
 memcheck_line="not run (--no-memcheck)"
 if [ $RUN_MEMCHECK = 1 ] && [ $HAVE_GPU = 0 ]; then
   memcheck_line="SKIPPED (no GPU)"
@@ -420,7 +467,8 @@ stage_word() { [ -n "${result[$1]:-}" ] && echo "${result[$1]}" || echo "$2"; }
     echo "  PyTorch AMP channels_last:       ${resnet_line[pytorch]}"
     echo "  Cortado/PyTorch images/s:        resnet50 $(ratio "${resnet_ips[resnet50]:-}" "${resnet_ips[pytorch]:-}"), resnet50_nvcaffe $(ratio "${resnet_ips[resnet50_nvcaffe]:-}" "${resnet_ips[pytorch]:-}")"
   fi
-  echo "Stages:    tests $(stage_word tests "-"), memcheck $(stage_word memcheck "-"), lenet $(stage_word lenet "-"), resnet $(stage_word resnet "-"); $(elapsed) s in all"
+  echo "nvJPEG:    $nvjpeg_line"
+  echo "Stages:    tests $(stage_word tests "-"), memcheck $(stage_word memcheck "-"), lenet $(stage_word lenet "-"), resnet $(stage_word resnet "-"), nvjpeg $(stage_word nvjpeg "-"); $(elapsed) s in all"
   echo "Logs:      $LOG_DIR"
 } >"$SUMMARY_FILE.tmp"
 echo

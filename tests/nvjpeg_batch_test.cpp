@@ -58,6 +58,20 @@ TEST(NvjpegLibraryTest, MissingLibraryNamesEveryNameTried) {
   }
 }
 
+// A library that loads but is not nvJPEG (the C library) is refused, naming
+// the first entry point it lacks: the entry points are looked up one by one
+// (a lookup that never happened would leave them null and crash at the first
+// call, as an unqualified bind(...) did when it meant std::bind).
+TEST(NvjpegLibraryTest, LibraryWithoutTheEntryPointsIsRefused) {
+  try {
+    NvjpegLibrary library({"libc.so.6"});
+    FAIL() << "accepted " << library.name() << " as nvJPEG";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("libc.so.6 has no nvjpegCreateEx"), std::string::npos) << m;
+  }
+}
+
 // Where nvJPEG is installed (loading it needs no device), every entry point
 // resolves; skipped where it is not.
 TEST(NvjpegLibraryTest, DefaultNamesResolveEveryEntryPoint) {

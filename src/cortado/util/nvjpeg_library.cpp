@@ -32,8 +32,11 @@ const char* status_name(int status) {
 namespace {
 
 // Resolves one entry point into `fn`; a missing required one is an Error.
+// (Not named bind: with a std::string argument, an unqualified bind(...)
+// finds std::bind by argument-dependent lookup, a better match, which builds
+// a call wrapper and discards it, leaving every entry point null.)
 template <typename F>
-void bind(void* handle, const std::string& library, const char* symbol, bool required, F** fn) {
+void resolve_symbol(void* handle, const std::string& library, const char* symbol, bool required, F** fn) {
   *fn = reinterpret_cast<F*>(dlsym(handle, symbol));
   if (!*fn && required) {
     fail(library, " has no ", symbol, ": Cortado's GPU JPEG decoding needs the nvJPEG of CUDA 12 or later");
@@ -64,19 +67,19 @@ NvjpegLibrary::NvjpegLibrary(const std::vector<std::string>& names) : api_(std::
   }
   nvjpeg::Api& a = *api_;
   try {
-    bind(handle_, name_, "nvjpegCreateEx", true, &a.CreateEx);
-    bind(handle_, name_, "nvjpegDestroy", true, &a.Destroy);
-    bind(handle_, name_, "nvjpegJpegStateCreate", true, &a.JpegStateCreate);
-    bind(handle_, name_, "nvjpegJpegStateDestroy", true, &a.JpegStateDestroy);
-    bind(handle_, name_, "nvjpegJpegStreamCreate", true, &a.JpegStreamCreate);
-    bind(handle_, name_, "nvjpegJpegStreamDestroy", true, &a.JpegStreamDestroy);
-    bind(handle_, name_, "nvjpegJpegStreamParseHeader", true, &a.JpegStreamParseHeader);
-    bind(handle_, name_, "nvjpegJpegStreamGetFrameDimensions", true, &a.JpegStreamGetFrameDimensions);
-    bind(handle_, name_, "nvjpegJpegStreamGetComponentsNum", true, &a.JpegStreamGetComponentsNum);
-    bind(handle_, name_, "nvjpegJpegStreamGetExifOrientation", false, &a.JpegStreamGetExifOrientation);
-    bind(handle_, name_, "nvjpegDecodeBatchedSupported", true, &a.DecodeBatchedSupported);
-    bind(handle_, name_, "nvjpegDecodeBatchedInitialize", true, &a.DecodeBatchedInitialize);
-    bind(handle_, name_, "nvjpegDecodeBatched", true, &a.DecodeBatched);
+    resolve_symbol(handle_, name_, "nvjpegCreateEx", true, &a.CreateEx);
+    resolve_symbol(handle_, name_, "nvjpegDestroy", true, &a.Destroy);
+    resolve_symbol(handle_, name_, "nvjpegJpegStateCreate", true, &a.JpegStateCreate);
+    resolve_symbol(handle_, name_, "nvjpegJpegStateDestroy", true, &a.JpegStateDestroy);
+    resolve_symbol(handle_, name_, "nvjpegJpegStreamCreate", true, &a.JpegStreamCreate);
+    resolve_symbol(handle_, name_, "nvjpegJpegStreamDestroy", true, &a.JpegStreamDestroy);
+    resolve_symbol(handle_, name_, "nvjpegJpegStreamParseHeader", true, &a.JpegStreamParseHeader);
+    resolve_symbol(handle_, name_, "nvjpegJpegStreamGetFrameDimensions", true, &a.JpegStreamGetFrameDimensions);
+    resolve_symbol(handle_, name_, "nvjpegJpegStreamGetComponentsNum", true, &a.JpegStreamGetComponentsNum);
+    resolve_symbol(handle_, name_, "nvjpegJpegStreamGetExifOrientation", false, &a.JpegStreamGetExifOrientation);
+    resolve_symbol(handle_, name_, "nvjpegDecodeBatchedSupported", true, &a.DecodeBatchedSupported);
+    resolve_symbol(handle_, name_, "nvjpegDecodeBatchedInitialize", true, &a.DecodeBatchedInitialize);
+    resolve_symbol(handle_, name_, "nvjpegDecodeBatched", true, &a.DecodeBatched);
   } catch (...) {
     dlclose(handle_);
     throw;
