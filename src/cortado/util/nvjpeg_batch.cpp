@@ -67,7 +67,9 @@ struct NvjpegBatchDecoder::State {
   nvjpeg::State hw_state = nullptr, sw_state = nullptr;
   nvjpeg::Stream parser = nullptr;  // of hw where there is one (DecodeBatchedSupported reads it), else sw
   cudaEvent_t uploaded = nullptr;   // the last call's uploads from the pinned buffers are done
-  cudaStream_t stream = nullptr;    // of the last call
+  cudaEvent_t finished = nullptr;   // the last call's work is done (its stream may be gone since)
+  cudaStream_t stream = nullptr;    // of the call in progress; never used after it returns
+  cudaStream_t last_stream = nullptr;  // compared only, never used: it may be destroyed
   uint8_t* planes = nullptr;        // device: the decoded images, C planes each
   size_t planes_bytes = 0;
   NvjpegJob* jobs = nullptr;  // device
@@ -136,6 +138,7 @@ void NvjpegBatchDecoder::State::Init(const std::vector<std::string>& library_nam
   check_nvjpeg(api->JpegStateCreate(sw, &sw_state), "nvjpegJpegStateCreate");
   check_nvjpeg(api->JpegStreamCreate(hw ? hw : sw, &parser), "nvjpegJpegStreamCreate");
   CORTADO_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded, cudaEventDisableTiming));
+  CORTADO_CUDA_CHECK(cudaEventCreateWithFlags(&finished, cudaEventDisableTiming));
   LOG(INFO) << "GPU JPEG decoding: " << library->name() << ", "
             << (hw ? "the hardware JPEG engine (the default backend for the files it does not take)"
                    : "the default backend (no hardware JPEG engine)");
@@ -143,10 +146,13 @@ void NvjpegBatchDecoder::State::Init(const std::vector<std::string>& library_nam
 
 NvjpegBatchDecoder::State::~State() {
   if (!api) return;  // nvJPEG did not load: nothing was created
-  if (stream) cudaStreamSynchronize(stream);
-  if (uploaded) {
-    cudaEventSynchronize(uploaded);
-    cudaEventDestroy(uploaded);
+  // The caller's stream may be destroyed by now (the first GPU run crashed
+  // synchronizing it here): wait for the last call's work through its event.
+  for (cudaEvent_t* e : {&finished, &uploaded}) {
+    if (*e) {
+      cudaEventSynchronize(*e);
+      cudaEventDestroy(*e);
+    }
   }
   if (planes) cudaFree(planes);  // cudaFree also frees what cudaMallocAsync gave
   if (jobs) cudaFree(jobs);
@@ -238,9 +244,11 @@ void NvjpegBatchDecoder::State::Decode(Group* hardware, Group* fallback) {
 }
 
 void NvjpegBatchDecoder::State::UseStream(cudaStream_t s) {
-  // The buffers are stream-ordered: moving to another stream waits for the old one.
-  if (stream && stream != s) CORTADO_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // The buffers are stream-ordered: a call on another stream waits for the
+  // last call's work (through its event: that stream may be gone).
+  if (s != last_stream) CORTADO_CUDA_CHECK(cudaEventSynchronize(finished));
   stream = s;
+  last_stream = s;
 }
 
 void NvjpegBatchDecoder::State::GrowDevice(void** p, size_t* have, size_t need) const {
@@ -361,6 +369,12 @@ std::vector<int> NvjpegBatchDecoder::Decode(const std::vector<std::string_view>&
   const int n = static_cast<int>(jpegs.size());
   if (n > 65535) fail("a batch of ", n, " records is more than the GPU transform takes at once (65535)");
   s.UseStream(stream);
+  // `finished` marks the end of whatever this call enqueued, also when it
+  // throws part way (the destructor waits for it before freeing the buffers).
+  struct RecordFinished {
+    State& s;
+    ~RecordFinished() { cudaEventRecord(s.finished, s.stream); }
+  } record_finished{s};
   CORTADO_CUDA_CHECK(cudaEventSynchronize(s.uploaded));  // the pinned buffers are free again
   std::vector<Probe> probes;
   int cpu_count = 0;
