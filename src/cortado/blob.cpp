@@ -29,7 +29,14 @@ void Blob::Reshape(const std::vector<int>& shape) {
   shape_ = shape;
   count_ = count;
   data_->resize(count);
-  diff_->resize(count);
+  // A diff shared by the Net's memory plan (net_memory.hpp) with blobs of
+  // this blob's old count: a new count takes a buffer of its own rather than
+  // resizing theirs. (A view's layer shares its diff again after reshaping.)
+  if (diff_.use_count() > 1 && diff_->count() != count) {
+    diff_ = std::make_shared<Tensor>(diff_->type(), count);
+  } else {
+    diff_->resize(count);
+  }
 }
 
 void Blob::Reshape(const BlobShape& shape) {

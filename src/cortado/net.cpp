@@ -8,6 +8,7 @@
 #include "cortado/layer_factory.hpp"
 #include "cortado/layer_traits.hpp"
 #include "cortado/net_fusion.hpp"
+#include "cortado/net_memory.hpp"
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/gpu_faults.hpp"
 #include "cortado/util/hdf5.hpp"
@@ -227,6 +228,8 @@ void Net::Init(const NetParameter& in_param) {
   AnalyseBackward(in_param.force_backward());
   ShareParameters();
   if (in_param.fuse_layers()) FuseLayers(*this);  // net_fusion.hpp: an execution detail, the values unchanged
+  const DiffSharingStats shared = ShareDiffBuffers(*this);  // net_memory.hpp: likewise
+  if (shared.buffers < shared.groups) INFO_LOG << "Network '" << name_ << "': " << DiffSharingSummary(shared);
   INFO_LOG << "Network '" << name_ << "' (" << (phase_ == TRAIN ? "TRAIN" : "TEST") << "): " << layers_.size()
            << " layers, " << learnable_params_.size() << " learnable parameter blobs";
 }

@@ -1,0 +1,67 @@
+#pragma once
+// The Net's gradient memory plan: blobs whose gradients (diffs) are never
+// needed at the same time during backward share one buffer.
+//
+// In Caffe every blob owns a data and a diff buffer, so a net holds twice its
+// activations. But an activation's gradient lives only from the backward of
+// the last layer that touches its blob (in net order; the first to run in
+// backward) to the backward of the first one. ShareDiffBuffers computes that
+// span for each blob and, like a register allocator, gives blobs of the same
+// size whose spans do not overlap one diff buffer. For ResNet-50 this takes
+// the diffs from one buffer per blob to a few per size: the net's memory
+// falls by about its activations' gradients.
+//
+// Which diffs share, and why the values are those of the unshared net:
+// - Only diffs that some layer writes in backward, and that every layer
+//   reading them as a bottom writes first: Caffe's layers overwrite their
+//   bottoms' diffs, so such a diff never shows what an earlier owner of the
+//   buffer left. A blob that a consumer does not propagate to (propagate_down
+//   false, or a consumer that runs no backward) keeps its own buffer when a
+//   layer reads its diff: it must stay zero there (a Split sums its tops'
+//   diffs, written or not).
+// - Never the net's inputs and outputs, nor a blob with a loss weight (its
+//   diff holds the loss weight, set once), nor blobs whose diff already
+//   shares a buffer with a blob of another size.
+// - The span of a blob is the range of the layers running backward that
+//   have it as a bottom or a top (in-place layers and the fused tails of
+//   net_fusion.hpp compute in place, so they touch the same blob); blobs
+//   that already share a diff (Reshape, Flatten: a view of their bottom) are
+//   one group with the union of their spans. Two groups share a buffer only
+//   if their spans do not touch: the layer at the end of one span reads that
+//   diff, the layer at the start of the next writes its own.
+// - Sizes are counts of values: a buffer is shared only between groups of
+//   the same count (Blob::ShareDiff's contract). A blob later reshaped to
+//   another count leaves its group for a buffer of its own (Blob::Reshape),
+//   so a net whose shapes change stays correct, with less sharing.
+//
+// What a user sees: after Backward, the diff of an inner blob may hold
+// another blob's gradient (the parameters' gradients, the inputs' and the
+// outputs' are untouched). The Net plans this at the end of its build when
+// it runs backward; CORTADO_SHARE_DIFFS=0 in the environment turns it off
+// (every blob keeps its own diff, as in Caffe), for debugging a layer's
+// gradients or for comparison.
+#include <cstddef>
+#include <string>
+
+namespace cortado {
+
+class Net;
+
+struct DiffSharingStats {
+  int groups = 0;         // blobs (groups of blobs already sharing) whose diffs were planned
+  int buffers = 0;        // buffers they use now
+  size_t values_before = 0;  // values of the planned diffs, one buffer each
+  size_t values_after = 0;   // values of the buffers they share
+};
+
+/// Plans and applies the sharing above to `net` (built, fused). Returns what
+/// it did; with CORTADO_SHARE_DIFFS=0 or a net without backward, nothing.
+DiffSharingStats ShareDiffBuffers(const Net& net);
+
+/// Whether the environment allows sharing (CORTADO_SHARE_DIFFS unset or not "0").
+bool DiffSharingEnabled();
+
+/// "12 diff buffers for 150 blobs: 1,234 MiB instead of 5,678 MiB at FP16".
+std::string DiffSharingSummary(const DiffSharingStats& stats);
+
+}  // namespace cortado

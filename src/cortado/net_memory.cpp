@@ -1,0 +1,146 @@
+// ShareDiffBuffers (net_memory.hpp): the spans of the diffs in backward, and
+// a greedy assignment of buffers per size.
+#include "cortado/net_memory.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "cortado/net.hpp"
+
+namespace cortado {
+
+bool DiffSharingEnabled() {
+  const char* e = std::getenv("CORTADO_SHARE_DIFFS");
+  return !(e && std::strcmp(e, "0") == 0);
+}
+
+namespace {
+
+// A set of blobs with one diff buffer today (one blob, or a view and its
+// source), with what backward does to it.
+struct Group {
+  std::vector<Blob*> blobs;
+  size_t count = 0;
+  int lo = -1, hi = -1;   // the span: first and last layer (net order) touching it in backward
+  bool written = false;   // some layer writes it in backward
+  bool read = false;      // some layer reads it in backward
+  bool keep = false;      // must keep its own buffer
+};
+
+}  // namespace
+
+DiffSharingStats ShareDiffBuffers(const Net& net) {
+  DiffSharingStats stats;
+  if (!DiffSharingEnabled()) return stats;
+  const auto& layers = net.layers();
+  const int n = static_cast<int>(layers.size());
+  const auto& need = net.layer_need_backward();
+  if (std::none_of(need.begin(), need.end(), [](bool b) { return b; })) return stats;
+
+  // Groups by the diff tensor the blobs hold now.
+  std::map<const Tensor*, int> group_of_tensor;
+  std::map<const Blob*, int> group_of_blob;
+  std::vector<Group> groups;
+  for (const auto& b : net.blobs()) {
+    const Tensor* t = &b->diff();
+    auto it = group_of_tensor.find(t);
+    if (it == group_of_tensor.end()) {
+      it = group_of_tensor.emplace(t, static_cast<int>(groups.size())).first;
+      groups.emplace_back();
+      groups.back().count = b->count();
+    }
+    Group& g = groups[static_cast<size_t>(it->second)];
+    g.blobs.push_back(b.get());
+    if (b->count() != g.count) g.keep = true;  // a view of another size: leave it as it is
+    group_of_blob[b.get()] = it->second;
+  }
+  auto group = [&](const Blob* b) -> Group& { return groups[static_cast<size_t>(group_of_blob.at(b))]; };
+
+  for (const Blob* b : net.input_blobs()) group(b).keep = true;
+  for (const Blob* b : net.output_blobs()) group(b).keep = true;
+  for (size_t i = 0; i < net.blobs().size(); ++i)
+    if (net.blob_loss_weight(static_cast<int>(i)) != 0) group(net.blobs()[i].get()).keep = true;
+
+  auto touch = [](Group& g, int layer) {
+    g.lo = g.lo < 0 ? layer : std::min(g.lo, layer);
+    g.hi = std::max(g.hi, layer);
+  };
+  // Which groups some consumer leaves unwritten (it reads it as a bottom
+  // without writing its diff).
+  std::vector<bool> unwritten(groups.size(), false);
+  for (int i = 0; i < n; ++i) {
+    const BlobVec& bottoms = net.bottom_vecs()[i];
+    const BlobVec& tops = net.top_vecs()[i];
+    for (size_t j = 0; j < bottoms.size(); ++j) {
+      Group& g = group(bottoms[j]);
+      const bool writes = need[i] && net.bottom_need_backward()[i][j];
+      if (writes) {
+        g.written = true;
+        touch(g, i);
+      } else {
+        unwritten[static_cast<size_t>(group_of_blob.at(bottoms[j]))] = true;
+      }
+    }
+    if (!need[i]) continue;
+    for (const Blob* t : tops) {
+      Group& g = group(t);
+      g.read = true;
+      touch(g, i);
+    }
+  }
+  for (size_t k = 0; k < groups.size(); ++k) {
+    Group& g = groups[k];
+    if (g.read && unwritten[k]) g.keep = true;  // its diff must stay zero where nobody writes it
+    if (!g.written || g.count == 0) g.keep = true;  // no buffer in use in backward, or nothing to share
+  }
+
+  // Backward runs from the last layer to the first: a group's life in
+  // backward starts at hi and ends at lo. Greedy in that order, per count:
+  // a buffer is free for a group once the buffer's last group ended at a
+  // layer after the group's start (lo_prev > hi).
+  std::vector<int> order;
+  for (size_t k = 0; k < groups.size(); ++k)
+    if (!groups[k].keep) order.push_back(static_cast<int>(k));
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return groups[static_cast<size_t>(a)].hi > groups[static_cast<size_t>(b)].hi;
+  });
+  struct Buffer {
+    Blob* owner;   // the first group's first blob: its diff tensor is the buffer
+    int free_below;  // the last group's lo: usable by a group whose hi is below it
+  };
+  std::map<size_t, std::vector<Buffer>> buffers;  // by count
+  for (int k : order) {
+    Group& g = groups[static_cast<size_t>(k)];
+    stats.groups += 1;
+    stats.values_before += g.count;
+    std::vector<Buffer>& pool = buffers[g.count];
+    Buffer* use = nullptr;
+    for (Buffer& buf : pool) {
+      if (g.hi < buf.free_below) {
+        use = &buf;
+        break;
+      }
+    }
+    if (!use) {
+      pool.push_back({g.blobs.front(), g.lo});
+      stats.buffers += 1;
+      stats.values_after += g.count;
+      for (Blob* b : g.blobs) b->ShareDiff(*g.blobs.front());
+      continue;
+    }
+    use->free_below = g.lo;
+    for (Blob* b : g.blobs) b->ShareDiff(*use->owner);
+  }
+  return stats;
+}
+
+std::string DiffSharingSummary(const DiffSharingStats& s) {
+  auto mega = [](size_t v) { return str_cat(static_cast<double>(static_cast<int64_t>(v / 100000)) / 10.0, "M"); };
+  return str_cat(s.buffers, " diff buffers for ", s.groups, " blobs' gradients: ", mega(s.values_after),
+                 " values instead of ", mega(s.values_before));
+}
+
+}  // namespace cortado

@@ -1,0 +1,317 @@
+// The Net's gradient memory plan (net_memory.hpp): blobs whose diffs are
+// never live together share a buffer, and training gives the same bits as
+// with one buffer per blob (CORTADO_SHARE_DIFFS=0).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cortado/context.hpp"
+#include "cortado/net.hpp"
+#include "cortado/util/cuda.hpp"
+#include "cortado/net_memory.hpp"
+#include "cortado/util/io.hpp"
+#include "cortado/util/rng.hpp"
+#include "test_util.hpp"
+
+namespace cortado {
+namespace {
+
+template <typename P>
+class NetMemoryTest : public ::testing::Test {};
+TYPED_TEST_SUITE(NetMemoryTest, test::AllPairs, test::PairNames);
+
+// Sets CORTADO_SHARE_DIFFS for one scope.
+class ShareDiffs {
+ public:
+  explicit ShareDiffs(bool on) {
+    const char* old = std::getenv("CORTADO_SHARE_DIFFS");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv("CORTADO_SHARE_DIFFS", on ? "1" : "0", 1);
+  }
+  ~ShareDiffs() {
+    if (had_) {
+      setenv("CORTADO_SHARE_DIFFS", old_.c_str(), 1);
+    } else {
+      unsetenv("CORTADO_SHARE_DIFFS");
+    }
+  }
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
+
+// A small net with what a diff plan must get right: in-place chains (fused
+// and not), a Split feeding a residual sum, a Concat of two branches,
+// pooling, a Flatten view, a branch that does not propagate back
+// (propagate_down: false, so its Split top's diff must stay zero), layers of
+// several sizes, and two outputs.
+const char* kNet = R"(
+  layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 8 dim: 8 } } }
+  layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+    convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 }
+                        bias_filler { type: "uniform" min: -0.2 max: 0.2 } } }
+  layer { name: "bn1" type: "BatchNorm" bottom: "conv1" top: "conv1" }
+  layer { name: "scale1" type: "Scale" bottom: "conv1" top: "conv1"
+    scale_param { bias_term: true filler { type: "uniform" min: 0.5 max: 1.5 } } }
+  layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+  layer { name: "conv2a" type: "Convolution" bottom: "conv1" top: "conv2a"
+    convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "relu2a" type: "ReLU" bottom: "conv2a" top: "relu2a" }
+  layer { name: "conv2b" type: "Convolution" bottom: "relu2a" top: "conv2b"
+    convolution_param { num_output: 4 kernel_size: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "sum2" type: "Eltwise" bottom: "conv1" bottom: "conv2b" top: "sum2" }
+  layer { name: "relu2" type: "ReLU" bottom: "sum2" top: "sum2" }
+  layer { name: "pool2" type: "Pooling" bottom: "sum2" top: "pool2"
+    pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+  layer { name: "conv3a" type: "Convolution" bottom: "pool2" top: "conv3a"
+    convolution_param { num_output: 3 kernel_size: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "conv3b" type: "Convolution" bottom: "pool2" top: "conv3b"
+    convolution_param { num_output: 5 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "tanh3b" type: "TanH" bottom: "conv3b" top: "tanh3b" }
+  layer { name: "cat3" type: "Concat" bottom: "conv3a" bottom: "tanh3b" top: "cat3" }
+  layer { name: "pool3" type: "Pooling" bottom: "cat3" top: "pool3"
+    pooling_param { pool: AVE kernel_size: 2 stride: 2 } }
+  layer { name: "flat" type: "Flatten" bottom: "pool3" top: "flat" }
+  layer { name: "ip1" type: "InnerProduct" bottom: "flat" top: "ip1"
+    inner_product_param { num_output: 6 weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "sig1" type: "Sigmoid" bottom: "ip1" top: "sig1" }
+  layer { name: "ip2" type: "InnerProduct" bottom: "sig1" top: "out"
+    inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "aux" type: "InnerProduct" bottom: "pool2" top: "aux" propagate_down: false
+    inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.3 } } })";
+
+template <typename P>
+NetParameter MakeNet(const std::string& text) {
+  NetParameter p;
+  ParseTextProto(text, "net.prototxt", &p);
+  p.set_default_forward_type(type_of<typename P::Ftype>());
+  p.set_default_backward_type(type_of<typename P::Btype>());
+  p.set_force_backward(true);
+  p.mutable_state()->set_phase(TRAIN);
+  return p;
+}
+
+struct NetPair {
+  std::unique_ptr<Net> shared, plain;
+};
+
+NetPair Build(const NetParameter& p, std::shared_ptr<const Context> ctx = nullptr) {
+  NetPair n;
+  {
+    ShareDiffs on(true);
+    n.shared = std::make_unique<Net>(p, SourceInfo(), ctx);
+  }
+  {
+    ShareDiffs off(false);
+    n.plain = std::make_unique<Net>(p, SourceInfo(), ctx);
+  }
+  for (size_t i = 0; i < n.shared->params().size(); ++i)
+    test::SetData(n.plain->params()[i].get(), test::GetData(*n.shared->params()[i]));
+  return n;
+}
+
+size_t DistinctDiffs(const Net& net) {
+  std::set<const Tensor*> t;
+  for (const auto& b : net.blobs()) t.insert(&b->diff());
+  return t.size();
+}
+
+// Forward and backward `rounds` times on both nets, with the same inputs and
+// output gradients (DummyData-free nets; a net's own data layers are reseeded).
+template <typename P>
+void RunBoth(NetPair* n, int rounds, uint32_t seed = 5) {
+  for (int r = 0; r < rounds; ++r) {
+    for (Net* net : {n->shared.get(), n->plain.get()}) {
+      set_random_seed(1000 + r);
+      for (size_t i = 0; i < net->input_blobs().size(); ++i)
+        test::FillUniform(net->input_blobs()[i], -1.5, 1.5, seed + 17 * static_cast<uint32_t>(r + i));
+      net->ClearParamDiffs();
+      net->Forward();
+      for (size_t o = 0; o < net->output_blobs().size(); ++o) {
+        Blob* top = net->output_blobs()[o];
+        if (net->blob_loss_weight(net->output_blob_indices()[o]) != 0) continue;  // the loss weight stays
+        test::SetDiff(top, test::RandomVector(top->count(), 97 + static_cast<uint32_t>(o + 3 * r)),
+                      type_of<typename P::Btype>());
+      }
+      net->Backward();
+    }
+  }
+}
+
+// Bit for bit: outputs, input gradients, parameters and their gradients.
+void ExpectSameBits(const NetPair& n) {
+  const Net& a = *n.shared;
+  const Net& b = *n.plain;
+  for (size_t o = 0; o < a.output_blobs().size(); ++o)
+    ASSERT_EQ(test::GetData(*a.output_blobs()[o]), test::GetData(*b.output_blobs()[o])) << "output " << o;
+  for (size_t i = 0; i < a.input_blobs().size(); ++i)
+    ASSERT_EQ(test::GetDiff(*a.input_blobs()[i]), test::GetDiff(*b.input_blobs()[i])) << "input diff " << i;
+  for (size_t i = 0; i < a.params().size(); ++i) {
+    ASSERT_EQ(test::GetData(*a.params()[i]), test::GetData(*b.params()[i])) << "param data " << i;
+    ASSERT_EQ(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i])) << "param diff " << i;
+  }
+}
+
+// In every layer that runs backward, two different blobs it touches never
+// hold one diff buffer unless they did without the plan (a view).
+void ExpectNoSharingWithinALayer(const Net& shared, const Net& plain) {
+  for (size_t i = 0; i < shared.layers().size(); ++i) {
+    if (!shared.layer_need_backward()[i]) continue;
+    std::vector<const Blob*> a, b;
+    for (const BlobVec* v : {&shared.bottom_vecs()[i], &shared.top_vecs()[i]}) a.insert(a.end(), v->begin(), v->end());
+    for (const BlobVec* v : {&plain.bottom_vecs()[i], &plain.top_vecs()[i]}) b.insert(b.end(), v->begin(), v->end());
+    for (size_t x = 0; x < a.size(); ++x)
+      for (size_t y = x + 1; y < a.size(); ++y) {
+        if (a[x] == a[y] || &a[x]->diff() != &a[y]->diff()) continue;
+        EXPECT_EQ(&b[x]->diff(), &b[y]->diff())
+            << "layer " << shared.layer_names()[i] << " shares a diff between two of its blobs";
+      }
+  }
+}
+
+TYPED_TEST(NetMemoryTest, SharesBuffersAndTrainsToTheSameBits) {
+  NetPair n = Build(MakeNet<TypeParam>(kNet));
+  // The plan shared something, and the unplanned net has a buffer per blob.
+  EXPECT_LT(DistinctDiffs(*n.shared), DistinctDiffs(*n.plain));
+  ExpectNoSharingWithinALayer(*n.shared, *n.plain);
+  RunBoth<TypeParam>(&n, 3);
+  ExpectSameBits(n);
+}
+
+TYPED_TEST(NetMemoryTest, InputsOutputsAndUnwrittenDiffsKeepTheirOwn) {
+  // Losses instead of force_backward (which would make aux propagate too).
+  std::string text = kNet;
+  for (const std::string top : {"top: \"out\"", "top: \"aux\""})
+    text.replace(text.find(top), top.size(), top + " loss_weight: 1");
+  NetParameter p = MakeNet<TypeParam>(text);
+  p.set_force_backward(false);
+  NetPair n = Build(p);
+  const Net& net = *n.shared;
+  std::map<const Tensor*, int> users;
+  for (const auto& b : net.blobs()) ++users[&b->diff()];
+  for (const Blob* b : net.input_blobs()) EXPECT_EQ(users[&b->diff()], 1);
+  for (const Blob* b : net.output_blobs()) EXPECT_EQ(users[&b->diff()], 1);
+  // pool2 feeds conv3a, conv3b and aux (which does not propagate): the
+  // Split's top for aux is read by the Split's backward but written by no
+  // layer, so it keeps its own zero buffer.
+  int aux_split_tops = 0;
+  for (size_t i = 0; i < net.blobs().size(); ++i) {
+    const std::string& name = net.blob_names()[i];
+    if (name.find("pool2_pool2_") == 0 && name.find("_split_2") != std::string::npos) {
+      ++aux_split_tops;
+      EXPECT_EQ(users[&net.blobs()[i]->diff()], 1) << name;
+      EXPECT_EQ(net.blobs()[i]->asum_diff(), 0.0) << name;
+    }
+  }
+  EXPECT_EQ(aux_split_tops, 1) << "the test expects the Split top pool2_pool2_0_split_2";
+  RunBoth<TypeParam>(&n, 2);
+  for (size_t i = 0; i < net.blobs().size(); ++i) {
+    const std::string& name = net.blob_names()[i];
+    if (name.find("pool2_pool2_") == 0 && name.find("_split_2") != std::string::npos)
+      EXPECT_EQ(net.blobs()[i]->asum_diff(), 0.0) << name << " after backward";
+  }
+  ExpectSameBits(n);
+}
+
+// A new batch size: the blobs whose count changes leave their shared
+// buffers, and the results stay those of the unshared net.
+TYPED_TEST(NetMemoryTest, ReshapedNetStaysCorrect) {
+  NetPair n = Build(MakeNet<TypeParam>(kNet));
+  RunBoth<TypeParam>(&n, 1);
+  for (Net* net : {n.shared.get(), n.plain.get()}) {
+    net->input_blobs()[0]->Reshape({3, 3, 8, 8});
+    net->Reshape();
+  }
+  ExpectNoSharingWithinALayer(*n.shared, *n.plain);
+  RunBoth<TypeParam>(&n, 2, 9);
+  ExpectSameBits(n);
+}
+
+TEST(NetMemory, OffByEnvironmentAndForNetsWithoutBackward) {
+  NetParameter p = MakeNet<test::TypePair<float, float>>(kNet);
+  {
+    ShareDiffs off(false);
+    EXPECT_FALSE(DiffSharingEnabled());
+    Net net(p);
+    EXPECT_EQ(ShareDiffBuffers(net).groups, 0);
+  }
+  ShareDiffs on(true);
+  EXPECT_TRUE(DiffSharingEnabled());
+  p.set_force_backward(false);  // no loss: nothing runs backward
+  Net net(p);
+  EXPECT_EQ(ShareDiffBuffers(net).groups, 0);
+}
+
+// The model files: the plan holds its rules on every one, and ResNet-18
+// trains one step to the same bits with and without it.
+std::string ModelFile(const std::string& rel) {
+  return std::string(CORTADO_TEST_DATA_DIR) + "/../models/" + rel;
+}
+
+TEST(NetMemory, ModelFilesShareWithinTheRules) {
+  for (const char* m : {"resnet50/train_val_dummy_fp16.prototxt", "resnet50_nvcaffe/train_val_dummy_fp16.prototxt",
+                        "googlenet/train_val_dummy.prototxt", "resnet18/train_val_dummy.prototxt"}) {
+    NetParameter p;
+    ReadTextProto(ModelFile(m), &p);
+    SetBatchSize(&p, 1);
+    p.mutable_state()->set_phase(TRAIN);
+    NetPair n = Build(p);
+    const size_t shared = DistinctDiffs(*n.shared), plain = DistinctDiffs(*n.plain);
+    EXPECT_LT(shared, plain) << m;
+    // ResNet-50: about 20 buffers where there were about 110.
+    if (std::string(m).find("resnet50") == 0) EXPECT_LT(shared * 3, plain) << m << ": " << shared << " against " << plain;
+    ExpectNoSharingWithinALayer(*n.shared, *n.plain);
+  }
+}
+
+TEST(NetMemory, ResNet18StepGivesTheSameBits) {
+  NetParameter p;
+  ReadTextProto(ModelFile("resnet18/train_val_dummy.prototxt"), &p);
+  SetBatchSize(&p, 1);
+  p.mutable_state()->set_phase(TRAIN);
+  NetPair n = Build(p);
+  RunBoth<test::TypePair<float, float>>(&n, 1);
+  ExpectSameBits(n);
+}
+
+// On the GPU: the same net, planned and not, within the rounding that the
+// GPU's kernels may add between two builds (cuDNN chooses its algorithms per
+// net), as net_fusion_test.cpp allows.
+TYPED_TEST(NetMemoryTest, GpuSharesAndMatchesUnshared) {
+#ifndef CORTADO_USE_CUDA
+  GTEST_SKIP() << "no CUDA backend in this build";
+#else
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
+  std::shared_ptr<Context> gpu = Context::Create(0);
+  struct RestoreStream {
+    ~RestoreStream() { Context::Cpu()->Activate(); }
+  } restore;
+  gpu->Activate();
+  NetPair n = Build(MakeNet<TypeParam>(kNet), gpu);
+  EXPECT_LT(DistinctDiffs(*n.shared), DistinctDiffs(*n.plain));
+  RunBoth<TypeParam>(&n, 2);
+  gpu->Synchronize();
+  const double ulps = test::is_half_pair<TypeParam>() ? 8 : 64;
+  const Net& a = *n.shared;
+  const Net& b = *n.plain;
+  for (size_t i = 0; i < a.params().size(); ++i) {
+    const std::vector<double> got = test::GetDiff(*a.params()[i]), want = test::GetDiff(*b.params()[i]);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      const double tol = ulps * type_epsilon<test::Coarser<TypeParam>>() * std::max(1.0, std::fabs(want[k]));
+      ASSERT_NEAR(got[k], want[k], tol) << "param diff " << i << " index " << k;
+    }
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace cortado
