@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# One net under several settings of the environment, side by side: `trainer
+# time` runs each variant in turn, REPEATS rounds alternating, and prints the
+# median images/s and peak memory of each, and each one's ratio to the first.
+# For measuring what a switch gains (CORTADO_SHARE_DIFFS=0: one diff buffer
+# per blob; CORTADO_CUDNN_WORKSPACE_MB: cuDNN's workspace bound; ...).
+#
+#   scripts/bench/trainer_variants.sh 'NAME=ENV=VAL,ENV=VAL' ... -- TRAINER_TIME_ARGS...
+#
+# A variant is a name, '=', then comma-separated settings (none: the
+# defaults), e.g.
+#   scripts/bench/trainer_variants.sh 'default=' 'own_diffs=CORTADO_SHARE_DIFFS=0' -- \
+#     --model=models/resnet50/train_val_dummy_fp16.prototxt \
+#     --solver=models/resnet50/solver_dummy_fp16.prototxt --gpu=0 --batch_size=256 --iterations=20 --warmup=5
+#
+# Environment: TRAINER (build/tools/trainer), REPEATS (2), LOG_DIR (a
+# temporary folder, kept and printed).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/bench/lib.sh
+TRAINER=${TRAINER:-build/tools/trainer}
+REPEATS=${REPEATS:-2}
+variants=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do variants+=("$1"); shift; done
+[ "${1:-}" = "--" ] || { echo "trainer_variants: usage: $0 'NAME=ENV=VAL,...' ... -- TRAINER_TIME_ARGS" >&2; exit 1; }
+shift
+[ ${#variants[@]} -gt 0 ] || { echo "trainer_variants: no variants" >&2; exit 1; }
+[ -x "$TRAINER" ] || { echo "trainer_variants: $TRAINER not found" >&2; exit 1; }
+LOG_DIR=${LOG_DIR:-$(mktemp -d)}
+mkdir -p "$LOG_DIR"
+
+declare -A ips=() mem=()
+for r in $(seq "$REPEATS"); do
+  for v in "${variants[@]}"; do
+    name=${v%%=*}
+    settings=${v#*=}
+    envs=()
+    [ -n "$settings" ] && IFS=, read -r -a envs <<<"$settings"
+    log=$LOG_DIR/${name}_$r.log
+    if env ${envs[@]+"${envs[@]}"} "$TRAINER" time "$@" >"$log" 2>&1; then
+      line=$(grep '^time:' "$log" | tail -1)
+      ips[$name]+="$(kv images_per_s "$line") "
+      mem[$name]+="$(kv peak_mem_mib "$line") "
+      echo "trainer_variants: round $r $name: $(kv images_per_s "$line") images/s, peak $(kv peak_mem_mib "$line") MiB"
+    else
+      echo "trainer_variants: round $r $name FAILED: $(grep -m1 -iE 'error|out of memory' "$log" | cut -c1-200) (log: $log)"
+    fi
+  done
+done
+
+first=""
+echo "trainer_variants: medians over $REPEATS rounds (logs: $LOG_DIR)"
+for v in "${variants[@]}"; do
+  name=${v%%=*}
+  i=$(echo "${ips[$name]:-}" | tr ' ' '\n' | grep . | median %.1f || true)
+  m=$(echo "${mem[$name]:-}" | tr ' ' '\n' | grep . | median %.0f || true)
+  [ -z "$first" ] && first=$i
+  ratio=$(awk -v a="$i" -v b="$first" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b; else print "n/a" }')
+  printf 'trainer_variants: %-24s images_per_s=%s peak_mem_mib=%s ratio_to_first=%s  [%s]\n' "$name" "${i:-n/a}" "${m:-n/a}" \
+    "$ratio" "${v#*=}"
+done
