@@ -46,10 +46,10 @@
 // Accepted without effect, with one line in the log per layer saying so:
 //   data_param.cache, precache (Cortado keeps no record cache),
 //   parser_threads (every worker reads its own records: threads sets them),
-//   shuffle at TEST; transform_param.use_gpu_transform (transforms run on
-//   the CPU threads), display, num_labels, and the augmentations Cortado
-//   does not apply: resize_param, noise_param, expand_param,
-//   emit_constraint (SSD's, for AnnotatedData).
+//   shuffle at TEST; transform_param.use_gpu_transform where it cannot
+//   apply (below: the line says why), display, num_labels, and the
+//   augmentations Cortado does not apply: resize_param, noise_param,
+//   expand_param, emit_constraint (SSD's, for AnnotatedData).
 //
 // Reading: W workers (threads) each own a source of their own (an LMDB
 // cursor in its own read transaction, or the image list) and fill whole
@@ -82,12 +82,39 @@
 //
 // Backward: none (no bottoms; AllowForceBackward is false).
 //
-// GPU: batches are prefetched into pinned host memory (SyncedMemory with
-// pinned_host, pinned when a device is present); Forward_gpu copies the oldest one to the tops'
-// device memory with cudaMemcpyAsync on the context's stream and records an
-// event after the copy. The batch then goes back to the reader, which waits
-// for that event before refilling it, so the Forward never blocks on the copy
-// and the reader never overwrites memory being copied. Labels stay float.
+// GPU (a net on a CUDA device): every worker owns a non-blocking stream of
+// the device. A worker transforms its batch into pinned host memory
+// (SyncedMemory with pinned_host), copies it on its stream into the batch's
+// device buffer and records an event (`filled`) after the copy; Forward_gpu
+// makes the context's stream wait for that event (cudaStreamWaitEvent, no
+// host wait), copies the device buffer into top[0] (device to device) and
+// the labels from pinned memory, and records a second event (`copied`). The
+// batch then goes back to the workers, which wait for `copied` (and
+// `filled`) before refilling it: the host-to-device copy of a batch runs
+// beside the net's work, and nothing synchronizes the context's stream.
+//
+// transform_param.use_gpu_transform (NVCaffe's; Data only): the workers read
+// the records but do not decode them; each has an NvjpegBatchDecoder
+// (util/nvjpeg_batch.hpp) that decodes the batch's JPEG records with nvJPEG
+// and crops, resizes, mirrors and normalizes them on its stream straight into
+// the batch's device buffer, then records `filled`; Forward_gpu is the same.
+// Every record's generator is seeded as on the CPU path
+// (record_rng_seed(seed, p)), so the same records come in the same order
+// with the same crops and flips, Seek and shards included; the values differ
+// from the CPU transform's by the decoders' difference (nvjpeg_batch.hpp
+// states it: a few levels of 255). A record that is not encoded (raw or float
+// pixels) is transformed on the worker's CPU and copied into its place; one
+// nvJPEG does not decode as the CPU would is transformed on the CPU by the
+// decoder. The fields the GPU transform lacks (mean_file, distort_param,
+// NVCaffe's random resize) are a FieldError at SetUp; its errors on a record
+// are the layer's errors (naming the source and the batch's keys). It applies
+// where the net runs on a CUDA device, nvJPEG loads
+// (NvjpegBatchDecoder::Available), Ftype is float, float16 or bfloat16, and
+// the first record is an encoded image of 3 channels (1 with force_gray);
+// elsewhere the layer transforms on the CPU threads as without it and says
+// why on its accepted-fields line (so a prototxt written for a GPU trains on
+// a CPU). Device memory: a batch buffer per prefetched batch, and each
+// decoder's buffer of one batch's decoded images at full size.
 
 #include <algorithm>
 #include <condition_variable>
@@ -110,6 +137,13 @@
 struct CUevent_st;
 
 namespace cortado {
+
+/// A Data layer's device resources (data_layer.cpp); deleted there (the
+/// layer's inline constructor must not need the type).
+struct DataLayerDevice;
+struct DataLayerDeviceDelete {
+  void operator()(DataLayerDevice* d) const;
+};
 
 /// Where a data layer's records come from (LMDB here; the image list of
 /// ImageData). Called from the layer's reader thread only.
@@ -243,10 +277,17 @@ class DataLayer : public Layer<Ftype, Btype> {
   struct Batch {
     std::unique_ptr<SyncedMemory> data;   // (N, C, H', W') Ftype, host side only (pinned with a device)
     std::unique_ptr<SyncedMemory> label;  // (N) float, likewise
-    CUevent_st* copied = nullptr;         // GPU: recorded after the copy to the device
+    // GPU: the batch's data on the device, (N, C, H', W') Ftype, and the
+    // device it is on.
+    void* device_data = nullptr;
+    size_t device_bytes = 0;
+    int device = -1;
+    CUevent_st* filled = nullptr;  // GPU: recorded on the worker's stream after device_data is written
+    CUevent_st* copied = nullptr;  // GPU: recorded on the context's stream after the copy to the tops
     ~Batch();
-    /// Waits until the device copy recorded in `copied` (if any) has finished.
-    void WaitCopied();
+    /// Waits until the device work recorded in `copied` and `filled` (if
+    /// any) has finished: the batch's memory may then be written again.
+    void WaitIdle();
   };
   /// The next batch in stream order (waits for its worker; rethrows the
   /// error of the worker that failed to fill it).
@@ -261,6 +302,14 @@ class DataLayer : public Layer<Ftype, Btype> {
   void WorkerLoop(int w);
   /// Worker w's batch `seq` (counted from the start position); throws on a bad record.
   void FillBatch(int w, int64_t seq, Batch* batch);
+  /// FillBatch with the GPU transform: reads the records, decodes them on
+  /// worker w's stream into batch->device_data.
+  void FillBatchOnGpu(int w, int64_t first, Batch* batch);
+  /// Decides whether use_gpu_transform applies (gpu_transform_off_ says why
+  /// not) and creates the workers' streams and decoders.
+  void SetUpDevice(const Datum& first);
+  /// batch->device_data of the right size, and its events (worker thread).
+  void PrepareDeviceBatch(Batch* batch);
   bool Stopping();
 
   std::string source_;
@@ -274,6 +323,11 @@ class DataLayer : public Layer<Ftype, Btype> {
   std::vector<int> datum_shape_;
   std::unique_ptr<DataTransformer> transformer_;
   std::vector<std::unique_ptr<RecordSource>> sources_;  // one per worker
+  // GPU: the workers' streams and, with the GPU transform, decoders (one
+  // each); null on the CPU.
+  std::unique_ptr<DataLayerDevice, DataLayerDeviceDelete> device_;
+  bool gpu_transform_ = false;     // use_gpu_transform applies
+  std::string gpu_transform_off_;  // use_gpu_transform is set but does not apply: why
   int64_t next_position_ = 0;  // this shard's stream position where the workers start
   int64_t shard_ = 0, shards_ = 1;
   /// The unsharded stream position of this shard's position p.

@@ -6,18 +6,20 @@
 // on a stream the caller gives. CUDA builds only; nvJPEG is not a build
 // dependency: it is opened at run time (NvjpegLibrary).
 //
-// How the Data layer will use it (not wired yet: that needs a GPU to check).
-// With transform_param.use_gpu_transform, the layer's reader threads read
-// records as now but do not decode them; the prefetch thread takes a batch's
-// JPEG bytes and one generator per record (seeded from record_rng_seed, as
-// the CPU path seeds them, so both paths choose the same crops and flips)
-// and calls Decode on a stream of its own (a non-blocking stream of the
-// layer's device) into the device buffer of a prefetch slot, then records an
-// event on that stream. Forward makes the compute stream wait for the slot's
-// event (cudaStreamWaitEvent) instead of copying a host batch, and records a
-// second event once the net has read the slot, which the prefetch thread
-// waits for before decoding into that slot again. Labels still travel
-// through the host. Nothing synchronizes the compute stream with the host.
+// How the Data layer uses it (data_layer.hpp, transform_param.
+// use_gpu_transform, on a CUDA device where nvJPEG loads): each of the
+// layer's workers owns a decoder and a non-blocking stream of the layer's
+// device. A worker reads its batch's records without decoding them, takes
+// their JPEG bytes and one generator per record (seeded from
+// record_rng_seed, as the CPU path seeds them, so both paths choose the same
+// crops and flips) and calls Decode on its stream into the device buffer of
+// the batch, then records an event on that stream (a record that is not
+// encoded is transformed on the worker's CPU and copied into its place).
+// Forward makes the net's stream wait for that event (cudaStreamWaitEvent)
+// and copies the buffer into the data top on the device, then records a
+// second event, which the worker waits for before filling that batch again.
+// Labels travel through the host. Nothing synchronizes the net's stream with
+// the host. The layer destroys the decoders before their streams.
 //
 // What it computes. For each record, DataTransformer::Plan (the CPU path's
 // code, data_transformer.hpp) draws the crop offsets, or the random-resized

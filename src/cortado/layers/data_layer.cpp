@@ -8,31 +8,89 @@
 #include <string_view>
 #include <thread>
 
+#include <type_traits>
+
 #include "cortado/util/logging.hpp"
 #include "cortado/util/rng.hpp"
 #include "cortado/util/cuda.hpp"
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/nvjpeg_batch.hpp"
+#endif
 
 namespace cortado {
+
+#ifdef CORTADO_USE_CUDA
+namespace {
+
+// Makes `device` current for a scope (the destructors may run on any thread).
+struct DeviceScope {
+  int previous = -1;
+  explicit DeviceScope(int device) {
+    if (device >= 0 && cudaGetDevice(&previous) == cudaSuccess && previous != device) {
+      cudaSetDevice(device);
+    } else {
+      previous = -1;
+    }
+  }
+  ~DeviceScope() {
+    if (previous >= 0) cudaSetDevice(previous);
+  }
+};
+
+}  // namespace
+
+// One non-blocking stream per worker and, with the GPU transform, one
+// decoder per worker (a decoder serves one thread). The decoders go first:
+// each waits for its own last work through its event, never through a
+// stream; the streams' remaining work (the batches' copies) is waited for
+// through the batches' events, which the layer's destructor has done by now.
+struct DataLayerDevice {
+  int device = -1;
+  std::vector<cudaStream_t> streams;
+  std::vector<std::unique_ptr<NvjpegBatchDecoder>> decoders;  // empty without the GPU transform
+  ~DataLayerDevice() {
+    DeviceScope scope(device);
+    decoders.clear();
+    for (cudaStream_t s : streams) cudaStreamDestroy(s);
+  }
+};
+#else
+struct DataLayerDevice {};
+#endif
+
+void DataLayerDeviceDelete::operator()(DataLayerDevice* d) const { delete d; }
 
 template <typename Ftype, typename Btype>
 DataLayer<Ftype, Btype>::~DataLayer() {
   StopReader();
+  // The batches (which wait for their device work) before the streams and
+  // decoders that did it.
+  ready_.clear();
+  free_.clear();
+  device_.reset();
 }
 
 template <typename Ftype, typename Btype>
 DataLayer<Ftype, Btype>::Batch::~Batch() {
 #ifdef CORTADO_USE_CUDA
-  if (copied) {
-    cudaEventSynchronize(copied);  // the pinned memory must outlive the copy
-    cudaEventDestroy(copied);
+  if (!copied && !filled && !device_data) return;
+  DeviceScope scope(device);
+  for (CUevent_st* e : {copied, filled}) {
+    if (e) {
+      cudaEventSynchronize(e);  // the memory must outlive the copies into and out of it
+      cudaEventDestroy(e);
+    }
   }
+  if (device_data) cudaFree(device_data);
+  cudaGetLastError();
 #endif
 }
 
 template <typename Ftype, typename Btype>
-void DataLayer<Ftype, Btype>::Batch::WaitCopied() {
+void DataLayer<Ftype, Btype>::Batch::WaitIdle() {
 #ifdef CORTADO_USE_CUDA
   if (copied) CORTADO_CUDA_CHECK(cudaEventSynchronize(copied));
+  if (filled) CORTADO_CUDA_CHECK(cudaEventSynchronize(filled));
 #endif
 }
 
@@ -131,8 +189,10 @@ std::vector<typename DataLayer<Ftype, Btype>::AcceptedField> DataLayer<Ftype, Bt
     const {
   const TransformationParameter& tp = this->layer_param().transform_param();
   std::vector<AcceptedField> out;
-  if (tp.has_use_gpu_transform()) {
-    out.push_back({"transform_param.use_gpu_transform: transforms run on CPU threads", false});
+  if (tp.has_use_gpu_transform() && !gpu_transform_) {
+    out.push_back({str_cat("transform_param.use_gpu_transform: transforms run on the CPU threads",
+                           gpu_transform_off_.empty() ? std::string() : " (" + gpu_transform_off_ + ")"),
+                   false});
   }
   if (tp.has_display()) out.push_back({"transform_param.display: no display", false});
   if (tp.has_num_labels()) out.push_back({"transform_param.num_labels: one label a record, from the record", false});
@@ -227,11 +287,12 @@ void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   } catch (const Error& e) {
     this->field_error(source_field_, "'", source_, "': record '", key, "': ", e.what());
   }
+  SetUpDevice(first);
   INFO_LOG << this->type() << " layer '" << this->name() << "': " << source_ << ", " << input->entries()
            << " records, output (" << batch_size_ << ", " << datum_shape_[0] << ", " << datum_shape_[1]
            << ", " << datum_shape_[2] << ")"
            << (shards_ > 1 ? str_cat(", shard ", shard_, " of ", shards_) : std::string()) << ", " << workers_
-           << (workers_ == 1 ? " worker" : " workers");
+           << (workers_ == 1 ? " worker" : " workers") << (gpu_transform_ ? ", transformed on the GPU" : "");
   const std::vector<AcceptedField> accepted = AcceptedFields();
   if (!accepted.empty()) {
     bool warn = false;
@@ -311,7 +372,7 @@ void DataLayer<Ftype, Btype>::WorkerLoop(int w) {
     }
     if (!batch) batch = std::make_unique<Batch>();
     try {
-      batch->WaitCopied();
+      batch->WaitIdle();
       FillBatch(w, seq, batch.get());
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -328,20 +389,24 @@ void DataLayer<Ftype, Btype>::WorkerLoop(int w) {
 
 template <typename Ftype, typename Btype>
 void DataLayer<Ftype, Btype>::FillBatch(int w, int64_t seq, Batch* batch) {
-  const size_t image = static_cast<size_t>(datum_shape_[0]) * datum_shape_[1] * datum_shape_[2];
-  const size_t data_bytes = image * batch_size_ * sizeof(Ftype);
-  if (!batch->data || batch->data->size() != data_bytes)
-    batch->data = std::make_unique<SyncedMemory>(data_bytes, /*pinned_host=*/true);
   const size_t label_bytes = static_cast<size_t>(batch_size_) * sizeof(float);
   if (!batch->label || batch->label->size() != label_bytes) {
     batch->label = std::make_unique<SyncedMemory>(label_bytes, /*pinned_host=*/true);
   }
-  Ftype* data = static_cast<Ftype*>(batch->data->mutable_cpu_data());
-  float* label = static_cast<float*>(batch->label->mutable_cpu_data());
-  RecordSource* source = sources_[static_cast<size_t>(w)].get();
   // Each record's crop and mirror come from (seed, stream position) alone,
   // so the batch is the same whichever worker fills it.
   const int64_t first = next_position_ + seq * batch_size_;
+  if (gpu_transform_) {
+    FillBatchOnGpu(w, first, batch);
+    return;
+  }
+  const size_t image = static_cast<size_t>(datum_shape_[0]) * datum_shape_[1] * datum_shape_[2];
+  const size_t data_bytes = image * batch_size_ * sizeof(Ftype);
+  if (!batch->data || batch->data->size() != data_bytes)
+    batch->data = std::make_unique<SyncedMemory>(data_bytes, /*pinned_host=*/true);
+  Ftype* data = static_cast<Ftype*>(batch->data->mutable_cpu_data());
+  float* label = static_cast<float*>(batch->label->mutable_cpu_data());
+  RecordSource* source = sources_[static_cast<size_t>(w)].get();
   std::string key, value;
   Datum datum;
   std::mt19937 gen;
@@ -367,6 +432,184 @@ void DataLayer<Ftype, Btype>::FillBatch(int w, int64_t seq, Batch* batch) {
     }
     label[i] = static_cast<float>(datum.label());
   }
+#ifdef CORTADO_USE_CUDA
+  if (device_) {  // the copy to the device runs on the worker's stream, beside the net's work
+    PrepareDeviceBatch(batch);
+    cudaStream_t stream = device_->streams[static_cast<size_t>(w)];
+    CORTADO_CUDA_CHECK(cudaMemcpyAsync(batch->device_data, data, data_bytes, cudaMemcpyHostToDevice, stream));
+    CORTADO_CUDA_CHECK(cudaEventRecord(batch->filled, stream));
+  }
+#endif
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::SetUpDevice(const Datum& first) {
+  device_.reset();
+  gpu_transform_ = false;
+  gpu_transform_off_.clear();
+  const bool wanted = this->layer_param().transform_param().use_gpu_transform();
+  if (!this->on_gpu()) {
+    if (wanted) gpu_transform_off_ = "the net runs on the CPU";
+    return;
+  }
+#ifdef CORTADO_USE_CUDA
+  const TransformationParameter tp = MergedTransformParam();
+  if (wanted) {
+    std::string why;
+    const int channels = tp.force_gray() ? 1 : 3;
+    if (SourceParams().prefix != "data_param.") {
+      gpu_transform_off_ = "the GPU transform reads the records of a Data layer only";
+    } else if (std::is_same_v<Ftype, double>) {
+      gpu_transform_off_ = "the GPU transform writes float, float16 or bfloat16, not double";
+    } else if (!NvjpegBatchDecoder::Available(&why)) {
+      gpu_transform_off_ = "nvJPEG is not available: " + why;
+    } else if (!first.encoded()) {
+      gpu_transform_off_ = "the records are not encoded images";
+    } else if (datum_shape_[0] != channels) {
+      gpu_transform_off_ = str_cat("the records give ", datum_shape_[0],
+                                   " channels; the GPU transform writes 3 (1 with force_gray)");
+    } else {
+      gpu_transform_ = true;
+    }
+  }
+  DeviceScope scope(this->context().device());
+  device_.reset(new DataLayerDevice);
+  device_->device = this->context().device();
+  for (int w = 0; w < workers_; ++w) {
+    cudaStream_t stream = nullptr;
+    CORTADO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    device_->streams.push_back(stream);
+  }
+  if (!gpu_transform_) return;
+  if constexpr (!std::is_same_v<Ftype, double>) {
+    // The fields the GPU transform lacks are a FieldError here, before any batch.
+    for (int w = 0; w < workers_; ++w) {
+      device_->decoders.push_back(std::make_unique<NvjpegBatchDecoder>(tp, this->layer_param().phase(), this->name()));
+    }
+  }
+#else
+  (void)first;
+#endif
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::PrepareDeviceBatch(Batch* batch) {
+#ifdef CORTADO_USE_CUDA
+  const size_t bytes =
+      static_cast<size_t>(datum_shape_[0]) * datum_shape_[1] * datum_shape_[2] * batch_size_ * sizeof(Ftype);
+  if (batch->device_data && batch->device_bytes != bytes) {  // idle (WaitIdle)
+    CORTADO_CUDA_CHECK(cudaFree(batch->device_data));
+    batch->device_data = nullptr;
+    batch->device_bytes = 0;
+  }
+  if (!batch->device_data) {
+    CORTADO_CUDA_CHECK(cudaMalloc(&batch->device_data, bytes));
+    batch->device_bytes = bytes;
+    batch->device = this->context().device();
+  }
+  if (!batch->filled) CORTADO_CUDA_CHECK(cudaEventCreateWithFlags(&batch->filled, cudaEventDisableTiming));
+#else
+  (void)batch;
+#endif
+}
+
+// The records are read on the host as on the CPU path (same positions, same
+// generators); runs of encoded records go to the decoder, a record that is
+// not encoded is transformed here and copied into its place.
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::FillBatchOnGpu(int w, int64_t first, Batch* batch) {
+#ifdef CORTADO_USE_CUDA
+  if constexpr (std::is_same_v<Ftype, double>) {
+    (void)w, (void)first, (void)batch;
+    CORTADO_CHECK(false) << "the GPU transform does not write double";
+  } else {
+    const size_t n = static_cast<size_t>(batch_size_);
+    const int64_t image = int64_t{datum_shape_[0]} * datum_shape_[1] * datum_shape_[2];
+    float* label = static_cast<float*>(batch->label->mutable_cpu_data());
+    RecordSource* source = sources_[static_cast<size_t>(w)].get();
+    std::vector<std::string> keys(n);
+    std::vector<Datum> datums(n);
+    std::vector<std::mt19937> gens(n);
+    std::string value;
+    for (size_t i = 0; i < n; ++i) {
+      if ((i & 15) == 0 && Stopping()) return;
+      const int64_t position = global_position(first + static_cast<int64_t>(i));
+      try {
+        source->Read(skip_ + position, &keys[i], &value);
+      } catch (const FieldError&) {
+        throw;
+      } catch (const Error& e) {
+        this->field_error(source_field_, "'", source_, "': ", e.what());
+      }
+      if (!datums[i].ParseFromString(value)) {
+        this->field_error(source_field_, "'", source_, "': record '", keys[i], "': not a Datum");
+      }
+      gens[i].seed(static_cast<std::mt19937::result_type>(record_rng_seed(transform_seed_, position)));
+      label[i] = static_cast<float>(datums[i].label());
+    }
+    PrepareDeviceBatch(batch);
+    cudaStream_t stream = device_->streams[static_cast<size_t>(w)];
+    NvjpegBatchDecoder& decoder = *device_->decoders[static_cast<size_t>(w)];
+    Ftype* out = static_cast<Ftype*>(batch->device_data);
+    // `filled` marks the end of what was enqueued, also when a record fails
+    // part way (the batch's memory is then freed only after that work).
+    struct RecordFilled {
+      Batch* batch;
+      cudaStream_t stream;
+      ~RecordFilled() { cudaEventRecord(batch->filled, stream); }
+    } record_filled{batch, stream};
+    auto record_error = [&](size_t i, size_t j, const Error& e) {
+      const std::string keys_named =
+          j == i + 1 ? str_cat("record '", keys[i], "'") : str_cat("records '", keys[i], "' to '", keys[j - 1], "'");
+      if (const auto* f = dynamic_cast<const FieldError*>(&e)) {
+        throw FieldError(this->name(), this->type(), f->field(),
+                         str_cat(f->message(), " (source '", source_, "', ", keys_named, ")"));
+      }
+      this->field_error(source_field_, "'", source_, "': ", keys_named, " (GPU transform): ", e.what());
+    };
+    for (size_t i = 0; i < n;) {
+      if (!datums[i].encoded()) {  // raw or float pixels: the CPU transform, then its place on the device
+        const size_t data_bytes = static_cast<size_t>(image) * n * sizeof(Ftype);
+        if (!batch->data || batch->data->size() != data_bytes) {
+          batch->data = std::make_unique<SyncedMemory>(data_bytes, /*pinned_host=*/true);
+        }
+        Ftype* host = static_cast<Ftype*>(batch->data->mutable_cpu_data()) + static_cast<int64_t>(i) * image;
+        try {
+          transformer_->Transform(datums[i], host, &gens[i], datum_shape_);
+        } catch (const Error& e) {
+          record_error(i, i + 1, e);
+        }
+        CORTADO_CUDA_CHECK(cudaMemcpyAsync(out + static_cast<int64_t>(i) * image, host, sizeof(Ftype) * image,
+                                           cudaMemcpyHostToDevice, stream));
+        ++i;
+        continue;
+      }
+      size_t j = i;
+      std::vector<std::string_view> jpegs;
+      std::vector<std::mt19937*> rngs;
+      for (; j < n && datums[j].encoded(); ++j) {
+        jpegs.emplace_back(datums[j].data());
+        rngs.push_back(&gens[j]);
+      }
+      std::vector<int> shape;
+      try {
+        shape = decoder.Decode(jpegs, rngs, out + static_cast<int64_t>(i) * image,
+                               static_cast<int64_t>(n - i) * image, stream);
+      } catch (const Error& e) {
+        record_error(i, j, e);
+      }
+      const std::vector<int> want{static_cast<int>(j - i), datum_shape_[0], datum_shape_[1], datum_shape_[2]};
+      if (shape != want) {
+        this->field_error(source_field_, "'", source_, "': record '", keys[i], "' gives (", shape[1], ", ",
+                          shape[2], ", ", shape[3], ") but the first record gives (", datum_shape_[0], ", ",
+                          datum_shape_[1], ", ", datum_shape_[2], ")");
+      }
+      i = j;
+    }
+  }
+#else
+  (void)w, (void)first, (void)batch;
+#endif
 }
 
 template <typename Ftype, typename Btype>
@@ -399,6 +642,7 @@ void DataLayer<Ftype, Btype>::ReturnBatch(std::unique_ptr<Batch> batch) {
 
 template <typename Ftype, typename Btype>
 void DataLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  CORTADO_CHECK(!gpu_transform_) << "the GPU transform's batches are on the device";
   std::unique_ptr<Batch> batch = TakeBatch();
   std::memcpy(top[0]->mutable_cpu_data<Ftype>(), batch->data->cpu_data(), batch->data->size());
   if (top.size() > 1) std::memcpy(top[1]->mutable_cpu_data<float>(), batch->label->cpu_data(), batch->label->size());
@@ -410,8 +654,14 @@ template <typename Ftype, typename Btype>
 void DataLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   std::unique_ptr<Batch> batch = TakeBatch();
   cudaStream_t stream = this->context().stream();
-  CORTADO_CUDA_CHECK(cudaMemcpyAsync(top[0]->mutable_gpu_data<Ftype>(), batch->data->cpu_data(), batch->data->size(),
-                                     cudaMemcpyHostToDevice, stream));
+  if (batch->filled) {  // filled on a worker's stream: wait for it there, not on the host
+    CORTADO_CUDA_CHECK(cudaStreamWaitEvent(stream, batch->filled, 0));
+    CORTADO_CUDA_CHECK(cudaMemcpyAsync(top[0]->mutable_gpu_data<Ftype>(), batch->device_data, batch->device_bytes,
+                                       cudaMemcpyDeviceToDevice, stream));
+  } else {
+    CORTADO_CUDA_CHECK(cudaMemcpyAsync(top[0]->mutable_gpu_data<Ftype>(), batch->data->cpu_data(),
+                                       batch->data->size(), cudaMemcpyHostToDevice, stream));
+  }
   if (top.size() > 1) {
     CORTADO_CUDA_CHECK(cudaMemcpyAsync(top[1]->mutable_gpu_data<float>(), batch->label->cpu_data(),
                                        batch->label->size(), cudaMemcpyHostToDevice, stream));
