@@ -21,7 +21,7 @@
 // each distinct convolution once per input shape. Measuring synchronizes the
 // device (it times kernels); it happens on the first pass of a new shape,
 // never in steady state. The candidates are bounded by the workspace limit
-// (cudnn_workspace_limit(): 256 MiB by default, or the environment variable
+// (cudnn_workspace_limit(): 1 GiB by default, or the environment variable
 // CORTADO_CUDNN_WORKSPACE_MB), and by half the free device memory at the time.
 //
 // Workspace: one buffer per stream (cuda::stream_workspace), shared by the
