@@ -8,6 +8,7 @@
 
 #include "cortado/common.hpp"
 #include "cortado/util/logging.hpp"
+#include "cortado/util/machine_ranks.hpp"
 
 namespace cortado {
 
@@ -39,6 +40,7 @@ void RunRanks(const std::vector<int>& devices, const std::function<void(const Ra
   const int n = static_cast<int>(devices.size());
   const std::vector<std::shared_ptr<Communicator>> comms =
       ResolveEngine(devices, engine) == RankEngine::kNccl ? NcclGroup(devices) : LocalGroup(n);
+  const ThreadRanksScope machine_ranks(n);  // the ranks' defaults share the cores (util/machine_ranks.hpp)
   std::mutex mutex;
   std::string first_error;  // the first rank to fail; the others' stops follow from it
   std::vector<std::thread> threads;

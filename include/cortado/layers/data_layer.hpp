@@ -31,7 +31,9 @@
 //   shard_id, num_shards (default 0 of 1): read one shard of the records
 //     (below); the solver sets them on each rank's train net in a
 //     multi-rank run
-//   threads (default 0: the machine's cores, at most 8; at most 256): how
+//   threads (default 0: this rank's share of the machine's cores, at most
+//     8, util/machine_ranks.hpp: all of them for one rank, 2 each for 8 GPUs
+//     of one process on 16 cores; at most 256): how
 //     many workers read and transform batches (below). JPEG decoding is what
 //     bounds ImageNet training on a fast GPU; scripts/bench/imagenet_data.sh
 //     measures the rate per thread.
@@ -217,6 +219,9 @@ class DataLayer : public Layer<Ftype, Btype> {
 
   /// The (C, H', W') of one transformed record.
   const std::vector<int>& datum_shape() const { return datum_shape_; }
+  /// The workers reading and transforming batches (threads, fewer for small
+  /// batches unless threads was given).
+  int workers() const { return workers_; }
 
   CORTADO_LAYER_FORWARD_PASSES
 
@@ -332,8 +337,8 @@ class DataLayer : public Layer<Ftype, Btype> {
   int64_t shard_ = 0, shards_ = 1;
   /// The unsharded stream position of this shard's position p.
   int64_t global_position(int64_t p) const { return p * shards_ + shard_; }
-  // data_param.threads, or the machine's cores, at most 8.
-  int threads_ = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
+  // data_param.threads, or this rank's share of the machine's cores, at most 8 (set at LayerSetUp).
+  int threads_ = 1;
   int workers_ = 1;  // threads_, fewer for small batches unless threads was given
 
   std::vector<std::thread> threads_running_;

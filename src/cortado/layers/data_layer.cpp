@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "cortado/util/logging.hpp"
+#include "cortado/util/machine_ranks.hpp"
 #include "cortado/util/rng.hpp"
 #include "cortado/util/cuda.hpp"
 #ifdef CORTADO_USE_CUDA
@@ -245,7 +246,9 @@ void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   threads_given_ = p.threads > 0;
   batch_size_ = static_cast<int>(p.batch_size);
   prefetch_ = static_cast<int>(p.prefetch);
-  if (p.threads > 0) threads_ = static_cast<int>(p.threads);
+  // data_param.threads, or this rank's share of the machine's cores
+  // (util/machine_ranks.hpp), at most 8.
+  threads_ = p.threads > 0 ? static_cast<int>(p.threads) : std::clamp(CoresPerRank(), 1, 8);
   // By default at least 16 records a worker (small batches are not worth
   // the threads); data_param.threads is taken as given.
   workers_ = threads_given_ ? threads_ : std::max(1, std::min(threads_, batch_size_ / 16));
