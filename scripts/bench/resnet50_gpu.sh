@@ -25,7 +25,8 @@
 # Environment: GPU (0; "cpu" runs Cortado on the CPU alone, a smoke test of
 # this script at a tiny BATCH), PRECISIONS (the precisions to compare, from
 # fp16, bf16 and fp32; default "fp16 fp32"), BATCH (256, halved until every run fits), ITERS (30),
-# WARMUP (10), REPEATS (3), BUILD_DIR (build-gpu, else build), PYTHON
+# WARMUP (10), REPEATS (3), OTHER_BATCHES (128: Cortado alone once at each
+# of these batches too; empty for none), BUILD_DIR (build-gpu, else build), PYTHON
 # (python3), LOG_DIR (a temporary folder, kept and printed).
 # Needs a CUDA build of Cortado and torch + torchvision for the PyTorch side;
 # without them the PyTorch columns say so and the Cortado numbers still
@@ -139,9 +140,23 @@ for p in $PRECISIONS; do
   tk=$t; [ $p = fp16 ] && tk=pytorch_amp
   summary+=" ${c}_ips=${med[$c]} ${tk}_ips=${med[$t]:-} ratio_$p=$(ratio "${med[$c]}" "${med[$t]:-}") ${c}_mib=${mib[$c]} ${tk}_mib=${mib[$t]:-}"
 done
+# Cortado alone at the other batches of OTHER_BATCHES (default 128): how its
+# speed holds at a smaller batch (one run each, the first precision).
+other=""
+for b in ${OTHER_BATCHES-128}; do
+  [ "$b" = "$BATCH" ] && continue
+  res=$(run_one "${configs[0]}" "$b" 1) || continue
+  if [ "$res" = oom ]; then
+    echo "resnet50_gpu: ${configs[0]} ran out of memory at batch $b"
+    continue
+  fi
+  echo "  ${configs[0]} at batch $b: ${res% *} images/s, peak ${res#* } MiB (1 run)"
+  other+=" ${configs[0]}_b${b}_ips=${res% *} ${configs[0]}_b${b}_mib=${res#* }"
+done
+
 first=${configs[0]}
 echo
 echo "Where Cortado's ${first#cortado_} time goes (run 1, synchronized per layer):"
 sed -n '/^Layers by cost/,/^By layer type/p' "$LOG_DIR/${first}_b${BATCH}_run1.log" | head -17
 sed -n '/^By layer type/,/^Median iteration/p' "$LOG_DIR/${first}_b${BATCH}_run1.log"
-echo "resnet50_gpu: batch=$BATCH$summary repeats=$REPEATS iterations=$ITERS gpu=$GPU"
+echo "resnet50_gpu: batch=$BATCH$summary$other repeats=$REPEATS iterations=$ITERS gpu=$GPU"
