@@ -157,6 +157,7 @@ done
 first=${configs[0]}
 echo
 echo "Where Cortado's ${first#cortado_} time goes (run 1, synchronized per layer):"
-sed -n '/^Layers by cost/,/^By layer type/p' "$LOG_DIR/${first}_b${BATCH}_run1.log" | head -17
+# sed, not head: with pipefail, head's early exit would end the script here.
+sed -n '/^Layers by cost/,/^By layer type/p' "$LOG_DIR/${first}_b${BATCH}_run1.log" | sed -n '1,17p'
 sed -n '/^By layer type/,/^Median iteration/p' "$LOG_DIR/${first}_b${BATCH}_run1.log"
 echo "resnet50_gpu: batch=$BATCH$summary$other repeats=$REPEATS iterations=$ITERS gpu=$GPU"
