@@ -27,6 +27,7 @@ struct Group {
   int lo = -1, hi = -1;   // the span: first and last layer (net order) touching it in backward
   bool written = false;   // some layer writes it in backward
   bool read = false;      // some layer reads it in backward
+  bool unwritten = false;  // a consumer reads it as a bottom without writing its diff
   bool keep = false;      // must keep its own buffer
 };
 
@@ -68,9 +69,6 @@ DiffSharingStats ShareDiffBuffers(const Net& net) {
     g.lo = g.lo < 0 ? layer : std::min(g.lo, layer);
     g.hi = std::max(g.hi, layer);
   };
-  // Which groups some consumer leaves unwritten (it reads it as a bottom
-  // without writing its diff).
-  std::vector<bool> unwritten(groups.size(), false);
   for (int i = 0; i < n; ++i) {
     const BlobVec& bottoms = net.bottom_vecs()[i];
     const BlobVec& tops = net.top_vecs()[i];
@@ -81,7 +79,7 @@ DiffSharingStats ShareDiffBuffers(const Net& net) {
         g.written = true;
         touch(g, i);
       } else {
-        unwritten[static_cast<size_t>(group_of_blob.at(bottoms[j]))] = true;
+        g.unwritten = true;
       }
     }
     if (!need[i]) continue;
@@ -91,9 +89,8 @@ DiffSharingStats ShareDiffBuffers(const Net& net) {
       touch(g, i);
     }
   }
-  for (size_t k = 0; k < groups.size(); ++k) {
-    Group& g = groups[k];
-    if (g.read && unwritten[k]) g.keep = true;  // its diff must stay zero where nobody writes it
+  for (Group& g : groups) {
+    if (g.read && g.unwritten) g.keep = true;  // its diff must stay zero where nobody writes it
     if (!g.written || g.count == 0) g.keep = true;  // no buffer in use in backward, or nothing to share
   }
 

@@ -106,8 +106,8 @@
 // from the CPU transform's by the decoders' difference (nvjpeg_batch.hpp
 // states it: a few levels of 255). A record that is not encoded (raw or float
 // pixels) is transformed on the worker's CPU and copied into its place; one
-// nvJPEG does not decode as the CPU would is transformed on the CPU by the
-// decoder. The fields the GPU transform lacks (mean_file, distort_param,
+// that nvJPEG would not decode as the CPU does is transformed on the CPU by
+// the decoder. The fields the GPU transform lacks (mean_file, distort_param,
 // NVCaffe's random resize) are a FieldError at SetUp; its errors on a record
 // are the layer's errors (naming the source and the batch's keys). It applies
 // where the net runs on a CUDA device, nvJPEG loads
@@ -307,6 +307,9 @@ class DataLayer : public Layer<Ftype, Btype> {
   void WorkerLoop(int w);
   /// Worker w's batch `seq` (counted from the start position); throws on a bad record.
   void FillBatch(int w, int64_t seq, Batch* batch);
+  /// Reads the record at (unsharded) stream position `position` from a
+  /// worker's source and parses it (FieldError naming the source and key).
+  void ReadDatum(RecordSource* source, int64_t position, std::string* key, std::string* value, Datum* datum);
   /// FillBatch with the GPU transform: reads the records, decodes them on
   /// worker w's stream into batch->device_data.
   void FillBatchOnGpu(int w, int64_t first, Batch* batch);

@@ -7,7 +7,6 @@
 #include <random>
 #include <string_view>
 #include <thread>
-
 #include <type_traits>
 
 #include "cortado/util/logging.hpp"
@@ -416,15 +415,8 @@ void DataLayer<Ftype, Btype>::FillBatch(int w, int64_t seq, Batch* batch) {
   for (int i = 0; i < batch_size_; ++i) {
     if ((i & 15) == 0 && Stopping()) return;
     const int64_t position = global_position(first + i);
+    ReadDatum(source, position, &key, &value, &datum);
     try {
-      source->Read(skip_ + position, &key, &value);
-    } catch (const FieldError&) {
-      throw;
-    } catch (const Error& e) {
-      this->field_error(source_field_, "'", source_, "': ", e.what());
-    }
-    try {
-      if (!datum.ParseFromString(value)) fail("not a Datum");
       gen.seed(static_cast<std::mt19937::result_type>(record_rng_seed(transform_seed_, position)));
       transformer_->Transform(datum, data + i * image, &gen, datum_shape_);
     } catch (const FieldError& e) {
@@ -443,6 +435,21 @@ void DataLayer<Ftype, Btype>::FillBatch(int w, int64_t seq, Batch* batch) {
     CORTADO_CUDA_CHECK(cudaEventRecord(batch->filled, stream));
   }
 #endif
+}
+
+template <typename Ftype, typename Btype>
+void DataLayer<Ftype, Btype>::ReadDatum(RecordSource* source, int64_t position, std::string* key, std::string* value,
+                                        Datum* datum) {
+  try {
+    source->Read(skip_ + position, key, value);
+  } catch (const FieldError&) {
+    throw;
+  } catch (const Error& e) {
+    this->field_error(source_field_, "'", source_, "': ", e.what());
+  }
+  if (!datum->ParseFromString(*value)) {
+    this->field_error(source_field_, "'", source_, "': record '", *key, "': not a Datum");
+  }
 }
 
 template <typename Ftype, typename Btype>
@@ -537,16 +544,7 @@ void DataLayer<Ftype, Btype>::FillBatchOnGpu(int w, int64_t first, Batch* batch)
     for (size_t i = 0; i < n; ++i) {
       if ((i & 15) == 0 && Stopping()) return;
       const int64_t position = global_position(first + static_cast<int64_t>(i));
-      try {
-        source->Read(skip_ + position, &keys[i], &value);
-      } catch (const FieldError&) {
-        throw;
-      } catch (const Error& e) {
-        this->field_error(source_field_, "'", source_, "': ", e.what());
-      }
-      if (!datums[i].ParseFromString(value)) {
-        this->field_error(source_field_, "'", source_, "': record '", keys[i], "': not a Datum");
-      }
+      ReadDatum(source, position, &keys[i], &value, &datums[i]);
       gens[i].seed(static_cast<std::mt19937::result_type>(record_rng_seed(transform_seed_, position)));
       label[i] = static_cast<float>(datums[i].label());
     }
