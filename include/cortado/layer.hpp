@@ -19,6 +19,7 @@
 //   (HasGpuPath() false) says so once at set-up and runs its CPU path, the
 //   blobs moving between host and device as needed.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,64 @@ class FieldError : public Error {
 };
 
 using BlobVec = std::vector<Blob*>;
+
+/// The rules on a layer's blobs, one value a layer states in one line:
+/// how many bottoms and tops it takes, and which bottoms force_backward may
+/// make it back-propagate to. A count of -1 means "no rule".
+///   BlobRules().Bottoms(1).Tops(1)                 exactly one of each
+///   BlobRules().Bottoms(1, 2).MinTops(1)           one or two; at least one
+///   BlobRules().Bottoms(2).Tops(1).NoForcedBackwardTo(1)   (a loss: not the labels)
+struct BlobRules {
+  int exact_bottom = -1, min_bottom = -1, max_bottom = -1;
+  int exact_top = -1, min_top = -1, max_top = -1;
+  bool tops_match_bottoms = false;  // as many tops as bottoms
+  bool auto_tops = false;           // the Net adds anonymous tops up to the minimum
+  /// Bit i: force_backward does not reach bottom i; bit 63 stands for every
+  /// bottom from 63 on.
+  uint64_t no_forced_backward = 0;
+
+  constexpr BlobRules Bottoms(int n) const { return WithBottoms(n, -1, -1); }
+  constexpr BlobRules Bottoms(int lo, int hi) const { return WithBottoms(-1, lo, hi); }
+  constexpr BlobRules MinBottoms(int n) const { return WithBottoms(-1, n, -1); }
+  constexpr BlobRules Tops(int n) const { return WithTops(n, -1, -1); }
+  constexpr BlobRules Tops(int lo, int hi) const { return WithTops(-1, lo, hi); }
+  constexpr BlobRules MinTops(int n) const { return WithTops(-1, n, -1); }
+  constexpr BlobRules TopsMatchBottoms() const {
+    BlobRules r = *this;
+    r.tops_match_bottoms = true;
+    return r;
+  }
+  constexpr BlobRules AutoTops() const {
+    BlobRules r = *this;
+    r.auto_tops = true;
+    return r;
+  }
+  /// force_backward reaches no bottom (when `none`).
+  constexpr BlobRules NoForcedBackward(bool none = true) const { return WithMask(none ? ~uint64_t{0} : 0); }
+  /// force_backward does not reach bottom i (a negative i changes nothing).
+  constexpr BlobRules NoForcedBackwardTo(int i) const { return WithMask(i < 0 ? 0 : Bit(i)); }
+  /// force_backward reaches bottom i only.
+  constexpr BlobRules ForcedBackwardOnlyTo(int i) const { return WithMask(~Bit(i)); }
+  constexpr bool forced_backward_reaches(int i) const { return !(no_forced_backward & Bit(i)); }
+
+ private:
+  static constexpr uint64_t Bit(int i) { return uint64_t{1} << (i < 63 ? i : 63); }
+  constexpr BlobRules WithBottoms(int exact, int lo, int hi) const {
+    BlobRules r = *this;
+    r.exact_bottom = exact, r.min_bottom = lo, r.max_bottom = hi;
+    return r;
+  }
+  constexpr BlobRules WithTops(int exact, int lo, int hi) const {
+    BlobRules r = *this;
+    r.exact_top = exact, r.min_top = lo, r.max_top = hi;
+    return r;
+  }
+  constexpr BlobRules WithMask(uint64_t bits) const {
+    BlobRules r = *this;
+    r.no_forced_backward |= bits;
+    return r;
+  }
+};
 
 class LayerBase {
  public:
@@ -80,18 +139,20 @@ class LayerBase {
   bool param_propagate_down(int i) const { return i < static_cast<int>(param_propagate_down_.size()) && param_propagate_down_[i]; }
   void set_param_propagate_down(int i, bool v);
 
-  // Blob-count rules; -1 means "no rule".
-  virtual int ExactNumBottomBlobs() const { return -1; }
-  virtual int MinBottomBlobs() const { return -1; }
-  virtual int MaxBottomBlobs() const { return -1; }
-  virtual int ExactNumTopBlobs() const { return -1; }
-  virtual int MinTopBlobs() const { return -1; }
-  virtual int MaxTopBlobs() const { return -1; }
-  virtual bool EqualNumBottomTopBlobs() const { return false; }
+  /// The layer's blob rules (CORTADO_LAYER_HEAD states them); none by default.
+  virtual BlobRules blob_rules() const { return {}; }
+  // The rules one at a time, Caffe's names; -1 means "no rule".
+  int ExactNumBottomBlobs() const { return blob_rules().exact_bottom; }
+  int MinBottomBlobs() const { return blob_rules().min_bottom; }
+  int MaxBottomBlobs() const { return blob_rules().max_bottom; }
+  int ExactNumTopBlobs() const { return blob_rules().exact_top; }
+  int MinTopBlobs() const { return blob_rules().min_top; }
+  int MaxTopBlobs() const { return blob_rules().max_top; }
+  bool EqualNumBottomTopBlobs() const { return blob_rules().tops_match_bottoms; }
   /// Whether the Net creates the minimum number of tops when fewer are named.
-  virtual bool AutoTopBlobs() const { return false; }
+  bool AutoTopBlobs() const { return blob_rules().auto_tops; }
   /// Whether force_backward may make this layer back-propagate to bottom i.
-  virtual bool AllowForceBackward(int bottom_index) const { return true; }
+  bool AllowForceBackward(int bottom_index) const { return blob_rules().forced_backward_reaches(bottom_index); }
   /// Data layers: position the source as if `batches` batches had been read.
   virtual void Seek(int64_t batches) {}
   /// Sets the gradient flowing into each loss top to loss_weight * scale
@@ -173,6 +234,19 @@ class Layer : public LayerBase {
     return std::make_shared<Blob>(shape, type_of<Ftype>());
   }
 };
+
+// CORTADO_LAYER_HEAD(Base, "Type", rules) opens a layer class in one line:
+// Base's constructors, type() and blob_rules() (a BlobRules expression,
+// which may read this->layer_param()); it leaves the class public.
+// CORTADO_LAYER_TYPE(Base, "Type") is the same for a layer that keeps its
+// base's rules (a loss over LossLayer, LSTM over RecurrentLayer).
+#define CORTADO_LAYER_TYPE(Base, type_name) \
+ public:                                    \
+  using Base<Ftype, Btype>::Base;           \
+  const char* type() const override { return type_name; }
+#define CORTADO_LAYER_HEAD(Base, type_name, rules) \
+  CORTADO_LAYER_TYPE(Base, type_name)              \
+  BlobRules blob_rules() const override { return rules; }
 
 // CORTADO_LAYER_SETUP declares the LayerSetUp and Reshape overrides of a
 // layer that defines both (in its .cpp) and leaves the class public.

@@ -38,14 +38,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class AccuracyLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Accuracy"; }
-  int ExactNumBottomBlobs() const override { return 2; }
-  int MinTopBlobs() const override { return 1; }
-  int MaxTopBlobs() const override { return 2; }
-  bool AllowForceBackward(int bottom_index) const override { return false; }
-
+  CORTADO_LAYER_HEAD(Layer, "Accuracy", BlobRules().Bottoms(2).Tops(1, 2).NoForcedBackward())
   CORTADO_LAYER_SETUP
 
   CORTADO_LAYER_FORWARD_PASSES

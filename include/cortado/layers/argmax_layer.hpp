@@ -29,13 +29,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class ArgMaxLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "ArgMax"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
-  bool AllowForceBackward(int bottom_index) const override { return false; }
-
+  CORTADO_LAYER_HEAD(Layer, "ArgMax", BlobRules().Bottoms(1).Tops(1).NoForcedBackward())
   CORTADO_LAYER_SETUP
 
   CORTADO_LAYER_FORWARD_PASSES

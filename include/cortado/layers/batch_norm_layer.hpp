@@ -84,8 +84,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
- public:
-  using Layer<Ftype, Btype>::Layer;
+  CORTADO_LAYER_HEAD(Layer, "BatchNorm", BlobRules().Bottoms(1).Tops(1))
   /// Takes a Scale (without scale_bias, before any ReLU) or a ReLU.
   bool AbsorbTail(FusionRole role, LayerBase* tail) override;
   /// The Scale layer whose pass this layer does (null: none), and whether it
@@ -94,9 +93,6 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
   bool fused_relu() const { return relu_; }
 
   CORTADO_LAYER_SETUP
-  const char* type() const override { return "BatchNorm"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
   /// Whether the last forward kept a copy of its input (tests, diagnostics).
   bool kept_copy() const { return saved_; }
 

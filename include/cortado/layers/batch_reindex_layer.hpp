@@ -74,13 +74,7 @@ class RowGather {
 
 template <typename Ftype, typename Btype>
 class BatchReindexLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "BatchReindex"; }
-  int ExactNumBottomBlobs() const override { return 2; }
-  int ExactNumTopBlobs() const override { return 1; }
-  bool AllowForceBackward(int bottom_index) const override { return bottom_index == 0; }
-
+  CORTADO_LAYER_HEAD(Layer, "BatchReindex", BlobRules().Bottoms(2).Tops(1).ForcedBackwardOnlyTo(0))
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
   CORTADO_LAYER_PASSES

@@ -35,14 +35,8 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class BiasLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-
+  CORTADO_LAYER_HEAD(Layer, "Bias", BlobRules().Bottoms(1, 2).Tops(1))
   CORTADO_LAYER_SETUP
-  const char* type() const override { return "Bias"; }
-  int MinBottomBlobs() const override { return 1; }
-  int MaxBottomBlobs() const override { return 2; }
-  int ExactNumTopBlobs() const override { return 1; }
 
   CORTADO_LAYER_PASSES
 

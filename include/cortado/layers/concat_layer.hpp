@@ -21,12 +21,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class ConcatLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Concat"; }
-  int MinBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
-
+  CORTADO_LAYER_HEAD(Layer, "Concat", BlobRules().MinBottoms(1).Tops(1))
   CORTADO_LAYER_SETUP
 
   CORTADO_LAYER_PASSES

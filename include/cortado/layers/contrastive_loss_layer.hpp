@@ -35,12 +35,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class ContrastiveLossLayer : public LossLayer<Ftype, Btype> {
- public:
-  using LossLayer<Ftype, Btype>::LossLayer;
-  const char* type() const override { return "ContrastiveLoss"; }
-  int ExactNumBottomBlobs() const override { return 3; }
-  bool AllowForceBackward(int bottom_index) const override { return bottom_index != 2; }
-
+  CORTADO_LAYER_HEAD(LossLayer, "ContrastiveLoss", BlobRules().Bottoms(3).Tops(1).NoForcedBackwardTo(2))
   CORTADO_LAYER_SETUP
 
   CORTADO_LAYER_PASSES

@@ -75,14 +75,8 @@ struct DepthwiseGeometry {
 
 template <typename Ftype, typename Btype>
 class ConvolutionLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-
+  CORTADO_LAYER_HEAD(Layer, "Convolution", BlobRules().MinBottoms(1).MinTops(1).TopsMatchBottoms())
   CORTADO_LAYER_SETUP
-  const char* type() const override { return "Convolution"; }
-  int MinBottomBlobs() const override { return 1; }
-  int MinTopBlobs() const override { return 1; }
-  bool EqualNumBottomTopBlobs() const override { return true; }
 
   CORTADO_LAYER_PASSES
 

@@ -25,12 +25,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class CropLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Crop"; }
-  int ExactNumBottomBlobs() const override { return 2; }
-  int ExactNumTopBlobs() const override { return 1; }
-
+  CORTADO_LAYER_HEAD(Layer, "Crop", BlobRules().Bottoms(2).Tops(1))
   CORTADO_LAYER_SETUP
 
   CORTADO_LAYER_PASSES

@@ -205,16 +205,10 @@ struct DataSourceParams {
 
 template <typename Ftype, typename Btype>
 class DataLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
+  CORTADO_LAYER_HEAD(Layer, "Data", BlobRules().Bottoms(0).Tops(1, 2).NoForcedBackward())
   ~DataLayer() override;
 
   CORTADO_LAYER_SETUP
-  const char* type() const override { return "Data"; }
-  int ExactNumBottomBlobs() const override { return 0; }
-  int MinTopBlobs() const override { return 1; }
-  int MaxTopBlobs() const override { return 2; }
-  bool AllowForceBackward(int) const override { return false; }
   void Seek(int64_t batches) override;
 
   /// The (C, H', W') of one transformed record.

@@ -35,12 +35,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class DropoutLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Dropout"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
-
+  CORTADO_LAYER_HEAD(Layer, "Dropout", BlobRules().Bottoms(1).Tops(1))
   CORTADO_LAYER_SETUP
 
   /// The mask of the last TRAIN forward (1 = kept), one per element.

@@ -31,16 +31,10 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class DummyDataLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-
+  CORTADO_LAYER_HEAD(Layer, "DummyData", BlobRules().Bottoms(0).MinTops(1).NoForcedBackward())
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   /// Shapes are fixed at setup; nothing to do.
   void Reshape(const BlobVec& bottom, const BlobVec& top) override {}
-  const char* type() const override { return "DummyData"; }
-  int ExactNumBottomBlobs() const override { return 0; }
-  int MinTopBlobs() const override { return 1; }
-  bool AllowForceBackward(int) const override { return false; }
 
   CORTADO_LAYER_HOST_PASSES
 

@@ -101,13 +101,9 @@ void elementwise_backward(int64_t n, const T* x, const T* y, const T* dy, T* dx,
 
 template <typename Ftype, typename Btype, typename Op>
 class ElementwiseLayer : public Layer<Ftype, Btype>, public FusableLayer {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return Op::kType; }
+  CORTADO_LAYER_HEAD(Layer, Op::kType,
+                     BlobRules().Bottoms(1).Tops(1).NoForcedBackward(Op::kBackwardReads == ElementwiseReads::kNone))
   FusionRole fusion_role() const override { return op_.fusion_role(); }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
-  bool AllowForceBackward(int) const override { return Op::kBackwardReads != ElementwiseReads::kNone; }
 
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->ReshapeLike(*bottom[0]); }

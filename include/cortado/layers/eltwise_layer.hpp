@@ -40,14 +40,10 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class EltwiseLayer : public Layer<Ftype, Btype>, public FusableLayer {
- public:
-  using Layer<Ftype, Btype>::Layer;
+  CORTADO_LAYER_HEAD(Layer, "Eltwise", BlobRules().MinBottoms(2).Tops(1))
   /// SUM takes a ReLU.
   bool AbsorbTail(FusionRole role, LayerBase* tail) override;
   bool fused_relu() const { return relu_; }
-  const char* type() const override { return "Eltwise"; }
-  int MinBottomBlobs() const override { return 2; }
-  int ExactNumTopBlobs() const override { return 1; }
 
   CORTADO_LAYER_SETUP
 

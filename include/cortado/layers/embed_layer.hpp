@@ -32,13 +32,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class EmbedLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Embed"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
-  bool AllowForceBackward(int bottom_index) const override { return false; }
-
+  CORTADO_LAYER_HEAD(Layer, "Embed", BlobRules().Bottoms(1).Tops(1).NoForcedBackward())
   CORTADO_LAYER_SETUP
 
   CORTADO_LAYER_PASSES

@@ -25,11 +25,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class EuclideanLossLayer : public LossLayer<Ftype, Btype> {
- public:
-  using LossLayer<Ftype, Btype>::LossLayer;
-  const char* type() const override { return "EuclideanLoss"; }
-  bool AllowForceBackward(int) const override { return true; }
-
+  CORTADO_LAYER_HEAD(LossLayer, "EuclideanLoss", BlobRules().Bottoms(2).Tops(1))
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
   CORTADO_LAYER_PASSES

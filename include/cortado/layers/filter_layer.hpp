@@ -38,14 +38,9 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class FilterLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Filter"; }
-  int MinBottomBlobs() const override { return 2; }
-  int MinTopBlobs() const override { return 1; }
-  bool AllowForceBackward(int bottom_index) const override {
-    return bottom_index + 1 < static_cast<int>(this->layer_param().bottom_size());
-  }
+  // force_backward does not reach the selector, the last bottom.
+  CORTADO_LAYER_HEAD(Layer, "Filter",
+                     BlobRules().MinBottoms(2).MinTops(1).NoForcedBackwardTo(this->layer_param().bottom_size() - 1))
 
   CORTADO_LAYER_SETUP
 

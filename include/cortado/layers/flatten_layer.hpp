@@ -19,12 +19,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class FlattenLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Flatten"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
-
+  CORTADO_LAYER_HEAD(Layer, "Flatten", BlobRules().Bottoms(1).Tops(1))
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
   CORTADO_LAYER_EMPTY_PASSES

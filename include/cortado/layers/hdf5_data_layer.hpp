@@ -43,15 +43,9 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class HDF5DataLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-
+  CORTADO_LAYER_HEAD(Layer, "HDF5Data", BlobRules().Bottoms(0).MinTops(1).NoForcedBackward())
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override {}
-  const char* type() const override { return "HDF5Data"; }
-  int ExactNumBottomBlobs() const override { return 0; }
-  int MinTopBlobs() const override { return 1; }
-  bool AllowForceBackward(int) const override { return false; }
   void Seek(int64_t batches) override { next_ = batches * batch_size_; }
 
   /// The files read, in the list's order, and their rows.

@@ -25,15 +25,8 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class HDF5OutputLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-
+  CORTADO_LAYER_HEAD(Layer, "HDF5Output", BlobRules().Bottoms(1, 2).Tops(0).NoForcedBackward())
   CORTADO_LAYER_SETUP
-  const char* type() const override { return "HDF5Output"; }
-  int MinBottomBlobs() const override { return 1; }
-  int MaxBottomBlobs() const override { return 2; }
-  int ExactNumTopBlobs() const override { return 0; }
-  bool AllowForceBackward(int) const override { return false; }
 
   CORTADO_LAYER_HOST_PASSES
 

@@ -31,10 +31,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class HingeLossLayer : public LossLayer<Ftype, Btype> {
- public:
-  using LossLayer<Ftype, Btype>::LossLayer;
-  const char* type() const override { return "HingeLoss"; }
-
+  CORTADO_LAYER_TYPE(LossLayer, "HingeLoss")
   CORTADO_LAYER_SETUP
 
   CORTADO_LAYER_PASSES

@@ -42,10 +42,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class ImageDataLayer : public DataLayer<Ftype, Btype> {
- public:
-  using DataLayer<Ftype, Btype>::DataLayer;
-  const char* type() const override { return "ImageData"; }
-
+  CORTADO_LAYER_TYPE(DataLayer, "ImageData")
  protected:
   DataSourceParams SourceParams() const override;
   TransformationParameter MergedTransformParam() const override;

@@ -52,14 +52,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class InfogainLossLayer : public SoftmaxLossBase<Ftype, Btype> {
- public:
-  using SoftmaxLossBase<Ftype, Btype>::SoftmaxLossBase;
-  const char* type() const override { return "InfogainLoss"; }
-  int ExactNumBottomBlobs() const override { return -1; }
-  int MinBottomBlobs() const override { return 2; }
-  int MaxBottomBlobs() const override { return 3; }
-  bool AllowForceBackward(int bottom_index) const override { return bottom_index == 0; }
-
+  CORTADO_LAYER_HEAD(SoftmaxLossBase, "InfogainLoss", BlobRules().Bottoms(2, 3).Tops(1, 2).AutoTops().ForcedBackwardOnlyTo(0))
   CORTADO_LAYER_SETUP
 
   CORTADO_LAYER_PASSES

@@ -44,13 +44,8 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class InnerProductLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-
+  CORTADO_LAYER_HEAD(Layer, "InnerProduct", BlobRules().Bottoms(1).Tops(1))
   CORTADO_LAYER_SETUP
-  const char* type() const override { return "InnerProduct"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
 
   CORTADO_LAYER_PASSES
 

@@ -19,15 +19,9 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class InputLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-
+  CORTADO_LAYER_HEAD(Layer, "Input", BlobRules().Bottoms(0).MinTops(1).NoForcedBackward())
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override {}
-  const char* type() const override { return "Input"; }
-  int ExactNumBottomBlobs() const override { return 0; }
-  int MinTopBlobs() const override { return 1; }
-  bool AllowForceBackward(int) const override { return false; }
 
   CORTADO_LAYER_EMPTY_PASSES
 };

@@ -49,9 +49,7 @@ template <typename Ftype, typename Btype>
 class LossLayer : public Layer<Ftype, Btype> {
  public:
   using Layer<Ftype, Btype>::Layer;
-  int ExactNumBottomBlobs() const override { return 2; }
-  int ExactNumTopBlobs() const override { return 1; }
-  bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
+  BlobRules blob_rules() const override { return BlobRules().Bottoms(2).Tops(1).NoForcedBackwardTo(1); }
 
   /// The default loss weights (1 for top[0], 0 for the others) when the
   /// prototxt gives none. Derived layers call it from their LayerSetUp.
@@ -157,10 +155,7 @@ template <typename Ftype, typename Btype>
 class SoftmaxLossBase : public LossLayer<Ftype, Btype> {
  public:
   using LossLayer<Ftype, Btype>::LossLayer;
-  int ExactNumTopBlobs() const override { return -1; }
-  int MinTopBlobs() const override { return 1; }
-  int MaxTopBlobs() const override { return 2; }
-  bool AutoTopBlobs() const override { return true; }
+  BlobRules blob_rules() const override { return BlobRules().Bottoms(2).Tops(1, 2).AutoTops().NoForcedBackwardTo(1); }
 
  protected:
   using M = math_t<Ftype>;

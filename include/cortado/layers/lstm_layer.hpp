@@ -26,10 +26,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class LSTMLayer : public RecurrentLayer<Ftype, Btype> {
- public:
-  using RecurrentLayer<Ftype, Btype>::RecurrentLayer;
-  const char* type() const override { return "LSTM"; }
-
+  CORTADO_LAYER_TYPE(RecurrentLayer, "LSTM")
  protected:
   using typename RecurrentLayer<Ftype, Btype>::M;
   using typename RecurrentLayer<Ftype, Btype>::ParamSpec;

@@ -16,12 +16,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class LSTMUnitLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "LSTMUnit"; }
-  int ExactNumBottomBlobs() const override { return 3; }
-  int ExactNumTopBlobs() const override { return 2; }
-  bool AllowForceBackward(int bottom_index) const override { return bottom_index != 2; }
+  CORTADO_LAYER_HEAD(Layer, "LSTMUnit", BlobRules().Bottoms(3).Tops(2).NoForcedBackwardTo(2))
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
  protected:

@@ -30,10 +30,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class MultinomialLogisticLossLayer : public LossLayer<Ftype, Btype> {
- public:
-  using LossLayer<Ftype, Btype>::LossLayer;
-  const char* type() const override { return "MultinomialLogisticLoss"; }
-
+  CORTADO_LAYER_TYPE(LossLayer, "MultinomialLogisticLoss")
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
   CORTADO_LAYER_PASSES

@@ -25,12 +25,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class ParameterLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Parameter"; }
-  int ExactNumBottomBlobs() const override { return 0; }
-  int ExactNumTopBlobs() const override { return 1; }
-
+  CORTADO_LAYER_HEAD(Layer, "Parameter", BlobRules().Bottoms(0).Tops(1))
   CORTADO_LAYER_SETUP
 
   CORTADO_LAYER_PASSES

@@ -28,11 +28,7 @@ struct PermuteStrides {
 
 template <typename Ftype, typename Btype>
 class PermuteLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Permute"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
+  CORTADO_LAYER_HEAD(Layer, "Permute", BlobRules().Bottoms(1).Tops(1))
   static constexpr int kMaxAxes = 8;
 
   CORTADO_LAYER_SETUP

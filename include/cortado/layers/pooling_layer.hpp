@@ -70,20 +70,14 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class PoolingLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-
+  // MAX pooling may give a second top, the argmax mask.
+  CORTADO_LAYER_HEAD(Layer, "Pooling", BlobRules().Bottoms(1).Tops(1, max_pool() ? 2 : 1))
   CORTADO_LAYER_SETUP
-  const char* type() const override { return "Pooling"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int MinTopBlobs() const override { return 1; }
-  int MaxTopBlobs() const override {
-    return this->layer_param().pooling_param().pool() == PoolingParameter::MAX ? 2 : 1;
-  }
 
   CORTADO_LAYER_PASSES
 
  private:
+  bool max_pool() const { return this->layer_param().pooling_param().pool() == PoolingParameter::MAX; }
   bool train() const { return this->layer_param().phase() == TRAIN; }
 
   bool max_ = true;

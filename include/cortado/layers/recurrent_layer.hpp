@@ -52,12 +52,10 @@ class RecurrentLayer : public Layer<Ftype, Btype> {
  public:
   using Layer<Ftype, Btype>::Layer;
 
-  int MinBottomBlobs() const override { return 2; }
-  int MaxBottomBlobs() const override { return 3 + num_states(); }
-  int ExactNumTopBlobs() const override {
-    return 1 + (this->layer_param().recurrent_param().expose_hidden() ? num_states() : 0);
+  BlobRules blob_rules() const override {
+    const int exposed = this->layer_param().recurrent_param().expose_hidden() ? num_states() : 0;
+    return BlobRules().Bottoms(2, 3 + num_states()).Tops(1 + exposed).NoForcedBackwardTo(1);
   }
-  bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
 
   CORTADO_LAYER_SETUP
 

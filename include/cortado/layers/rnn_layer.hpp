@@ -18,10 +18,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class RNNLayer : public RecurrentLayer<Ftype, Btype> {
- public:
-  using RecurrentLayer<Ftype, Btype>::RecurrentLayer;
-  const char* type() const override { return "RNN"; }
-
+  CORTADO_LAYER_TYPE(RecurrentLayer, "RNN")
  protected:
   using typename RecurrentLayer<Ftype, Btype>::M;
   using typename RecurrentLayer<Ftype, Btype>::ParamSpec;

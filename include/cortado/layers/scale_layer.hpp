@@ -45,19 +45,14 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class ScaleLayer : public Layer<Ftype, Btype>, public FusableLayer {
- public:
-  using Layer<Ftype, Btype>::Layer;
+  CORTADO_LAYER_HEAD(Layer, "Scale", BlobRules().Bottoms(1, 2).Tops(1))
   FusionRole fusion_role() const override {
     return channel_affine_ ? FusionRole::kChannelAffine : FusionRole::kNone;
   }
 
   CORTADO_LAYER_SETUP
-  const char* type() const override { return "Scale"; }
   /// Whether the last forward kept a copy of its input (tests, diagnostics).
   bool kept_copy() const { return copied_; }
-  int MinBottomBlobs() const override { return 1; }
-  int MaxBottomBlobs() const override { return 2; }
-  int ExactNumTopBlobs() const override { return 1; }
 
   CORTADO_LAYER_PASSES
 

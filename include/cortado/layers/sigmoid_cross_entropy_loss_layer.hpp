@@ -35,10 +35,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class SigmoidCrossEntropyLossLayer : public LossLayer<Ftype, Btype> {
- public:
-  using LossLayer<Ftype, Btype>::LossLayer;
-  const char* type() const override { return "SigmoidCrossEntropyLoss"; }
-
+  CORTADO_LAYER_TYPE(LossLayer, "SigmoidCrossEntropyLoss")
   CORTADO_LAYER_SETUP
 
   CORTADO_LAYER_PASSES

@@ -16,12 +16,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class SilenceLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Silence"; }
-  int MinBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 0; }
-
+  CORTADO_LAYER_HEAD(Layer, "Silence", BlobRules().MinBottoms(1).Tops(0))
   void Reshape(const BlobVec& bottom, const BlobVec& top) override {}
 
  protected:

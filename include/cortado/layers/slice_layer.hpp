@@ -23,12 +23,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class SliceLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Slice"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int MinTopBlobs() const override { return 1; }
-
+  CORTADO_LAYER_HEAD(Layer, "Slice", BlobRules().Bottoms(1).MinTops(1))
   CORTADO_LAYER_SETUP
 
   CORTADO_LAYER_PASSES

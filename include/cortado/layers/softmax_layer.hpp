@@ -45,12 +45,7 @@ void softmax_column(const In* x, int channels, int stride, M* scratch, Out* y) {
 
 template <typename Ftype, typename Btype>
 class SoftmaxLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Softmax"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
-
+  CORTADO_LAYER_HEAD(Layer, "Softmax", BlobRules().Bottoms(1).Tops(1))
   CORTADO_LAYER_SETUP
 
   CORTADO_LAYER_PASSES

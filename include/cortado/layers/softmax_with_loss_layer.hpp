@@ -64,10 +64,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class SoftmaxWithLossLayer : public SoftmaxLossBase<Ftype, Btype> {
- public:
-  using SoftmaxLossBase<Ftype, Btype>::SoftmaxLossBase;
-  const char* type() const override { return "SoftmaxWithLoss"; }
-
+  CORTADO_LAYER_TYPE(SoftmaxLossBase, "SoftmaxWithLoss")
   CORTADO_LAYER_SETUP
 
   CORTADO_LAYER_PASSES

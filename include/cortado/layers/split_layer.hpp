@@ -22,12 +22,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class SplitLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Split"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int MinTopBlobs() const override { return 1; }
-
+  CORTADO_LAYER_HEAD(Layer, "Split", BlobRules().Bottoms(1).MinTops(1))
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
   CORTADO_LAYER_PASSES

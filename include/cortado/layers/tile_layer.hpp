@@ -20,12 +20,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class TileLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-  const char* type() const override { return "Tile"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
-
+  CORTADO_LAYER_HEAD(Layer, "Tile", BlobRules().Bottoms(1).Tops(1))
   CORTADO_LAYER_SETUP
 
   CORTADO_LAYER_PASSES

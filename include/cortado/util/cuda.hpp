@@ -17,24 +17,19 @@
 
 #include "cortado/common.hpp"
 
-#define CORTADO_CUDA_CHECK(expr)                                                                          \
-  do {                                                                                                    \
-    const cudaError_t cortado_e_ = (expr);                                                                \
-    if (cortado_e_ != cudaSuccess)                                                                        \
-      ::cortado::fail(__FILE__, ":", __LINE__, ": ", #expr, ": ", cudaGetErrorString(cortado_e_));        \
+// Each check evaluates `expr` once and fails with the file, the line, the
+// expression as written and the library's message for a status other than
+// success.
+#define CORTADO_STATUS_CHECK_(expr, text, Status, ok, message)                          \
+  do {                                                                                 \
+    const Status cortado_s_ = (expr);                                                  \
+    if (cortado_s_ != ok) ::cortado::fail(__FILE__, ":", __LINE__, ": ", text, ": ", message(cortado_s_)); \
   } while (0)
-#define CORTADO_CUBLAS_CHECK(expr)                                                                        \
-  do {                                                                                                    \
-    const cublasStatus_t cortado_s_ = (expr);                                                             \
-    if (cortado_s_ != CUBLAS_STATUS_SUCCESS)                                                              \
-      ::cortado::fail(__FILE__, ":", __LINE__, ": ", #expr, ": ", cublasGetStatusString(cortado_s_));     \
-  } while (0)
-#define CORTADO_CUDNN_CHECK(expr)                                                                         \
-  do {                                                                                                    \
-    const cudnnStatus_t cortado_s_ = (expr);                                                              \
-    if (cortado_s_ != CUDNN_STATUS_SUCCESS)                                                               \
-      ::cortado::fail(__FILE__, ":", __LINE__, ": ", #expr, ": ", cudnnGetErrorString(cortado_s_));       \
-  } while (0)
+#define CORTADO_CUDA_CHECK(expr) CORTADO_STATUS_CHECK_(expr, #expr, cudaError_t, cudaSuccess, cudaGetErrorString)
+#define CORTADO_CUBLAS_CHECK(expr) \
+  CORTADO_STATUS_CHECK_(expr, #expr, cublasStatus_t, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
+#define CORTADO_CUDNN_CHECK(expr) \
+  CORTADO_STATUS_CHECK_(expr, #expr, cudnnStatus_t, CUDNN_STATUS_SUCCESS, cudnnGetErrorString)
 /// After a kernel launch.
 #define CORTADO_KERNEL_CHECK() CORTADO_CUDA_CHECK(cudaGetLastError())
 
