@@ -1,8 +1,10 @@
-// The Net's gradient memory plan (net_memory.hpp): blobs whose diffs are
-// never live together share a buffer, and training gives the same bits as
-// with one buffer per blob (CORTADO_SHARE_DIFFS=0).
+// The Net's memory plans (net_memory.hpp): blobs whose diffs are never live
+// together share a buffer, a residual sum computes in a bottom nobody reads
+// after it, and training gives the same bits as with a buffer per blob
+// (CORTADO_SHARE_DIFFS=0, CORTADO_SHARE_DATA=0).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -26,26 +28,38 @@ template <typename P>
 class NetMemoryTest : public ::testing::Test {};
 TYPED_TEST_SUITE(NetMemoryTest, test::AllPairs, test::PairNames);
 
-// Sets CORTADO_SHARE_DIFFS for one scope.
-class ShareDiffs {
+// Sets an environment variable to "1" or "0" for one scope.
+class ScopedEnv {
  public:
-  explicit ShareDiffs(bool on) {
-    const char* old = std::getenv("CORTADO_SHARE_DIFFS");
+  ScopedEnv(const char* name, bool on) : name_(name) {
+    const char* old = std::getenv(name);
     had_ = old != nullptr;
     if (had_) old_ = old;
-    setenv("CORTADO_SHARE_DIFFS", on ? "1" : "0", 1);
+    setenv(name, on ? "1" : "0", 1);
   }
-  ~ShareDiffs() {
+  ~ScopedEnv() {
     if (had_) {
-      setenv("CORTADO_SHARE_DIFFS", old_.c_str(), 1);
+      setenv(name_, old_.c_str(), 1);
     } else {
-      unsetenv("CORTADO_SHARE_DIFFS");
+      unsetenv(name_);
     }
   }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
 
  private:
+  const char* name_;
   bool had_ = false;
   std::string old_;
+};
+
+// Sets CORTADO_SHARE_DIFFS and CORTADO_SHARE_DATA (both plans) for one scope.
+class ShareMemory {
+ public:
+  explicit ShareMemory(bool on) : diffs_("CORTADO_SHARE_DIFFS", on), data_("CORTADO_SHARE_DATA", on) {}
+
+ private:
+  ScopedEnv diffs_, data_;
 };
 
 // A small net with what a diff plan must get right: in-place chains (fused
@@ -106,17 +120,25 @@ struct NetPair {
 NetPair Build(const NetParameter& p, std::shared_ptr<const Context> ctx = nullptr) {
   NetPair n;
   {
-    ShareDiffs on(true);
+    ShareMemory on(true);
     n.shared = std::make_unique<Net>(p, SourceInfo(), ctx);
   }
   {
-    ShareDiffs off(false);
+    ShareMemory off(false);
     n.plain = std::make_unique<Net>(p, SourceInfo(), ctx);
   }
   for (size_t i = 0; i < n.shared->params().size(); ++i)
     test::SetData(n.plain->params()[i].get(), test::GetData(*n.shared->params()[i]));
   return n;
 }
+
+size_t DistinctData(const Net& net) {
+  std::set<const Tensor*> t;
+  for (const auto& b : net.blobs()) t.insert(&b->data());
+  return t.size();
+}
+
+const Blob& BlobNamed(const Net& net, const std::string& name) { return *net.blob_by_name(name); }
 
 size_t DistinctDiffs(const Net& net) {
   std::set<const Tensor*> t;
@@ -235,15 +257,70 @@ TYPED_TEST(NetMemoryTest, ReshapedNetStaysCorrect) {
   ExpectSameBits(n);
 }
 
+// The data plan: sum2 = conv1 + conv2b computes in conv2b's memory (its
+// producer, a Convolution, reads x and dy backward, and sum2 is its only
+// reader); conv1 feeds a Split and keeps its own.
+TYPED_TEST(NetMemoryTest, SumComputesInTheBottomNobodyReadsAfterIt) {
+  NetPair n = Build(MakeNet<TypeParam>(kNet));
+  const Net& a = *n.shared;
+  const Net& b = *n.plain;
+  EXPECT_EQ(&BlobNamed(a, "conv2b").data(), &BlobNamed(a, "sum2").data());
+  EXPECT_NE(&BlobNamed(a, "conv1").data(), &BlobNamed(a, "sum2").data());
+  EXPECT_NE(&BlobNamed(b, "conv2b").data(), &BlobNamed(b, "sum2").data());
+  EXPECT_EQ(DistinctData(a) + 1, DistinctData(b));
+  RunBoth<TypeParam>(&n, 2);
+  ExpectSameBits(n);
+}
+
+// Where a bottom's data is still read, the sum keeps a buffer of its own.
+TEST(NetMemory, DataPlanLeavesBottomsThatAreRead) {
+  using P = test::TypePair<float, float>;
+  // Whether sum2 computes in the memory of one of its bottoms.
+  auto sums_in_a_bottom = [](const NetParameter& p) {
+    ShareMemory on(true);
+    Net net(p);
+    const Tensor* sum = &BlobNamed(net, "sum2").data();
+    const auto& names = net.layer_names();
+    const size_t layer = static_cast<size_t>(std::find(names.begin(), names.end(), "sum2") - names.begin());
+    const BlobVec& bottoms = net.bottom_vecs().at(layer);
+    return std::any_of(bottoms.begin(), bottoms.end(), [&](const Blob* b) { return &b->data() == sum; });
+  };
+  auto edited = [](std::string text, const std::string& from, const std::string& to) {
+    text.replace(text.find(from), from.size(), to);
+    return text;
+  };
+  EXPECT_TRUE(sums_in_a_bottom(MakeNet<P>(kNet)));
+  // PROD reads its bottoms and its top backward.
+  EXPECT_FALSE(sums_in_a_bottom(
+      MakeNet<P>(edited(kNet, "top: \"sum2\" }", "top: \"sum2\" eltwise_param { operation: PROD } }"))));
+  // A TanH between conv2b and the sum reads its output, the sum's bottom, backward.
+  const std::string with_tanh =
+      edited(edited(kNet, "bottom: \"conv2b\" top: \"sum2\"", "bottom: \"t2b\" top: \"sum2\""),
+             "  layer { name: \"sum2\"",
+             "  layer { name: \"tanh2b\" type: \"TanH\" bottom: \"conv2b\" top: \"t2b\" }\n  layer { name: \"sum2\"");
+  EXPECT_FALSE(sums_in_a_bottom(MakeNet<P>(with_tanh)));
+  // A net without backward (a TEST net, feature extraction) shows every blob's own values.
+  NetParameter test_net = MakeNet<P>(kNet);
+  test_net.mutable_state()->set_phase(TEST);
+  test_net.set_force_backward(false);
+  EXPECT_FALSE(sums_in_a_bottom(test_net));
+  // Off by the environment, the diff plan still on.
+  ScopedEnv data_off("CORTADO_SHARE_DATA", false), diffs_on("CORTADO_SHARE_DIFFS", true);
+  EXPECT_FALSE(DataSharingEnabled());
+  Net net(MakeNet<P>(kNet));
+  EXPECT_NE(&BlobNamed(net, "sum2").data(), &BlobNamed(net, "conv2b").data());
+  EXPECT_EQ(ShareDataBuffers(net).blobs, 0);
+}
+
 TEST(NetMemory, OffByEnvironmentAndForNetsWithoutBackward) {
   NetParameter p = MakeNet<test::TypePair<float, float>>(kNet);
   {
-    ShareDiffs off(false);
+    ShareMemory off(false);
     EXPECT_FALSE(DiffSharingEnabled());
     Net net(p);
     EXPECT_EQ(ShareDiffBuffers(net).groups, 0);
   }
-  ShareDiffs on(true);
+  ShareMemory on(true);
   EXPECT_TRUE(DiffSharingEnabled());
   p.set_force_backward(false);  // no loss: nothing runs backward
   Net net(p);
@@ -269,6 +346,10 @@ TEST(NetMemory, ModelFilesShareWithinTheRules) {
     // ResNet-50: about 20 buffers where there were about 110.
     if (std::string(m).find("resnet50") == 0) EXPECT_LT(shared * 3, plain) << m << ": " << shared << " against " << plain;
     ExpectNoSharingWithinALayer(*n.shared, *n.plain);
+    // The data plan: one residual sum per block computes in its last
+    // BatchNorm's output (ResNet-50 16 blocks, ResNet-18 8, GoogLeNet none).
+    const size_t blocks = std::string(m).find("resnet50") == 0 ? 16 : std::string(m).find("resnet18") == 0 ? 8 : 0;
+    EXPECT_EQ(DistinctData(*n.shared) + blocks, DistinctData(*n.plain)) << m;
   }
 }
 

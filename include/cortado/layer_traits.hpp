@@ -23,6 +23,17 @@
 //   whatever those fields hold.
 // - net_input: the layer's tops are the net's inputs (Input), which a caller
 //   fills before Forward.
+// - backward_reads_top_data (for the Net's data plan, net_memory.hpp):
+//   whether the layer's backward may read its top's data (for an in-place
+//   layer, the buffer it computes in), given its LayerParameter; null means
+//   it may. A fused head's tails answer for themselves (a fused ReLU reads
+//   y). "No" for Convolution, Deconvolution and InnerProduct (x, W, dy),
+//   Scale (x or its copy), BatchNorm (x or its copy, except in place with
+//   use_global_stats, where no copy is kept) and Eltwise but PROD.
+// - sums_into_bottom: given its LayerParameter, whether the layer's forward
+//   may compute top[0] in the memory of a bottom (each value read from the
+//   bottoms at an index before the top's value there is written) and its
+//   backward reads no bottom's data: Eltwise SUM.
 
 #include <string>
 
@@ -36,7 +47,14 @@ struct LayerTraits {
   const char* rank_file_param = nullptr;
   bool gemm = false;
   bool net_input = false;
+  bool (*backward_reads_top_data)(const LayerParameter&) = nullptr;
+  bool (*sums_into_bottom)(const LayerParameter&) = nullptr;
 };
+
+/// Whether `layer`'s backward may read its top's data (the trait; yes when unset).
+bool BackwardReadsTopData(const LayerParameter& layer);
+/// Whether `layer` may compute its top in a bottom's memory (the trait; no when unset).
+bool SumsIntoBottom(const LayerParameter& layer);
 
 /// The traits of a layer type; an unknown type has the defaults (none).
 const LayerTraits& layer_traits(const std::string& type);

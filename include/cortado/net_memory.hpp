@@ -40,6 +40,27 @@
 // it runs backward; CORTADO_SHARE_DIFFS=0 in the environment turns it off
 // (every blob keeps its own diff, as in Caffe), for debugging a layer's
 // gradients or for comparison.
+//
+// The data plan (ShareDataBuffers) saves one activation per residual block.
+// A layer whose forward may compute its top in the memory of a bottom
+// (layer_traits.hpp's sums_into_bottom: Eltwise SUM, the residual add, which
+// reads the bottoms' values at an index before writing the top's there and
+// reads no bottom's data in backward) does so for a bottom B whose data
+// nobody reads after that layer's forward:
+// - no layer after it in the net touches B, and no other layer has B as a
+//   bottom only (a consumer of B may read it in backward);
+// - every layer with B as a top (its producer, the in-place layers on it)
+//   either runs no backward or does not read its top's data backward
+//   (layer_traits.hpp's backward_reads_top_data: Convolution, InnerProduct,
+//   Scale, BatchNorm; a ReLU fused into the BatchNorm reads it);
+// - B is not an input or output of the net, has no loss weight, holds the
+//   top's count and shares its data with no other blob (a Split's tops, a
+//   view, a parameter).
+// B then uses the top's data tensor: B's producer writes it, the layer sums
+// into it. In ResNet-50 this is the last BatchNorm's output of each block
+// (16 activations). After Forward, such a B shows the top's values; a net
+// that runs no backward (a TEST net, feature extraction) is left as it is,
+// and CORTADO_SHARE_DATA=0 turns the plan off.
 #include <cstddef>
 #include <string>
 
@@ -60,6 +81,20 @@ DiffSharingStats ShareDiffBuffers(const Net& net);
 
 /// Whether the environment allows sharing (CORTADO_SHARE_DIFFS unset or not "0").
 bool DiffSharingEnabled();
+
+struct DataSharingStats {
+  int blobs = 0;      // bottoms whose data now lives in their layer's top
+  size_t values = 0;  // the values of the buffers they no longer need
+};
+
+/// Plans and applies the data sharing above to `net` (built, fused).
+DataSharingStats ShareDataBuffers(const Net& net);
+
+/// Whether the environment allows it (CORTADO_SHARE_DATA unset or not "0").
+bool DataSharingEnabled();
+
+/// "16 blobs computed in their consumer's top: 12.8M values saved".
+std::string DataSharingSummary(const DataSharingStats& stats);
 
 /// "12 diff buffers for 150 blobs: 1,234 MiB instead of 5,678 MiB at FP16".
 std::string DiffSharingSummary(const DiffSharingStats& stats);

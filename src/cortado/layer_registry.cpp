@@ -82,29 +82,49 @@ struct Traits {
   constexpr Traits rank_file(const char* param) const { Traits r = *this; r.t.rank_file_param = param; return r; }
   constexpr Traits gemm() const { Traits r = *this; r.t.gemm = true; return r; }
   constexpr Traits net_input() const { Traits r = *this; r.t.net_input = true; return r; }
+  constexpr Traits reads_top(bool (*when)(const LayerParameter&)) const {
+    Traits r = *this;
+    r.t.backward_reads_top_data = when;
+    return r;
+  }
+  constexpr Traits sums_into_bottom(bool (*when)(const LayerParameter&)) const {
+    Traits r = *this;
+    r.t.sums_into_bottom = when;
+    return r;
+  }
   constexpr operator LayerTraits() const { return t; }
 };
 constexpr LayerTraits kNone{};
+
+// The data plan's predicates (layer_traits.hpp).
+bool Never(const LayerParameter&) { return false; }
+bool InPlace(const LayerParameter& p) { return p.bottom_size() > 0 && p.top_size() > 0 && p.bottom(0) == p.top(0); }
+// In place with global statistics BatchNorm keeps no copy of x.
+bool BatchNormReadsTop(const LayerParameter& p) {
+  return InPlace(p) && p.batch_norm_param().has_use_global_stats() && p.batch_norm_param().use_global_stats();
+}
+bool EltwiseReadsTop(const LayerParameter& p) { return p.eltwise_param().operation() == EltwiseParameter::PROD; }
+bool EltwiseSums(const LayerParameter& p) { return p.eltwise_param().operation() == EltwiseParameter::SUM; }
 
 const Entry kRegistry[] = {
     {"AbsVal", &MakeLayer<AbsValLayer>},
     {"Accuracy", &MakeLayer<AccuracyLayer>},
     {"ArgMax", &MakeLayer<ArgMaxLayer>},
     {"BNLL", &MakeLayer<BNLLLayer>},
-    {"BatchNorm", &MakeLayer<BatchNormLayer>},
+    {"BatchNorm", &MakeLayer<BatchNormLayer>, Traits().reads_top(&BatchNormReadsTop)},
     {"BatchReindex", &MakeLayer<BatchReindexLayer>},
     {"Bias", &MakeLayer<BiasLayer>},
     {"Clip", &MakeLayer<ClipLayer>},
     {"Concat", &MakeLayer<ConcatLayer>},
     {"ContrastiveLoss", &MakeLayer<ContrastiveLossLayer>},
-    {"Convolution", &MakeConvolution, Traits().gemm()},
+    {"Convolution", &MakeConvolution, Traits().gemm().reads_top(&Never)},
     {"Crop", &MakeLayer<CropLayer>},
     {"Data", &MakeLayer<DataLayer>, Traits().shard("data_param").batch("data_param")},
-    {"Deconvolution", &MakeLayer<DeconvolutionLayer>, Traits().gemm()},
+    {"Deconvolution", &MakeLayer<DeconvolutionLayer>, Traits().gemm().reads_top(&Never)},
     {"Dropout", &MakeLayer<DropoutLayer>},
     {"DummyData", &MakeLayer<DummyDataLayer>, Traits().batch("dummy_data_param")},
     {"ELU", &MakeLayer<ELULayer>},
-    {"Eltwise", &MakeLayer<EltwiseLayer>},
+    {"Eltwise", &MakeLayer<EltwiseLayer>, Traits().reads_top(&EltwiseReadsTop).sums_into_bottom(&EltwiseSums)},
     {"Embed", &MakeLayer<EmbedLayer>},
     {"EuclideanLoss", &MakeLayer<EuclideanLossLayer>},
     {"Exp", &MakeLayer<ExpLayer>},
@@ -116,7 +136,7 @@ const Entry kRegistry[] = {
     {"Im2col", &MakeLayer<Im2colLayer>},
     {"ImageData", &MakeLayer<ImageDataLayer>, Traits().shard("image_data_param")},
     {"InfogainLoss", &MakeLayer<InfogainLossLayer>},
-    {"InnerProduct", &MakeLayer<InnerProductLayer>, Traits().gemm()},
+    {"InnerProduct", &MakeLayer<InnerProductLayer>, Traits().gemm().reads_top(&Never)},
     {"Input", &MakeLayer<InputLayer>, Traits().net_input().batch("input_param")},
     {"LRN", &MakeLayer<LRNLayer>},
     {"LSTM", &MakeLayer<LSTMLayer>},
@@ -134,7 +154,7 @@ const Entry kRegistry[] = {
     {"Reduction", &MakeLayer<ReductionLayer>},
     {"Reshape", &MakeLayer<ReshapeLayer>},
     {"SPP", &MakeLayer<SPPLayer>},
-    {"Scale", &MakeLayer<ScaleLayer>},
+    {"Scale", &MakeLayer<ScaleLayer>, Traits().reads_top(&Never)},
     {"Sigmoid", &MakeLayer<SigmoidLayer>},
     {"SigmoidCrossEntropyLoss", &MakeLayer<SigmoidCrossEntropyLossLayer>},
     {"Silence", &MakeLayer<SilenceLayer>},
@@ -166,6 +186,16 @@ bool IsKnownLayerType(const std::string& type) { return find(type) != nullptr; }
 const LayerTraits& layer_traits(const std::string& type) {
   const Entry* e = find(type);
   return e ? e->traits : kNone;
+}
+
+bool BackwardReadsTopData(const LayerParameter& layer) {
+  const auto when = layer_traits(layer.type()).backward_reads_top_data;
+  return !when || when(layer);
+}
+
+bool SumsIntoBottom(const LayerParameter& layer) {
+  const auto when = layer_traits(layer.type()).sums_into_bottom;
+  return when && when(layer);
 }
 
 std::unique_ptr<LayerBase> CreateLayer(const LayerParameter& param, const Context* ctx) {

@@ -230,6 +230,8 @@ void Net::Init(const NetParameter& in_param) {
   if (in_param.fuse_layers()) FuseLayers(*this);  // net_fusion.hpp: an execution detail, the values unchanged
   const DiffSharingStats shared = ShareDiffBuffers(*this);  // net_memory.hpp: likewise
   if (shared.buffers < shared.groups) INFO_LOG << "Network '" << name_ << "': " << DiffSharingSummary(shared);
+  const DataSharingStats computed_in = ShareDataBuffers(*this);  // net_memory.hpp: likewise
+  if (computed_in.blobs > 0) INFO_LOG << "Network '" << name_ << "': " << DataSharingSummary(computed_in);
   INFO_LOG << "Network '" << name_ << "' (" << (phase_ == TRAIN ? "TRAIN" : "TEST") << "): " << layers_.size()
            << " layers, " << learnable_params_.size() << " learnable parameter blobs";
 }

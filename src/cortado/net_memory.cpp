@@ -1,13 +1,16 @@
 // ShareDiffBuffers (net_memory.hpp): the spans of the diffs in backward, and
-// a greedy assignment of buffers per size.
+// a greedy assignment of buffers per size. ShareDataBuffers: the residual
+// sums computed in a bottom nobody reads after them.
 #include "cortado/net_memory.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <vector>
 
+#include "cortado/layer_traits.hpp"
 #include "cortado/net.hpp"
 
 namespace cortado {
@@ -132,6 +135,71 @@ DiffSharingStats ShareDiffBuffers(const Net& net) {
     for (Blob* b : g.blobs) b->ShareDiff(*use->owner);
   }
   return stats;
+}
+
+bool DataSharingEnabled() {
+  const char* e = std::getenv("CORTADO_SHARE_DATA");
+  return !(e && std::strcmp(e, "0") == 0);
+}
+
+namespace {
+// Whether B's data may be overwritten once layer `at` has read it in forward:
+// see net_memory.hpp.
+bool DeadAfter(const Net& net, const Blob* b, int at) {
+  const auto& need = net.layer_need_backward();
+  for (int k = 0; k < static_cast<int>(net.layers().size()); ++k) {
+    const BlobVec& bottoms = net.bottom_vecs()[static_cast<size_t>(k)];
+    const BlobVec& tops = net.top_vecs()[static_cast<size_t>(k)];
+    const bool as_top = std::find(tops.begin(), tops.end(), b) != tops.end();
+    const bool as_bottom = std::find(bottoms.begin(), bottoms.end(), b) != bottoms.end();
+    if (k == at || (!as_top && !as_bottom)) continue;
+    if (k > at) return false;
+    if (!need[static_cast<size_t>(k)]) continue;
+    if (!as_top) return false;  // another consumer, which may read it backward
+    if (BackwardReadsTopData(net.layers()[static_cast<size_t>(k)]->layer_param())) return false;
+  }
+  return true;
+}
+}  // namespace
+
+DataSharingStats ShareDataBuffers(const Net& net) {
+  DataSharingStats stats;
+  if (!DataSharingEnabled()) return stats;
+  const auto& need = net.layer_need_backward();
+  if (std::none_of(need.begin(), need.end(), [](bool b) { return b; })) return stats;
+  // How many blobs hold each data tensor: the net's, and the layers' parameters.
+  std::map<const Tensor*, int> holders;
+  for (const auto& b : net.blobs()) holders[&b->data()] += 1;
+  for (const auto& layer : net.layers())
+    for (const auto& p : layer->blobs()) holders[&p->data()] += 1;
+  std::set<const Blob*> fixed(net.input_blobs().begin(), net.input_blobs().end());
+  fixed.insert(net.output_blobs().begin(), net.output_blobs().end());
+  for (size_t i = 0; i < net.blobs().size(); ++i)
+    if (net.blob_loss_weight(static_cast<int>(i)) != 0) fixed.insert(net.blobs()[i].get());
+  for (int i = 0; i < static_cast<int>(net.layers().size()); ++i) {
+    const BlobVec& bottoms = net.bottom_vecs()[static_cast<size_t>(i)];
+    const BlobVec& tops = net.top_vecs()[static_cast<size_t>(i)];
+    if (tops.size() != 1 || !SumsIntoBottom(net.layers()[static_cast<size_t>(i)]->layer_param())) continue;
+    Blob* top = tops[0];
+    if (std::find(bottoms.begin(), bottoms.end(), top) != bottoms.end()) continue;  // in place already
+    for (Blob* b : bottoms) {
+      if (std::count(bottoms.begin(), bottoms.end(), b) != 1 || fixed.count(b) || holders[&b->data()] != 1 ||
+          b->count() != top->count() || b->count() == 0 || !DeadAfter(net, b, i))
+        continue;
+      holders[&b->data()] -= 1;
+      b->ShareData(*top);
+      holders[&top->data()] += 1;
+      stats.blobs += 1;
+      stats.values += b->count();
+      break;  // one bottom gives the memory
+    }
+  }
+  return stats;
+}
+
+std::string DataSharingSummary(const DataSharingStats& s) {
+  return str_cat(s.blobs, " blobs computed in their consumer's top: ",
+                 static_cast<double>(static_cast<int64_t>(s.values / 100000)) / 10.0, "M values saved");
 }
 
 std::string DiffSharingSummary(const DiffSharingStats& s) {
