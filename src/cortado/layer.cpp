@@ -1,6 +1,44 @@
 #include "cortado/layer.hpp"
 
+#ifdef CORTADO_USE_CUDA
+#include "cortado/util/cuda.hpp"
+#endif
+
 namespace cortado {
+
+namespace {
+// One stream per layer, the one of the Context the Net gave it. The layer's
+// kernels take context().stream(); the copies and conversions its blobs make
+// (SyncedMemory, Tensor) take the calling thread's current stream. For each
+// set-up and pass this scope makes that current stream the layer's
+// Context's, whoever called and whatever Context it activated last, and puts
+// the caller's back after. So a layer's work is ordered on one stream, named
+// by the Context passed to it, and the Net's Activate only picks the device.
+class ContextStream {
+ public:
+  explicit ContextStream(const Context& ctx) {
+#ifdef CORTADO_USE_CUDA
+    if (!ctx.on_gpu()) return;
+    caller_ = cuda::stream();
+    cuda::set_stream(ctx.stream());
+    active_ = true;
+#endif
+  }
+  ~ContextStream() {
+#ifdef CORTADO_USE_CUDA
+    if (active_) cuda::set_stream(caller_);
+#endif
+  }
+  ContextStream(const ContextStream&) = delete;
+  ContextStream& operator=(const ContextStream&) = delete;
+
+ private:
+#ifdef CORTADO_USE_CUDA
+  cudaStream_t caller_ = nullptr;
+  bool active_ = false;
+#endif
+};
+}  // namespace
 
 LayerBase::LayerBase(const LayerParameter& param) : param_(param) {
   for (const BlobProto& b : param_.blobs()) {
@@ -15,12 +53,14 @@ void LayerBase::SetUp(const BlobVec& bottom, const BlobVec& top) {
   if (on_gpu() && !HasGpuPath())
     LOG(WARNING) << "layer '" << name() << "' (" << type() << ") has no GPU path: it runs on the CPU, its blobs "
                  << "moving between host and device";
+  ContextStream stream(context());
   LayerSetUp(bottom, top);
   Reshape(bottom, top);
   SetLossWeights(top);
 }
 
 double LayerBase::Forward(const BlobVec& bottom, const BlobVec& top) {
+  ContextStream stream(context());
   Reshape(bottom, top);
   Forward_impl(bottom, top);
   // The loss is weight * sum(top), not dot(top, diff): the diff also carries
@@ -38,6 +78,7 @@ double LayerBase::Forward(const BlobVec& bottom, const BlobVec& top) {
 }
 
 void LayerBase::Backward(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) {
+  ContextStream stream(context());
   Backward_impl(top, propagate_down, bottom);
 }
 
