@@ -221,7 +221,7 @@ fi
 cp -r models "$STAGE/models"
 cp -r tests/bad_input tests/models "$STAGE/tests/"
 cp scripts/bench/lib.sh scripts/bench/resnet50_pytorch.py scripts/bench/imagenet_jpegs.py scripts/bench/trainer_variants.sh \
-  "$STAGE/scripts/bench/"
+  scripts/bench/resnet50_train_check.sh "$STAGE/scripts/bench/"
 # LeNet without Fashion-MNIST: the Data layers replaced by DummyData
 # (uniform pixels in [0, 1), batch 64), for the check's LeNet timings.
 for p in "" _fp16; do
