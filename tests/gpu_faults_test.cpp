@@ -229,20 +229,20 @@ TEST(GpuFaults, NcclSumsThatCannotFinishEndAfterTheTimeout) {
   std::shared_ptr<Communicator> comm = NcclGroup({0})[0];
   Tensor t(FLOAT, 1000);
   const std::vector<Communicator::Span> spans = {{t.mutable_gpu_data_raw(FLOAT), 1000}};
-  comm->StartAllReduceSum(spans, FLOAT);
-  comm->WaitSums();  // a healthy wait first
+  comm->StartAllReduceSum(spans, FLOAT, ctx->stream());
+  comm->WaitSums(ctx->stream());  // a healthy wait first
   Gate gate;
   CORTADO_CUDA_CHECK(cudaLaunchHostFunc(ctx->stream(), HoldStream, &gate));
-  comm->StartAllReduceSum(spans, FLOAT);
+  comm->StartAllReduceSum(spans, FLOAT, ctx->stream());
   const auto start = std::chrono::steady_clock::now();
-  const std::string msg = ErrorOf([&] { comm->WaitSums(); });
+  const std::string msg = ErrorOf([&] { comm->WaitSums(ctx->stream()); });
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   gate.open = true;
   ctx->Synchronize();
   EXPECT_NE(msg.find("did not finish in 1 s (CORTADO_NCCL_TIMEOUT)"), std::string::npos) << msg;
   EXPECT_GE(waited, 1.0);
   EXPECT_LT(waited, 15.0) << "the abort waited for the stream";
-  const std::string after = ErrorOf([&] { comm->StartAllReduceSum(spans, FLOAT); });
+  const std::string after = ErrorOf([&] { comm->StartAllReduceSum(spans, FLOAT, ctx->stream()); });
   EXPECT_NE(after.find("stopped"), std::string::npos) << after;
 #endif
 }

@@ -87,11 +87,11 @@ TEST(NcclOneRank, SumsOfOneRankAreTheValuesInEveryType) {
         spans.push_back({counts[k] ? buffers[k]->mutable_gpu_data_raw(type) : nullptr, counts[k]});
       }
       if (bucketed) {
-        comm->StartAllReduceSum({spans[0], spans[3]}, type);
-        comm->StartAllReduceSum({spans[1], spans[2]}, type);
-        comm->WaitSums();
+        comm->StartAllReduceSum({spans[0], spans[3]}, type, ctx->stream());
+        comm->StartAllReduceSum({spans[1], spans[2]}, type, ctx->stream());
+        comm->WaitSums(ctx->stream());
       } else {
-        comm->AllReduceSum(spans, type);
+        comm->AllReduceSum(spans, type, ctx->stream());
       }
       for (size_t k = 0; k + 1 < counts.size(); ++k) {
         ASSERT_TRUE(buffers[k]->head_on_gpu());

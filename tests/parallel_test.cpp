@@ -93,7 +93,7 @@ TEST(LocalCommunicator, SumsEveryTypeInPlaceInRankOrder) {
     EXPECT_TRUE(isnan(bf[3]));
     // Spans: several buffers in one collective (the solver's gradients).
     std::vector<float> a(5, 1.0f + r), b(7, 10.0f * r);
-    comm.AllReduceSum({{a.data(), 5}, {b.data(), 7}}, FLOAT);
+    comm.AllReduceSum({{a.data(), 5}, {b.data(), 7}}, FLOAT, nullptr);
     EXPECT_EQ(a, std::vector<float>(5, 6.0f));
     EXPECT_EQ(b, std::vector<float>(7, 30.0f));
     ++checked;
@@ -303,13 +303,13 @@ class StartedSums : public Communicator {
   using Communicator::AllReduceSum;
   void AllReduceSum(void* data, int64_t count, Type type) override { inner_->AllReduceSum(data, count, type); }
   bool asynchronous() const override { return true; }
-  void StartAllReduceSum(const std::vector<Span>& spans, Type type) override {
+  void StartAllReduceSum(const std::vector<Span>& spans, Type type, CUstream_st* stream) override {
     int64_t n = 0;
     for (const Span& sp : spans) n += sp.count;
     started.push_back(n);
-    inner_->AllReduceSum(spans, type);
+    inner_->AllReduceSum(spans, type, stream);
   }
-  void WaitSums() override { ++waits; }
+  void WaitSums(CUstream_st*) override { ++waits; }
   void Broadcast(void* data, int64_t bytes, int root) override { inner_->Broadcast(data, bytes, root); }
   int64_t Max(int64_t value) override { return inner_->Max(value); }
   [[noreturn]] void Abort(int status) override {

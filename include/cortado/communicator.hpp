@@ -35,6 +35,8 @@
 
 #include "cortado/types.hpp"
 
+struct CUstream_st;
+
 namespace cortado {
 
 class Communicator {
@@ -54,27 +56,30 @@ class Communicator {
     int64_t count;
   };
   /// Whether AllReduceSum(spans, ...) takes device memory (summed on the
-  /// calling thread's current stream, see cuda::stream) rather than host
-  /// memory.
+  /// `stream` it is given) rather than host memory.
   virtual bool reduces_device_memory() const { return false; }
   /// Sums each span (values of `type`) over all ranks, in place: the
   /// gradients of one type, in one collective. Host engines pack them into
-  /// one buffer; NCCL reduces them in place, in one group.
-  virtual void AllReduceSum(const std::vector<Span>& spans, Type type);
+  /// one buffer; NCCL reduces them in place, in one group, on `stream` (the
+  /// compute stream of the caller's Context, which wrote them; host engines
+  /// ignore it).
+  virtual void AllReduceSum(const std::vector<Span>& spans, Type type, CUstream_st* stream);
   /// Whether StartAllReduceSum returns before the sum is done (NCCL: it
   /// runs on a stream of its own), so that the Solver sums gradients in
   /// buckets during backward.
   virtual bool asynchronous() const { return false; }
-  /// Starts AllReduceSum(spans, type) after the work queued so far on the
-  /// calling thread's stream; the spans must not be written until WaitSums.
-  /// Synchronous engines sum at once.
-  virtual void StartAllReduceSum(const std::vector<Span>& spans, Type type) { AllReduceSum(spans, type); }
-  /// Makes the calling thread's stream wait for every sum started (work
-  /// queued on it later sees the sums). NCCL waits on the host too, polling
+  /// Starts AllReduceSum(spans, type) after the work queued so far on
+  /// `stream`; the spans must not be written until WaitSums. Synchronous
+  /// engines sum at once.
+  virtual void StartAllReduceSum(const std::vector<Span>& spans, Type type, CUstream_st* stream) {
+    AllReduceSum(spans, type, stream);
+  }
+  /// Makes `stream` wait for every sum started (work queued on it later
+  /// sees the sums). NCCL waits on the host too, polling
   /// its asynchronous errors: a sum that fails, or does not finish within
   /// CORTADO_NCCL_TIMEOUT seconds (util/gpu_faults.hpp), throws Error with
   /// the cause instead of hanging, as its device AllReduceSum does.
-  virtual void WaitSums() {}
+  virtual void WaitSums(CUstream_st* stream) {}
   /// Copies `bytes` bytes at `data` from rank `root` to every rank.
   virtual void Broadcast(void* data, int64_t bytes, int root) = 0;
   /// The largest of the ranks' values (agreeing on an action or a seed).

@@ -47,7 +47,7 @@ void GradientReducer::PlanBuckets(int reduce_buckets) {
 
 void GradientReducer::StartBucket(int g) {
   if (pending_[g].empty()) return;
-  comm_->StartAllReduceSum(pending_[g], kAllTypes[g]);
+  comm_->StartAllReduceSum(pending_[g], kAllTypes[g], net_->context().stream());
   ++sums_;
   pending_[g].clear();
   pending_count_[g] = 0;
@@ -61,7 +61,7 @@ void GradientReducer::Reduce() {
     // The last backward started the sums of the full buckets: the rest now,
     // then the update waits for them all.
     for (int g = 0; g < kNumTypes; ++g) StartBucket(g);
-    comm_->WaitSums();
+    comm_->WaitSums(net_->context().stream());
     buckets_started_ = false;
     return;
   }
@@ -73,7 +73,7 @@ void GradientReducer::Reduce() {
         grads.push_back(GradientSpan(static_cast<int>(i)));
     if (grads.empty()) continue;
     ++sums_;
-    comm_->AllReduceSum(grads, kAllTypes[g]);
+    comm_->AllReduceSum(grads, kAllTypes[g], net_->context().stream());
   }
 }
 

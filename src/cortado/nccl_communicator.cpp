@@ -68,13 +68,13 @@ class NcclCommunicator : public Communicator {
 
   void AllReduceSum(void* data, int64_t count, Type type) override { host_->AllReduceSum(data, count, type); }
   bool reduces_device_memory() const override { return true; }
-  // In place, on the calling thread's stream: the sums queue behind the
-  // backward that wrote the gradients and ahead of the update, which waits
-  // for them as for those of StartAllReduceSum.
-  void AllReduceSum(const std::vector<Span>& spans, Type type) override {
+  // In place, on the compute stream: the sums queue behind the backward
+  // that wrote the gradients and ahead of the update, which waits for them
+  // as for those of StartAllReduceSum.
+  void AllReduceSum(const std::vector<Span>& spans, Type type, CUstream_st* stream) override {
     MakeEvents();
-    Sum(spans, type, cuda::stream());
-    CORTADO_CUDA_CHECK(cudaEventRecord(summed_, cuda::stream()));
+    Sum(spans, type, stream);
+    CORTADO_CUDA_CHECK(cudaEventRecord(summed_, stream));
     Await(summed_);
   }
 
@@ -82,18 +82,18 @@ class NcclCommunicator : public Communicator {
   // recorded on the compute stream, so that they overlap the backward of
   // the layers before them; WaitSums puts the compute stream behind them.
   bool asynchronous() const override { return true; }
-  void StartAllReduceSum(const std::vector<Span>& spans, Type type) override {
+  void StartAllReduceSum(const std::vector<Span>& spans, Type type, CUstream_st* stream) override {
     MakeEvents();
     if (!sum_stream_) CORTADO_CUDA_CHECK(cudaStreamCreateWithFlags(&sum_stream_, cudaStreamNonBlocking));
-    CORTADO_CUDA_CHECK(cudaEventRecord(queued_, cuda::stream()));
+    CORTADO_CUDA_CHECK(cudaEventRecord(queued_, stream));
     CORTADO_CUDA_CHECK(cudaStreamWaitEvent(sum_stream_, queued_, 0));
     Sum(spans, type, sum_stream_);
   }
-  void WaitSums() override {
+  void WaitSums(CUstream_st* stream) override {
     if (!sum_stream_) return;
     CORTADO_CUDA_CHECK(cudaEventRecord(summed_, sum_stream_));
     Await(summed_);
-    CORTADO_CUDA_CHECK(cudaStreamWaitEvent(cuda::stream(), summed_, 0));
+    CORTADO_CUDA_CHECK(cudaStreamWaitEvent(stream, summed_, 0));
   }
   ~NcclCommunicator() override {
     if (sum_stream_) {
