@@ -25,36 +25,14 @@
 #include "cortado/util/io.hpp"
 #ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
+#include "test_scopes.hpp"
 #endif
 
 namespace cortado {
 namespace {
 
-// Sets (or, with nullptr, unsets) an environment variable for a scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
-struct RestoreStream {
-  ~RestoreStream() { Context::Cpu()->Activate(); }
-};
+using test::RestoreStream;
+using test::ScopedEnv;
 
 std::string ErrorOf(const std::function<void()>& f) {
   try {

@@ -11,6 +11,7 @@
 #include "cortado/layer.hpp"
 #include "cortado/util/cuda.hpp"
 #include "test_util.hpp"
+#include "test_scopes.hpp"
 
 namespace cortado {
 namespace {
@@ -99,6 +100,7 @@ TEST(LayerStream, GpuLayerRunsOnItsContextsStream) {
   GTEST_SKIP() << "no CUDA backend in this build";
 #else
   if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
+  test::RestoreStream restore;
   std::shared_ptr<Context> gpu = Context::Create(0);
   Context::Cpu()->Activate();  // the thread's stream: the per-thread default
   const StreamHandle caller = CurrentStream();

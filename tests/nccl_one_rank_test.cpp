@@ -20,6 +20,7 @@
 #include "cortado/tensor.hpp"
 #include "cortado/util/device.hpp"
 #include "cortado/util/io.hpp"
+#include "test_scopes.hpp"
 
 namespace cortado {
 namespace {
@@ -30,10 +31,7 @@ namespace {
     if (DeviceCount() < 1) GTEST_SKIP() << "no CUDA device: the NCCL path is untested";  \
   } while (0)
 
-// Restores the thread's default stream when a test's GPU context goes away.
-struct RestoreStream {
-  ~RestoreStream() { Context::Cpu()->Activate(); }
-};
+using test::RestoreStream;
 
 // `count` values of `type` with random bit patterns: every exponent (large
 // values, subnormals) and sign, but no Inf, NaN or -0 (whose sum with

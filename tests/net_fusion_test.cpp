@@ -17,6 +17,7 @@
 #include "cortado/util/io.hpp"
 #include "cortado/util/rng.hpp"
 #include "test_util.hpp"
+#include "test_scopes.hpp"
 
 namespace cortado {
 namespace {
@@ -385,9 +386,7 @@ void CompareOnGpu(const std::string& text, double ulps) {
 #else
   if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
   std::shared_ptr<Context> gpu = Context::Create(0);
-  struct RestoreStream {
-    ~RestoreStream() { Context::Cpu()->Activate(); }
-  } restore;
+  test::RestoreStream restore;
   gpu->Activate();
   NetPair n = Build<P>(text, TRAIN, gpu);
   Run<P>(&n);
@@ -413,9 +412,7 @@ TYPED_TEST(NetFusionTest, GpuSgdStepsMatchUnfused) {
 #else
   if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
   std::shared_ptr<Context> gpu = Context::Create(0);
-  struct RestoreStream {
-    ~RestoreStream() { Context::Cpu()->Activate(); }
-  } restore;
+  test::RestoreStream restore;
   CompareTraining<TypeParam>(test::is_half_pair<TypeParam>() ? 64 : 256, gpu);
 #endif
 }

@@ -20,6 +20,7 @@
 #include "cortado/util/io.hpp"
 #include "cortado/util/rng.hpp"
 #include "test_util.hpp"
+#include "test_scopes.hpp"
 
 namespace cortado {
 namespace {
@@ -28,38 +29,14 @@ template <typename P>
 class NetMemoryTest : public ::testing::Test {};
 TYPED_TEST_SUITE(NetMemoryTest, test::AllPairs, test::PairNames);
 
-// Sets an environment variable to "1" or "0" for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, bool on) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    setenv(name, on ? "1" : "0", 1);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_, old_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
-
 // Sets CORTADO_SHARE_DIFFS and CORTADO_SHARE_DATA (both plans) for one scope.
 class ShareMemory {
  public:
-  explicit ShareMemory(bool on) : diffs_("CORTADO_SHARE_DIFFS", on), data_("CORTADO_SHARE_DATA", on) {}
+  explicit ShareMemory(bool on)
+      : diffs_("CORTADO_SHARE_DIFFS", on ? "1" : "0"), data_("CORTADO_SHARE_DATA", on ? "1" : "0") {}
 
  private:
-  ScopedEnv diffs_, data_;
+  test::ScopedEnv diffs_, data_;
 };
 
 // A small net with what a diff plan must get right: in-place chains (fused
@@ -305,7 +282,7 @@ TEST(NetMemory, DataPlanLeavesBottomsThatAreRead) {
   test_net.set_force_backward(false);
   EXPECT_FALSE(sums_in_a_bottom(test_net));
   // Off by the environment, the diff plan still on.
-  ScopedEnv data_off("CORTADO_SHARE_DATA", false), diffs_on("CORTADO_SHARE_DIFFS", true);
+  test::ScopedEnv data_off("CORTADO_SHARE_DATA", "0"), diffs_on("CORTADO_SHARE_DIFFS", "1");
   EXPECT_FALSE(DataSharingEnabled());
   Net net(MakeNet<P>(kNet));
   EXPECT_NE(&BlobNamed(net, "sum2").data(), &BlobNamed(net, "conv2b").data());
@@ -372,9 +349,7 @@ TYPED_TEST(NetMemoryTest, GpuSharesAndMatchesUnshared) {
 #else
   if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
   std::shared_ptr<Context> gpu = Context::Create(0);
-  struct RestoreStream {
-    ~RestoreStream() { Context::Cpu()->Activate(); }
-  } restore;
+  test::RestoreStream restore;
   gpu->Activate();
   NetPair n = Build(MakeNet<TypeParam>(kNet), gpu);
   EXPECT_LT(DistinctDiffs(*n.shared), DistinctDiffs(*n.plain));

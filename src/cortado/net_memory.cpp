@@ -197,15 +197,18 @@ DataSharingStats ShareDataBuffers(const Net& net) {
   return stats;
 }
 
+namespace {
+// "12.3M": a count of values in millions, one decimal (truncated).
+std::string Millions(size_t v) { return str_cat(static_cast<double>(static_cast<int64_t>(v / 100000)) / 10.0, "M"); }
+}  // namespace
+
 std::string DataSharingSummary(const DataSharingStats& s) {
-  return str_cat(s.blobs, " blobs computed in their consumer's top: ",
-                 static_cast<double>(static_cast<int64_t>(s.values / 100000)) / 10.0, "M values saved");
+  return str_cat(s.blobs, " blobs computed in their consumer's top: ", Millions(s.values), " values saved");
 }
 
 std::string DiffSharingSummary(const DiffSharingStats& s) {
-  auto mega = [](size_t v) { return str_cat(static_cast<double>(static_cast<int64_t>(v / 100000)) / 10.0, "M"); };
-  return str_cat(s.buffers, " diff buffers for ", s.groups, " blobs' gradients: ", mega(s.values_after),
-                 " values instead of ", mega(s.values_before));
+  return str_cat(s.buffers, " diff buffers for ", s.groups, " blobs' gradients: ", Millions(s.values_after),
+                 " values instead of ", Millions(s.values_before));
 }
 
 }  // namespace cortado
