@@ -332,7 +332,7 @@ if [ $RUN_RESNET = 1 ] && [ $HAVE_GPU = 1 ]; then
     if out=$(trainer_time "$log" "$RESNET_TIMEOUT" --model="$model" \
                --solver="$solver" --batch_size="$RESNET_BATCH" --iterations=20 --warmup=5); then
       reserved=$(grep -oE '[0-9.]+ MiB reserved from the device at most' "$log" | tail -1 | awk '{print $1}')
-      resnet_line[$net]="$(kv images_per_s "$out") images/s, peak $(kv peak_mem_mib "$out") MiB live${reserved:+, $reserved MiB reserved} ($(kv total_ms_median "$out") ms/iter)"
+      resnet_line[$net]="$(kv images_per_s "$out") images/s synchronized per part, $(kv loop_images_per_s "$out") in the training loop, peak $(kv peak_mem_mib "$out") MiB live${reserved:+, $reserved MiB reserved} ($(kv total_ms_median "$out") ms/iter)"
       resnet_ips[$net]=$(kv images_per_s "$out")
     else
       if grep -qi "out of memory" "$log"; then resnet_line[$net]="OUT OF MEMORY at batch $RESNET_BATCH"

@@ -183,6 +183,10 @@ TEST(TrainerTime, PrintsMediansTheCostTableAndPeakMemory) {
   EXPECT_GT(u, 0);  // the SGD update is timed in the TRAIN phase
   EXPECT_GT(t, 0);
   EXPECT_GT(std::stod(kv.at("images_per_s")), 0);
+  // The training loop, timed as a whole after the parts.
+  EXPECT_GT(std::stod(kv.at("loop_ms_mean")), 0);
+  EXPECT_GT(std::stod(kv.at("loop_images_per_s")), 0);
+  EXPECT_NE(r.output.find("Training loop (3 iterations back to back"), std::string::npos) << r.output;
   EXPECT_GT(std::stod(kv.at("peak_mem_mib")), 1);
   EXPECT_NE(r.output.find("update: SGD"), std::string::npos) << r.output;
   // An FP32 net with FP32 solver data converts nothing in an iteration.

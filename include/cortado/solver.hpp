@@ -81,6 +81,7 @@
 #include "cortado/communicator.hpp"
 #include "cortado/gradient_reducer.hpp"
 #include "cortado/net.hpp"
+#include "cortado/solvers/step_state.hpp"
 #include "cortado/solvers/update_rule.hpp"
 #include "cortado/util/signals.hpp"
 
@@ -102,6 +103,11 @@ struct SolverSetup {
   /// the sum is skipped: a sum of one is the values). A test hook: it runs
   /// an engine's gradient path, NCCL's included, on one device.
   bool reduce_alone = false;
+  /// Runs Step's iterations between displays deferred on the host too, as
+  /// the device update runs them (the host reads each step's record at the
+  /// next display, not at the step). A test hook: it runs the deferred path's
+  /// bookkeeping where no GPU is.
+  bool defer_host_steps = false;
 };
 
 class Solver {
@@ -124,6 +130,19 @@ class Solver {
   /// Trains to max_iter, resuming from a .solverstate first if given.
   void Solve(const std::string& resume_file = "");
   /// Runs `iters` iterations.
+  ///
+  /// Deferred steps. On the GPU (device update), an iteration that neither
+  /// displays nor tests never waits for the device: the loss tops are summed
+  /// into a device record instead of read, and the overflow check, the skip
+  /// decision, the unscale and clipping factor and the loss-scale update
+  /// (step_state.hpp's DecideStep) run on the device, the update kernels
+  /// reading the decision there. The host reads the records of the steps
+  /// since the last display at the next display, test, snapshot or the end
+  /// of Step (at most kMaxDeferredSteps apart), and only then logs their
+  /// skips, clippings and scale changes, each with its own iteration; the
+  /// smoothed loss, the weights and every log line are the eager path's.
+  /// Eager instead: the "plateau" policy (it reads the loss every step),
+  /// LARC, clipping with several ranks, and CORTADO_DEFER_STEPS=0.
   void Step(int iters);
   /// The update half of an iteration, for the gradients now in the net:
   /// checks them for Inf/NaN, adjusts the loss scale, updates every
@@ -173,6 +192,10 @@ class Solver {
   int skipped_iterations() const { return skipped_iterations_; }
   /// Whether the last step was skipped.
   bool last_step_skipped() const { return last_step_skipped_; }
+  /// Steps run deferred so far, and the host's reads of their records (each
+  /// one wait on the device).
+  int64_t deferred_steps() const { return deferred_steps_; }
+  int64_t deferred_reads() const { return deferred_reads_; }
   /// The solver data type (DOUBLE, FLOAT or FLOAT16).
   Type data_type() const { return data_type_; }
   /// History blob `slot` of parameter `id`, stored in data_type().
@@ -210,7 +233,8 @@ class Solver {
   void Validate() const;
   void ValidateSchedules() const;
   std::vector<double> Test(int test_net_id);
-  void UpdateSmoothedLoss(double loss, int start_iter);
+  /// Adds iteration `iter`'s loss to the smoothed loss of the current Step.
+  void UpdateSmoothedLoss(double loss, int iter);
   void DisplayOutputs(double elapsed_s, int iters);
   // The executors of ApplyUpdate's plan (solvers/update_plan.hpp) read the
   // net, the rule, the history and the LARC state.
@@ -221,12 +245,20 @@ class Solver {
   UpdateExecutor& Executor();
   /// Whether the device executor can run this step; says once why not.
   bool GpuUpdateSupported();
-  /// The plan's bookkeeping: a skipped step; the factor
-  /// 1/(S*iter_size*ranks) times the clipping factor given the sum of squares of
-  /// the raw gradients; the loss-scale growth after a clean step.
-  void SkipOverflowedStep();
-  double GradientFactor(double raw_sumsq) const;
-  void AfterCleanStep();
+  /// The state DecideStep starts from, and the solver's copy of the state it
+  /// leaves (the loss tops' gradients take a changed scale).
+  StepState CurrentState() const { return StepState{loss_scale_, clean_iterations_, skipped_iterations_}; }
+  void TakeState(const StepState& s);
+  /// The log lines of iteration `iter`'s step (clipping, skip, growth).
+  void LogStep(int iter, const StepRecord& r) const;
+  /// Whether this iteration may run deferred (see Step).
+  bool CanDefer(bool display, bool testing);
+  /// One deferred iteration: forward and backward, the loss summed on the
+  /// executor's side, the sums, the executor's DeferredStep.
+  void DeferredIteration();
+  /// Reads the deferred steps' records (one wait) and takes them in order:
+  /// smoothed loss, log lines, the solver's copy of the state.
+  void ResolvePending();
   void SetLossScale(float s);
   /// The "plateau" policy's bookkeeping for this iteration (smoothed loss
   /// minimum, step); every update calls it once, before reading the rate.
@@ -245,6 +277,13 @@ class Solver {
   int skipped_iterations_ = 0;
   bool last_step_skipped_ = false;
   bool gradients_zero_ = false;  // set by an applied update, reset by ClearGradients
+  StepRule step_rule_;
+  int step_start_iter_ = 0;       // the current Step's first iteration (the smoothed loss's window)
+  std::vector<int> pending_;      // deferred iterations whose records the host has not read
+  bool state_on_executor_ = false;  // the executor's StepState is the solver's (no eager step since)
+  bool defer_host_steps_ = false;
+  bool defer_enabled_ = true;     // CORTADO_DEFER_STEPS
+  int64_t deferred_steps_ = 0, deferred_reads_ = 0;
   // The "plateau" policy's state (current_step_ is its step).
   float minimum_loss_ = 1e38f;
   int iter_last_event_ = 0;

@@ -47,6 +47,7 @@
 
 #include "cortado/larc.hpp"
 #include "cortado/solver.hpp"
+#include "cortado/solvers/step_state.hpp"
 #include "cortado/solvers/update_rule.hpp"
 #include "cortado/types.hpp"
 
@@ -117,6 +118,10 @@ struct UpdateHyper {
   double larc_eta = 0;
   double larc_momentum = 0;           // momentum_policy's momentum, whatever the rule
   bool larc_turbo = false;
+  /// A deferred step's decision in device memory (decide_step wrote it):
+  /// the update reads its factor instead of `factor`, and with skip set it
+  /// only zeroes the gradients. Null: `factor`, no skip.
+  const StepControl* control = nullptr;
 };
 
 /// Device and pinned buffers the solver keeps between iterations.
@@ -146,6 +151,15 @@ class UpdateWorkspace {
   /// larc_turbo's correlations, from and to the host (they start at 0).
   void upload_larc_corr(const std::vector<double>& corr, gpu_stream stream);
   std::vector<double> download_larc_corr(gpu_stream stream);
+  /// Deferred steps: the state on the device, the decision the update
+  /// reads, and kMaxDeferredSteps records.
+  StepState* step_state() { return step_state_; }
+  StepControl* step_control() { return step_control_; }
+  StepRecord* step_records() { return step_records_; }
+  /// Enqueues the copy of s to the device state (through pinned memory).
+  void put_step_state(const StepState& s, gpu_stream stream);
+  /// Copies the first n records and the state to the host; waits.
+  StepState fetch_step_records(int n, std::vector<StepRecord>* records, gpu_stream stream);
 
  private:
   int num_params_;
@@ -156,7 +170,24 @@ class UpdateWorkspace {
   LarcSums* larc_sums_ = nullptr;
   double* larc_trust_ = nullptr;
   double* larc_corr_ = nullptr;
+  StepState* step_state_ = nullptr;
+  StepControl* step_control_ = nullptr;
+  StepRecord* step_records_ = nullptr;
+  StepState* step_state_host_ = nullptr;      // pinned
+  StepRecord* step_records_host_ = nullptr;   // pinned, kMaxDeferredSteps
+  CUevent_st* state_put_ = nullptr;           // the last put_step_state's copy
 };
+
+/// Deferred steps (one-thread and one-block launches on `stream`):
+/// decide_step runs DecideStep from the check's findings and *state, writing
+/// the decision and the record's update half; add_loss adds
+/// weight * sum(float(top)) to *loss, as LayerBase::Forward sums a loss top;
+/// seed_loss_diff fills a loss top's gradient with weight * state->scale, as
+/// LayerBase::ScaleLossGradients does.
+void decide_step(const StepRule& rule, const GradientCheck* check, StepState* state, StepRecord* record,
+                 StepControl* control, gpu_stream stream);
+void add_loss(Type type, const void* top, int64_t count, double weight, double* loss, gpu_stream stream);
+void seed_loss_diff(Type type, void* diff, int64_t count, double weight, const StepState* state, gpu_stream stream);
 
 /// Whether the rules' updates and larc_sums take this (gradient type, solver data
 /// type) pair.

@@ -2,6 +2,10 @@
 # One net under several settings of the environment, side by side: `trainer
 # time` runs each variant in turn, REPEATS rounds alternating, and prints the
 # median images/s and peak memory of each, and each one's ratio to the first.
+# Two speeds: images_per_s from the median of forward, backward and update
+# each timed to a wait, and loop_images_per_s from the training loop
+# (Solver::Step) run back to back with one wait at the end, which is what
+# CORTADO_DEFER_STEPS=0 (a wait per iteration on the GPU) changes.
 # For measuring what a switch gains (CORTADO_SHARE_DIFFS=0: one diff buffer
 # per blob; CORTADO_CUDNN_WORKSPACE_MB: cuDNN's workspace bound; ...).
 #
@@ -29,7 +33,7 @@ shift
 LOG_DIR=${LOG_DIR:-$(mktemp -d)}
 mkdir -p "$LOG_DIR"
 
-declare -A ips=() mem=()
+declare -A ips=() loop=() mem=()
 for r in $(seq "$REPEATS"); do
   for v in "${variants[@]}"; do
     name=${v%%=*}
@@ -40,22 +44,25 @@ for r in $(seq "$REPEATS"); do
     if env ${envs[@]+"${envs[@]}"} "$TRAINER" time "$@" >"$log" 2>&1; then
       line=$(grep '^time:' "$log" | tail -1)
       ips[$name]+="$(kv images_per_s "$line") "
+      loop[$name]+="$(kv loop_images_per_s "$line") "
       mem[$name]+="$(kv peak_mem_mib "$line") "
-      echo "trainer_variants: round $r $name: $(kv images_per_s "$line") images/s, peak $(kv peak_mem_mib "$line") MiB"
+      echo "trainer_variants: round $r $name: $(kv images_per_s "$line") images/s (training loop $(kv loop_images_per_s "$line")), peak $(kv peak_mem_mib "$line") MiB"
     else
       echo "trainer_variants: round $r $name FAILED: $(grep -m1 -iE 'error|out of memory' "$log" | cut -c1-200) (log: $log)"
     fi
   done
 done
 
-first=""
+first="" first_loop=""
 echo "trainer_variants: medians over $REPEATS rounds (logs: $LOG_DIR)"
 for v in "${variants[@]}"; do
   name=${v%%=*}
   i=$(echo "${ips[$name]:-}" | tr ' ' '\n' | grep . | median %.1f || true)
+  l=$(echo "${loop[$name]:-}" | tr ' ' '\n' | grep . | median %.1f || true)
   m=$(echo "${mem[$name]:-}" | tr ' ' '\n' | grep . | median %.0f || true)
-  [ -z "$first" ] && first=$i
+  [ -z "$first" ] && first=$i && first_loop=$l
   ratio=$(awk -v a="$i" -v b="$first" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b; else print "n/a" }')
-  printf 'trainer_variants: %-24s images_per_s=%s peak_mem_mib=%s ratio_to_first=%s  [%s]\n' "$name" "${i:-n/a}" "${m:-n/a}" \
-    "$ratio" "${v#*=}"
+  lratio=$(awk -v a="$l" -v b="$first_loop" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b; else print "n/a" }')
+  printf 'trainer_variants: %-24s images_per_s=%s loop_images_per_s=%s peak_mem_mib=%s ratio_to_first=%s loop_ratio_to_first=%s  [%s]\n' \
+    "$name" "${i:-n/a}" "${l:-n/a}" "${m:-n/a}" "$ratio" "$lratio" "${v#*=}"
 done

@@ -4,12 +4,14 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iomanip>
 #include <sstream>
 #include <random>
 #include <type_traits>
 
+#include "cortado/deferred_loss.hpp"
 #include "cortado/layer_traits.hpp"
 #include "cortado/solvers/update_plan.hpp"
 #include "cortado/util/blob_io.hpp"
@@ -95,6 +97,19 @@ Solver::Solver(const SolverParameter& param, const SourceInfo& info, SolverSetup
   data_type_ = double_net ? DOUBLE : param_.solver_data_type();
   loss_scale_ = param_.dynamic_loss_scale() ? param_.loss_scale_init() : net_->global_grad_scale();
   net_->SetLossScale(loss_scale_);
+  step_rule_.dynamic = param_.dynamic_loss_scale();
+  step_rule_.skip_overflow = param_.dynamic_loss_scale() || param_.skip_nonfinite_steps();
+  step_rule_.backoff = param_.loss_scale_backoff();
+  step_rule_.min = param_.loss_scale_min();
+  step_rule_.growth = param_.loss_scale_growth();
+  step_rule_.max = param_.loss_scale_max();
+  step_rule_.window = param_.loss_scale_window();
+  step_rule_.clip = param_.clip_gradients();
+  step_rule_.iter_size = param_.iter_size();
+  step_rule_.ranks = ranks();
+  defer_host_steps_ = setup.defer_host_steps;
+  const char* defer = std::getenv("CORTADO_DEFER_STEPS");
+  defer_enabled_ = !(defer && std::string(defer) == "0");
 }
 
 Blob& Solver::history(int id, int slot) {
@@ -377,43 +392,52 @@ void Solver::Solve(const std::string& resume_file) {
 
 void Solver::Step(int iters) {
   const int start_iter = iter_, stop_iter = iter_ + iters;
+  step_start_iter_ = start_iter;
   losses_.clear();
   smoothed_loss_ = 0;
   auto last_display = std::chrono::steady_clock::now();
   int last_display_iter = iter_;
   while (iter_ < stop_iter) {
     ClearGradients();
-    if (param_.test_interval() && iter_ % param_.test_interval() == 0 &&
-        (iter_ > 0 || param_.test_initialization())) {
-      const auto t0 = std::chrono::steady_clock::now();
-      TestAll();
-      last_display += std::chrono::steady_clock::now() - t0;  // testing time is not training time
-    }
+    const bool testing = param_.test_interval() && iter_ % param_.test_interval() == 0 &&
+                         (iter_ > 0 || param_.test_initialization());
     const bool display = param_.display() && iter_ % param_.display() == 0;
-    double loss = 0;
-    mark(*this, "forward and backward");
-    for (int i = 0; i < param_.iter_size(); ++i) {
-      // The last backward of the step starts the ranks' sums bucket by bucket.
-      reducer_->set_last_backward(i + 1 == param_.iter_size());
-      loss += net_->ForwardBackward();
-      reducer_->set_last_backward(false);
-    }
-    loss /= param_.iter_size();
-    if (after_backward_) after_backward_(*this);
-    UpdateSmoothedLoss(loss, start_iter);
-    if (display) {
-      const auto now = std::chrono::steady_clock::now();
-      const double elapsed = std::chrono::duration<double>(now - last_display).count();
-      DisplayOutputs(elapsed, iter_ - last_display_iter);
-      last_display = now;
-      last_display_iter = iter_;
-    }
-    const float scale_used = loss_scale_;
-    ApplyUpdate();
-    if (display) {
-      INFO_LOG << "Iteration " << iter_ << ", lr = " << GetLearningRate();
-      if (param_.dynamic_loss_scale() || scale_used != 1 || skipped_iterations_)
-        INFO_LOG << "    loss scale = " << ScaleText(scale_used) << ", skipped steps = " << skipped_iterations_;
+    if (CanDefer(display, testing)) {
+      DeferredIteration();
+    } else {
+      // The deferred steps before this one are read first: their log lines
+      // and losses come before this iteration's.
+      ResolvePending();
+      if (testing) {
+        const auto t0 = std::chrono::steady_clock::now();
+        TestAll();
+        last_display += std::chrono::steady_clock::now() - t0;  // testing time is not training time
+      }
+      double loss = 0;
+      mark(*this, "forward and backward");
+      for (int i = 0; i < param_.iter_size(); ++i) {
+        // The last backward of the step starts the ranks' sums bucket by bucket.
+        reducer_->set_last_backward(i + 1 == param_.iter_size());
+        loss += net_->ForwardBackward();
+        reducer_->set_last_backward(false);
+      }
+      loss /= param_.iter_size();
+      if (after_backward_) after_backward_(*this);
+      UpdateSmoothedLoss(loss, iter_);
+      if (display) {
+        const auto now = std::chrono::steady_clock::now();
+        const double elapsed = std::chrono::duration<double>(now - last_display).count();
+        DisplayOutputs(elapsed, iter_ - last_display_iter);
+        last_display = now;
+        last_display_iter = iter_;
+      }
+      const float scale_used = loss_scale_;
+      ApplyUpdate();
+      if (display) {
+        INFO_LOG << "Iteration " << iter_ << ", lr = " << GetLearningRate();
+        if (param_.dynamic_loss_scale() || scale_used != 1 || skipped_iterations_)
+          INFO_LOG << "    loss scale = " << ScaleText(scale_used) << ", skipped steps = " << skipped_iterations_;
+      }
     }
     ++iter_;
     mark(*this, "agreeing on the signals' action");
@@ -424,10 +448,74 @@ void Solver::Step(int iters) {
       break;
     }
   }
+  ResolvePending();
   // The last update may still run on the device; the weights are final when
   // Step returns, whichever stream the caller reads them on next.
   mark(*this, "waiting for the device after the last step");
   net_->context().Synchronize();
+}
+
+bool Solver::CanDefer(bool display, bool testing) {
+  if (display || testing || !defer_enabled_ || pending_.size() >= static_cast<size_t>(kMaxDeferredSteps)) return false;
+  // These read a step's results on the host before the next step.
+  if (param_.lr_policy() == "plateau" || param_.larc() || (param_.clip_gradients() >= 0 && ranks() > 1)) return false;
+  UpdateExecutor& exec = Executor();
+  return exec.device() || defer_host_steps_;
+}
+
+void Solver::DeferredIteration() {
+  UpdateExecutor& exec = Executor();
+  if (!state_on_executor_) exec.PutState(CurrentState());
+  state_on_executor_ = true;
+  const int slot = static_cast<int>(pending_.size());
+  exec.BeginRecord(slot);
+  mark(*this, "forward and backward");
+  {
+    DeferLossReads no_reads;  // the loss tops are summed by the executor instead
+    for (int i = 0; i < param_.iter_size(); ++i) {
+      net_->Forward();
+      exec.AddLoss(slot);
+      reducer_->set_last_backward(i + 1 == param_.iter_size());
+      net_->Backward();
+      reducer_->set_last_backward(false);
+    }
+  }
+  if (after_backward_) after_backward_(*this);
+  mark(*this, "the gradient sums");
+  if (reducer_->active()) reducer_->Reduce();
+  mark(*this, "the update");
+  UpdatePlan plan;
+  plan.skip_overflow = step_rule_.skip_overflow;
+  plan.clip = step_rule_.clip >= 0;
+  plan.rate = GetLearningRate();
+  plan.momentum = GetMomentum();
+  plan.weight_decay = GetWeightDecay();
+  plan.l1 = param_.regularization_type() == "L1";
+  exec.DeferredStep(plan, step_rule_, slot);
+  gradients_zero_ = true;  // skipped or not
+  pending_.push_back(iter_);
+  ++deferred_steps_;
+}
+
+void Solver::ResolvePending() {
+  if (pending_.empty()) return;
+  mark(*this, "reading the deferred steps");
+  std::vector<StepRecord> records;
+  const StepState after = Executor().FetchRecords(static_cast<int>(pending_.size()), &records);
+  ++deferred_reads_;
+  for (size_t k = 0; k < pending_.size(); ++k) {
+    const StepRecord& r = records[k];
+    UpdateSmoothedLoss(r.loss / param_.iter_size(), pending_[k]);
+    loss_scale_ = r.scale_after;
+    skipped_iterations_ += r.skipped;
+    last_step_skipped_ = r.skipped != 0;
+    LogStep(pending_[k], r);
+  }
+  pending_.clear();
+  // The loss tops' gradients already hold the scale (DeferredStep).
+  loss_scale_ = after.scale;
+  clean_iterations_ = after.clean;
+  skipped_iterations_ = after.skipped;
 }
 
 void Solver::DisplayOutputs(double elapsed_s, int iters) {
@@ -461,13 +549,13 @@ void Solver::DisplayOutputs(double elapsed_s, int iters) {
   }
 }
 
-void Solver::UpdateSmoothedLoss(double loss, int start_iter) {
+void Solver::UpdateSmoothedLoss(double loss, int iter) {
   const size_t window = param_.average_loss();
   if (losses_.size() < window) {
     losses_.push_back(loss);
     smoothed_loss_ = (smoothed_loss_ * (losses_.size() - 1) + loss) / losses_.size();
   } else {
-    const size_t idx = (iter_ - start_iter) % window;
+    const size_t idx = (iter - step_start_iter_) % window;
     smoothed_loss_ += (loss - losses_[idx]) / window;
     losses_[idx] = loss;
   }
@@ -591,6 +679,7 @@ void read_history(const SolverState& state, const std::string& file, const Net& 
 }  // namespace
 
 std::string Solver::Snapshot() {
+  ResolvePending();  // the loss scale and the skipped steps it saves
   // Every rank's generator state goes into rank 0's file. A collective:
   // every rank snapshots at the same iteration (intervals, agreed actions).
   mark(*this, "a snapshot");
@@ -692,19 +781,27 @@ void Solver::Restore(const std::string& state_file) {
 
 void Solver::SetLossScale(float scale) {
   loss_scale_ = scale;
+  state_on_executor_ = false;
   net_->SetLossScale(scale);
 }
 
-void Solver::SkipOverflowedStep() {
-  ++skipped_iterations_;
-  last_step_skipped_ = true;
-  const float before = loss_scale_;
-  if (param_.dynamic_loss_scale()) {
-    clean_iterations_ = 0;
-    SetLossScale(std::max(loss_scale_ * param_.loss_scale_backoff(), param_.loss_scale_min()));
-  }
-  INFO_LOG << "Iteration " << iter_ << ": a weight gradient holds Inf or NaN; update skipped, loss scale "
-           << ScaleText(before) << " -> " << ScaleText(loss_scale_) << " (" << skipped_iterations_ << " skipped steps)";
+void Solver::TakeState(const StepState& s) {
+  if (s.scale != loss_scale_) SetLossScale(s.scale);
+  clean_iterations_ = s.clean;
+  skipped_iterations_ = s.skipped;
+}
+
+void Solver::LogStep(int iter, const StepRecord& r) const {
+  if (r.clipped)
+    INFO_LOG << "Gradient clipping: scaling down gradients (L2 norm " << r.clip_norm << " > " << param_.clip_gradients()
+             << ") by scale factor " << r.clip_factor;
+  if (r.skipped)
+    INFO_LOG << "Iteration " << iter << ": a weight gradient holds Inf or NaN; update skipped, loss scale "
+             << ScaleText(r.scale_used) << " -> " << ScaleText(r.scale_after) << " (" << skipped_iterations_
+             << " skipped steps)";
+  if (r.grown)
+    INFO_LOG << "Iteration " << iter << ": " << param_.loss_scale_window() << " clean steps, loss scale "
+             << ScaleText(r.scale_used) << " -> " << ScaleText(r.scale_after);
 }
 
 // ---- across ranks ------------------------------------------------------------------------
@@ -720,35 +817,6 @@ void Solver::SyncParameters() {
   reducer_->Broadcast(tensors);
 }
 
-// Unscale and average over iter_size (and the ranks); the global L2 norm for clipping is
-// taken over all parameters after unscaling.
-double Solver::GradientFactor(double raw_sumsq) const {
-  const double inv = 1.0 / (static_cast<double>(loss_scale_) * param_.iter_size() * ranks());
-  double factor = inv;
-  if (param_.clip_gradients() >= 0) {
-    const double norm = std::sqrt(raw_sumsq) * inv;
-    if (norm > param_.clip_gradients()) {
-      const double clip = param_.clip_gradients() / norm;
-      INFO_LOG << "Gradient clipping: scaling down gradients (L2 norm " << norm << " > " << param_.clip_gradients()
-               << ") by scale factor " << clip;
-      factor *= clip;
-    }
-  }
-  return factor;
-}
-
-void Solver::AfterCleanStep() {
-  if (param_.dynamic_loss_scale() && ++clean_iterations_ >= param_.loss_scale_window()) {
-    clean_iterations_ = 0;
-    const float grown = std::min(loss_scale_ * param_.loss_scale_growth(), param_.loss_scale_max());
-    if (grown != loss_scale_) {
-      INFO_LOG << "Iteration " << iter_ << ": " << param_.loss_scale_window() << " clean steps, loss scale "
-               << ScaleText(loss_scale_) << " -> " << ScaleText(grown);
-      SetLossScale(grown);
-    }
-  }
-}
-
 void Solver::ClearGradients() {
   if (!gradients_zero_) net_->ClearParamDiffs();
   gradients_zero_ = false;
@@ -758,31 +826,35 @@ bool Solver::ApplyUpdate() {
   // The plan of solvers/update_plan.hpp: every decision here, once; the
   // check and the arithmetic in the executor of where the net runs.
   gradients_zero_ = false;
+  state_on_executor_ = false;  // the step's state is decided here
   mark(*this, "the gradient sums");
   if (reducer_->active()) reducer_->Reduce();
   mark(*this, "the update");
   AdvancePlateau();
   UpdateExecutor& exec = Executor();
-  last_step_skipped_ = false;
   UpdatePlan plan;
-  plan.skip_overflow = param_.dynamic_loss_scale() || param_.skip_nonfinite_steps();
-  plan.clip = param_.clip_gradients() >= 0;
+  plan.skip_overflow = step_rule_.skip_overflow;
+  plan.clip = step_rule_.clip >= 0;
   const GradientCheck check = plan.skip_overflow || plan.clip ? exec.Check(plan) : GradientCheck();
-  if (check.nonfinite && plan.skip_overflow) {
-    SkipOverflowedStep();
-    return false;
-  }
+  const bool skip = check.nonfinite && plan.skip_overflow;
   double ss = check.sumsq;
-  if (plan.clip && ranks() > 1 && !exec.exact_sums()) ss = reducer_->Mean({ss})[0];
-  plan.factor = GradientFactor(ss);
-  plan.rate = GetLearningRate();
-  plan.momentum = GetMomentum();
-  plan.weight_decay = GetWeightDecay();
-  plan.l1 = param_.regularization_type() == "L1";
-  exec.Apply(plan);
-  gradients_zero_ = true;
-  AfterCleanStep();
-  return true;
+  if (plan.clip && !skip && ranks() > 1 && !exec.exact_sums()) ss = reducer_->Mean({ss})[0];
+  StepState state = CurrentState();
+  StepRecord record;
+  const StepControl control = DecideStep(step_rule_, check.nonfinite, ss, &state, &record);
+  last_step_skipped_ = control.skip != 0;
+  if (!control.skip) {
+    plan.factor = control.factor;
+    plan.rate = GetLearningRate();
+    plan.momentum = GetMomentum();
+    plan.weight_decay = GetWeightDecay();
+    plan.l1 = param_.regularization_type() == "L1";
+    exec.Apply(plan);
+    gradients_zero_ = true;
+  }
+  TakeState(state);
+  LogStep(iter_, record);
+  return !control.skip;
 }
 
 UpdateExecutor& Solver::Executor() {

@@ -26,6 +26,7 @@ namespace {
 
 using kernels::dev_t;
 using kernels::load;
+using kernels::store;
 using update_detail::dispatch_pair;
 using update_detail::final_grad;
 using update_detail::grid_for;
@@ -106,6 +107,29 @@ __global__ void larc_sums_kernel(const TensorSlot* slots, int n, int64_t chunks,
       }
     }
   }
+}
+
+// Deferred steps: the decision, one thread.
+__global__ void decide_step_kernel(StepRule rule, const GradientCheck* check, StepState* state, StepRecord* record,
+                                   StepControl* control) {
+  *control = DecideStep(rule, check->nonfinite != 0, check->sumsq, state, record);
+}
+
+// One block: *loss += weight * sum(float(top)), the sum in double.
+template <typename T>
+__global__ void add_loss_kernel(const T* top, int64_t n, double weight, double* loss) {
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sum += static_cast<double>(static_cast<float>(load(top, i)));
+  sum = block_sum(sum);
+  if (threadIdx.x == 0) *loss += __dmul_rn(weight, sum);  // no multiply-add: the host rounds twice
+}
+
+template <typename T>
+__global__ void seed_loss_diff_kernel(T* diff, int64_t n, double weight, const StepState* state) {
+  const float v = static_cast<float>(weight * static_cast<double>(state->scale));
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    store(diff, i, static_cast<kernels::dmath_t<T>>(v));
 }
 
 // One thread per slot: LARC's trust ratio from the slot's sums.
@@ -191,6 +215,14 @@ UpdateWorkspace::UpdateWorkspace(int num_params, gpu_stream stream) : num_params
   larc_trust_ = static_cast<double*>(cuda::device_alloc(ids * sizeof(double)));
   larc_corr_ = static_cast<double*>(cuda::device_alloc(ids * sizeof(double)));
   CORTADO_CUDA_CHECK(cudaMemsetAsync(larc_corr_, 0, ids * sizeof(double), stream));
+  step_state_ = static_cast<StepState*>(cuda::device_alloc(sizeof(StepState)));
+  step_control_ = static_cast<StepControl*>(cuda::device_alloc(sizeof(StepControl)));
+  step_records_ = static_cast<StepRecord*>(cuda::device_alloc(kMaxDeferredSteps * sizeof(StepRecord)));
+  CORTADO_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&step_state_host_), sizeof(StepState),
+                                   cudaHostAllocDefault));
+  CORTADO_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&step_records_host_),
+                                   kMaxDeferredSteps * sizeof(StepRecord), cudaHostAllocDefault));
+  CORTADO_CUDA_CHECK(cudaEventCreateWithFlags(&state_put_, cudaEventDisableTiming));
 }
 
 UpdateWorkspace::~UpdateWorkspace() {
@@ -201,6 +233,32 @@ UpdateWorkspace::~UpdateWorkspace() {
   cuda::device_free(larc_sums_);
   cuda::device_free(larc_trust_);
   cuda::device_free(larc_corr_);
+  cuda::device_free(step_state_);
+  cuda::device_free(step_control_);
+  cuda::device_free(step_records_);
+  cudaFreeHost(step_state_host_);
+  cudaFreeHost(step_records_host_);
+  cudaEventDestroy(state_put_);
+}
+
+void UpdateWorkspace::put_step_state(const StepState& s, gpu_stream stream) {
+  // The last put's copy may still read the pinned state (long done, normally):
+  // wait for that copy alone, not for the stream.
+  CORTADO_CUDA_CHECK(cudaEventSynchronize(state_put_));
+  *step_state_host_ = s;
+  CORTADO_CUDA_CHECK(cudaMemcpyAsync(step_state_, step_state_host_, sizeof(StepState), cudaMemcpyHostToDevice, stream));
+  CORTADO_CUDA_CHECK(cudaEventRecord(state_put_, stream));
+}
+
+StepState UpdateWorkspace::fetch_step_records(int n, std::vector<StepRecord>* records, gpu_stream stream) {
+  CORTADO_CHECK(n >= 0 && n <= kMaxDeferredSteps);
+  if (n > 0)
+    CORTADO_CUDA_CHECK(cudaMemcpyAsync(step_records_host_, step_records_, n * sizeof(StepRecord),
+                                       cudaMemcpyDeviceToHost, stream));
+  CORTADO_CUDA_CHECK(cudaMemcpyAsync(step_state_host_, step_state_, sizeof(StepState), cudaMemcpyDeviceToHost, stream));
+  CORTADO_CUDA_CHECK(cudaStreamSynchronize(stream));
+  records->assign(step_records_host_, step_records_host_ + n);
+  return *step_state_host_;
 }
 
 void UpdateWorkspace::begin_check(gpu_stream stream) {
@@ -244,6 +302,31 @@ void check_gradients(Type grad_type, const TensorList& list, bool want_sumsq, Gr
     using G = dev_t<decltype(g)>;
     check_kernel<G><<<grid_for(list.chunks()), cuda::kThreads, 0, stream>>>(list.device(), list.size(),
                                                                               list.chunks(), want_sumsq, result);
+  });
+  CORTADO_KERNEL_CHECK();
+}
+
+void decide_step(const StepRule& rule, const GradientCheck* check, StepState* state, StepRecord* record,
+                 StepControl* control, gpu_stream stream) {
+  decide_step_kernel<<<1, 1, 0, stream>>>(rule, check, state, record, control);
+  CORTADO_KERNEL_CHECK();
+}
+
+void add_loss(Type type, const void* top, int64_t count, double weight, double* loss, gpu_stream stream) {
+  if (count == 0) return;
+  dispatch_type(type, [&](auto z) {
+    using T = dev_t<decltype(z)>;
+    add_loss_kernel<T><<<1, cuda::kThreads, 0, stream>>>(static_cast<const T*>(top), count, weight, loss);
+  });
+  CORTADO_KERNEL_CHECK();
+}
+
+void seed_loss_diff(Type type, void* diff, int64_t count, double weight, const StepState* state, gpu_stream stream) {
+  if (count == 0) return;
+  const int blocks = static_cast<int>(std::min<int64_t>((count + cuda::kThreads - 1) / cuda::kThreads, 1024));
+  dispatch_type(type, [&](auto z) {
+    using T = dev_t<decltype(z)>;
+    seed_loss_diff_kernel<T><<<blocks, cuda::kThreads, 0, stream>>>(static_cast<T*>(diff), count, weight, state);
   });
   CORTADO_KERNEL_CHECK();
 }

@@ -1,7 +1,8 @@
 // The device executor of the update plan (solvers/update_plan.hpp), CUDA
 // builds: the check and the update as fused multi-tensor kernels
 // (solver.cu), one launch per gradient type and pass. The only wait on the
-// device is the check's read-back.
+// device is the check's read-back, and a deferred step (update_plan.hpp)
+// has none: the decision is made on the device.
 #include "cortado/config.hpp"  // CORTADO_USE_CUDA
 
 #ifdef CORTADO_USE_CUDA
@@ -23,23 +24,9 @@ class DeviceUpdate : public UpdateExecutor {
 
   GradientCheck Check(const UpdatePlan& plan) override {
     const Context& ctx = s_.net_->context();
-    ctx.Activate();  // conversions and copies below go to ctx's stream
-    gpu::gpu_stream stream = ctx.stream();
-    gpu::UpdateWorkspace& ws = workspace(stream);
-    std::array<std::vector<gpu::TensorSlot>, kNumTypes> lists;
-    for (const Blob* p : s_.net_->learnable_params()) {
-      gpu::TensorSlot t;
-      t.grad = const_cast<void*>(p->diff().gpu_data_raw(p->diff().type()));  // only read by the check
-      t.count = static_cast<int64_t>(p->count());
-      lists[type_index(p->diff().type())].push_back(t);
-    }
-    ws.begin_check(stream);
-    for (int g = 0; g < kNumTypes; ++g) {
-      ws.check_list(kAllTypes[g]).assign(std::move(lists[g]), stream);
-      gpu::check_gradients(kAllTypes[g], ws.check_list(kAllTypes[g]), plan.clip, ws.check_device(), stream);
-    }
-    ws.fetch_check(stream);
-    ctx.Synchronize();  // the iteration's one wait
+    gpu::UpdateWorkspace& ws = LaunchCheck(plan.clip);
+    ws.fetch_check(ctx.stream());
+    ctx.Synchronize();  // the eager iteration's one wait
     GradientCheck c;
     c.nonfinite = ws.check_host().nonfinite;
     c.sumsq = ws.check_host().sumsq;
@@ -65,6 +52,7 @@ class DeviceUpdate : public UpdateExecutor {
     h.larc_eta = param.larc_eta();
     h.larc_momentum = plan.momentum;
     h.larc_turbo = param.larc() && param.larc_turbo();
+    h.control = plan.control;
     // The weights become current in the solver data type on the device here,
     // after the skip decision (a skipped step leaves them as they are), with
     // their working copy in the gradient type (the type the layers compute in)
@@ -118,6 +106,46 @@ class DeviceUpdate : public UpdateExecutor {
       s_.rule_.update_gpu(rule_ctx, kAllTypes[g], ws.update_list(kAllTypes[g]), h, trust, stream);
   }
 
+  // ---- deferred steps: everything enqueued on the context's stream ----
+  bool device() const override { return true; }
+  void PutState(const StepState& st) override {
+    const Context& ctx = s_.net_->context();
+    ctx.Activate();
+    workspace(ctx.stream()).put_step_state(st, ctx.stream());
+  }
+  void BeginRecord(int slot) override {
+    const Context& ctx = s_.net_->context();
+    CORTADO_CUDA_CHECK(cudaMemsetAsync(Record(slot), 0, sizeof(StepRecord), ctx.stream()));
+  }
+  void AddLoss(int slot) override {
+    const Context& ctx = s_.net_->context();
+    ctx.Activate();
+    double* loss = &Record(slot)->loss;
+    ForEachLossTop([&](Blob* top, double weight) {
+      const Type t = top->data().type();
+      gpu::add_loss(t, top->data().gpu_data_raw(t), static_cast<int64_t>(top->count()), weight, loss, ctx.stream());
+    });
+  }
+  void DeferredStep(const UpdatePlan& plan, const StepRule& rule, int slot) override {
+    const Context& ctx = s_.net_->context();
+    gpu::UpdateWorkspace& ws = LaunchCheck(rule.clip >= 0);
+    gpu::decide_step(rule, ws.check_device(), ws.step_state(), Record(slot), ws.step_control(), ctx.stream());
+    UpdatePlan p = plan;
+    p.control = ws.step_control();
+    Apply(p);
+    // The next backward starts from the scale just decided.
+    ForEachLossTop([&](Blob* top, double weight) {
+      const Type t = top->diff().type();
+      gpu::seed_loss_diff(t, top->diff().mutable_gpu_data_raw(t), static_cast<int64_t>(top->count()), weight,
+                          ws.step_state(), ctx.stream());
+    });
+  }
+  StepState FetchRecords(int n, std::vector<StepRecord>* records) override {
+    const Context& ctx = s_.net_->context();
+    ctx.Activate();
+    return workspace(ctx.stream()).fetch_step_records(n, records, ctx.stream());
+  }
+
   void LarcCorrelationToHost() override {
     if (!ws_) return;
     s_.net_->context().Activate();
@@ -128,6 +156,41 @@ class DeviceUpdate : public UpdateExecutor {
   gpu::UpdateWorkspace& workspace(gpu::gpu_stream stream) {
     if (!ws_) ws_ = std::make_unique<gpu::UpdateWorkspace>(static_cast<int>(s_.net_->learnable_params().size()), stream);
     return *ws_;
+  }
+
+  // The check pass over every gradient into the workspace's device result.
+  gpu::UpdateWorkspace& LaunchCheck(bool want_sumsq) {
+    const Context& ctx = s_.net_->context();
+    ctx.Activate();  // conversions and copies below go to ctx's stream
+    gpu::gpu_stream stream = ctx.stream();
+    gpu::UpdateWorkspace& ws = workspace(stream);
+    std::array<std::vector<gpu::TensorSlot>, kNumTypes> lists;
+    for (const Blob* p : s_.net_->learnable_params()) {
+      gpu::TensorSlot t;
+      t.grad = const_cast<void*>(p->diff().gpu_data_raw(p->diff().type()));  // only read by the check
+      t.count = static_cast<int64_t>(p->count());
+      lists[type_index(p->diff().type())].push_back(t);
+    }
+    ws.begin_check(stream);
+    for (int g = 0; g < kNumTypes; ++g) {
+      ws.check_list(kAllTypes[g]).assign(std::move(lists[g]), stream);
+      gpu::check_gradients(kAllTypes[g], ws.check_list(kAllTypes[g]), want_sumsq, ws.check_device(), stream);
+    }
+    return ws;
+  }
+  StepRecord* Record(int slot) {
+    CORTADO_CHECK(slot >= 0 && slot < kMaxDeferredSteps);
+    return workspace(s_.net_->context().stream()).step_records() + slot;
+  }
+  // f(top, weight) for every top with a loss weight, in the net's order.
+  template <typename F>
+  void ForEachLossTop(F&& f) {
+    const Net& net = *s_.net_;
+    for (size_t i = 0; i < net.layers().size(); ++i)
+      for (size_t t = 0; t < net.top_vecs()[i].size(); ++t) {
+        const double w = net.layers()[i]->loss(static_cast<int>(t));
+        if (w != 0) f(net.top_vecs()[i][t], w);
+      }
   }
 
   Solver& s_;

@@ -111,6 +111,49 @@ class HostUpdate : public UpdateExecutor {
 
   Solver& s_;
   std::vector<float> grad_;  // FP32 scratch for one parameter's gradient
+
+ public:
+  // Deferred steps, run at once (SolverSetup::defer_host_steps): the device
+  // executor's calls with the host's arithmetic, so that the solver's
+  // deferred bookkeeping runs where no GPU is.
+  bool device() const override { return false; }
+  void PutState(const StepState& s) override { state_ = s; }
+  void BeginRecord(int slot) override { records_.at(static_cast<size_t>(slot)) = StepRecord(); }
+  void AddLoss(int slot) override {
+    StepRecord& r = records_.at(static_cast<size_t>(slot));
+    const Net& net = *s_.net_;
+    for (size_t i = 0; i < net.layers().size(); ++i) {
+      const BlobVec& top = net.top_vecs()[i];
+      for (size_t t = 0; t < top.size(); ++t) {
+        const double w = net.layers()[i]->loss(static_cast<int>(t));
+        if (w == 0) continue;
+        const float* d = top[t]->cpu_data<float>();
+        double sum = 0;
+        for (size_t k = 0; k < top[t]->count(); ++k) sum += d[k];
+        r.loss += w * sum;
+      }
+    }
+  }
+  void DeferredStep(const UpdatePlan& plan, const StepRule& rule, int slot) override {
+    const GradientCheck c = plan.skip_overflow || plan.clip ? Check(plan) : GradientCheck();
+    const StepControl ctl = DecideStep(rule, c.nonfinite, c.sumsq, &state_, &records_.at(static_cast<size_t>(slot)));
+    if (ctl.skip) {
+      s_.net_->ClearParamDiffs();
+    } else {
+      UpdatePlan p = plan;
+      p.factor = ctl.factor;
+      Apply(p);
+    }
+    s_.net_->SetLossScale(state_.scale);
+  }
+  StepState FetchRecords(int n, std::vector<StepRecord>* records) override {
+    records->assign(records_.begin(), records_.begin() + n);
+    return state_;
+  }
+
+ private:
+  StepState state_;
+  std::vector<StepRecord> records_ = std::vector<StepRecord>(kMaxDeferredSteps);
 };
 
 std::unique_ptr<UpdateExecutor> MakeHostUpdate(Solver& solver) { return std::make_unique<HostUpdate>(solver); }

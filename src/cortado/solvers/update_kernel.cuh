@@ -91,13 +91,16 @@ __global__ void update_kernel(const TensorSlot* slots, int n, int64_t chunks, Up
                               typename Rule::Hyper rh, const double* trust) {
   using M = acc_t<D>;
   constexpr int kSlots = Rule::kSlots;
+  // A deferred step's decision: its factor, or no update at all.
+  const bool skip = h.control && h.control->skip;
+  if (h.control) h.factor = h.control->factor;
   for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
     const TensorSlot s = slots[slot_of(slots, n, c)];
     G* gp = static_cast<G*>(s.grad);
     D* w = static_cast<D*>(s.weight);
     G* copy = static_cast<G*>(s.copy);
     const int64_t begin = (c - s.first_chunk) * kChunk, end = min(begin + kChunk, s.count);
-    if (!w) {  // frozen: the gradient is only cleared
+    if (!w || skip) {  // frozen, or a skipped deferred step: the gradient is only cleared
       for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) store(gp, i, acc_t<G>(0));
       continue;
     }
