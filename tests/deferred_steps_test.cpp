@@ -14,9 +14,12 @@
 #include <vector>
 
 #include "cortado/deferred_loss.hpp"
+#include "cortado/layer_traits.hpp"
 #include "cortado/solver.hpp"
+#include "cortado/solvers/step_graph.hpp"
 #include "cortado/util/io.hpp"
 #include "log_lines.hpp"
+#include "test_paths.hpp"
 #include "test_scopes.hpp"
 
 #ifdef CORTADO_USE_CUDA
@@ -80,7 +83,7 @@ struct TrainRun {
   double smoothed_loss = 0;
   float scale = 0;
   int skipped = 0;
-  int64_t deferred = 0, reads = 0;
+  int64_t deferred = 0, reads = 0, launches = 0, captures = 0;
   std::vector<std::string> lines;  // the log lines of the steps and displays, sorted
 };
 
@@ -89,11 +92,12 @@ std::vector<char> Bytes(const Tensor& t) {
   return std::vector<char>(p, p + t.count() * type_size(t.type()));
 }
 
-TrainRun Train(const std::string& solver_text, const std::string& net_text, SolverSetup setup, int iters) {
+TrainRun Train(const std::string& solver_text, const std::string& net_text, SolverSetup setup, int iters,
+               bool inject = true) {
   TrainRun r;
   test::LogLines log;
   auto s = MakeSolver(solver_text, net_text, std::move(setup));
-  s->set_after_backward(InjectInf);
+  if (inject) s->set_after_backward(InjectInf);
   s->Step(iters);
   for (const Blob* p : s->net()->learnable_params()) r.weights.push_back(Bytes(p->data()));
   for (size_t i = 0; i < s->net()->learnable_params().size(); ++i) r.history.push_back(Bytes(s->history(int(i)).data()));
@@ -102,6 +106,8 @@ TrainRun Train(const std::string& solver_text, const std::string& net_text, Solv
   r.skipped = s->skipped_iterations();
   r.deferred = s->deferred_steps();
   r.reads = s->deferred_reads();
+  r.launches = s->graph_launches();
+  r.captures = s->graph_captures();
   for (const std::string& l : log.lines()) {
     const bool step = l.find("Iteration ") == 0 || l.find("Gradient clipping") == 0 || l.find("Train net output") != std::string::npos;
     if (step && l.find("images/s") == std::string::npos) r.lines.push_back(l);
@@ -248,6 +254,152 @@ TEST(DeferredSteps, GpuDeviceDecisionMatchesEager) {
   EXPECT_EQ(eager.deferred, 0);
   EXPECT_EQ(deferred.deferred, 13);
   EXPECT_EQ(deferred.reads, 4);
+#else
+  GTEST_SKIP() << "built without CUDA";
+#endif
+}
+
+
+// ---- CUDA graphs of deferred iterations ----------------------------------------
+
+TEST(StepGraph, WhichNetsAndSolversAreCaptured) {
+  test::ScopedEnv graphs("CORTADO_CUDA_GRAPHS", nullptr), sync("CORTADO_SYNC_LAYERS", nullptr);
+  auto s = MakeSolver(SolverText(0), NetText(kHalf), SolverSetup());
+  int head = -1;
+  const std::string ok = StepGraphObstacle(*s->net(), s->param(), 1, &head);
+#ifdef CORTADO_USE_CUDA
+  EXPECT_EQ(ok, "");
+  EXPECT_EQ(head, 1);  // the DummyData layer runs before each launch
+#else
+  EXPECT_NE(ok.find("runs on the CPU"), std::string::npos) << ok;  // no layer has a GPU path
+#endif
+  EXPECT_NE(StepGraphObstacle(*s->net(), s->param(), 2, &head).find("several ranks"), std::string::npos);
+  SolverParameter p = s->param();
+  p.set_type("Adam");
+  EXPECT_NE(StepGraphObstacle(*s->net(), p, 1, &head).find("the Adam rule"), std::string::npos);
+  {
+    test::ScopedEnv off("CORTADO_CUDA_GRAPHS", "0");
+    EXPECT_EQ(StepGraphObstacle(*s->net(), s->param(), 1, &head), "CORTADO_CUDA_GRAPHS=0");
+  }
+  {
+    test::ScopedEnv each("CORTADO_SYNC_LAYERS", "1");
+    EXPECT_NE(StepGraphObstacle(*s->net(), s->param(), 1, &head).find("CORTADO_SYNC_LAYERS"), std::string::npos);
+  }
+  // A source after the layers that compute: its batches would be fixed in the graph.
+  auto late = MakeSolver(SolverText(0), NetText(kHalf) + R"(
+  layer { name: "late" type: "DummyData" top: "z" dummy_data_param { shape { dim: 8 dim: 4 } } }
+  layer { name: "zl" type: "EuclideanLoss" bottom: "y" bottom: "z" top: "zl" loss_weight: 0 })", SolverSetup());
+  EXPECT_NE(StepGraphObstacle(*late->net(), late->param(), 1, &head).find("layer 'late' (DummyData) has no bottoms"),
+            std::string::npos);
+}
+
+TEST(StepGraph, ResNet50IsCaptured) {
+#ifdef CORTADO_USE_CUDA
+  test::ScopedEnv graphs("CORTADO_CUDA_GRAPHS", nullptr), sync("CORTADO_SYNC_LAYERS", nullptr);
+  for (const char* model : {"resnet50", "resnet50_nvcaffe"}) {
+    NetParameter np;
+    ReadTextProto(test::SourceRoot() + "/models/" + model + "/train_val_dummy_fp16.prototxt", &np);
+    for (LayerParameter& l : *np.mutable_layer()) SetLayerBatch(&l, 1);
+    np.mutable_state()->set_phase(TRAIN);
+    cortado::Net net(np);
+    SolverParameter sp;
+    sp.set_type("SGD");
+    int head = -1;
+    EXPECT_EQ(StepGraphObstacle(net, sp, 1, &head), "") << model;
+    EXPECT_EQ(head, 1) << model;
+  }
+#else
+  GTEST_SKIP() << "built without CUDA: no layer has a GPU path";
+#endif
+}
+
+// A small residual net: convolution, BatchNorm with Scale and ReLU (fused),
+// an Eltwise SUM with its ReLU, pooling, InnerProduct, SoftmaxWithLoss.
+std::string ResidualNet(const std::string& extra = "") {
+  return std::string(kHalf) + R"(
+  layer { name: "x" type: "DummyData" top: "x" top: "label"
+    dummy_data_param { shape { dim: 4 dim: 3 dim: 8 dim: 8 } shape { dim: 4 } data_filler { type: "gaussian" } data_filler { type: "constant" value: 1 } } }
+  layer { name: "c1" type: "Convolution" bottom: "x" top: "c1" convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "msra" } } }
+  layer { name: "b1" type: "BatchNorm" bottom: "c1" top: "c1" }
+  layer { name: "s1" type: "Scale" bottom: "c1" top: "c1" scale_param { bias_term: true } }
+  layer { name: "r1" type: "ReLU" bottom: "c1" top: "c1" }
+  layer { name: "c2" type: "Convolution" bottom: "c1" top: "c2" convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "msra" } } }
+  layer { name: "b2" type: "BatchNorm" bottom: "c2" top: "c2" }
+  layer { name: "sum" type: "Eltwise" bottom: "c1" bottom: "c2" top: "sum" }
+  layer { name: "r2" type: "ReLU" bottom: "sum" top: "sum" })" + extra + R"(
+  layer { name: "pool" type: "Pooling" bottom: "sum" top: "pool" pooling_param { pool: AVE global_pooling: true } }
+  layer { name: "ip" type: "InnerProduct" bottom: "pool" top: "y" inner_product_param { num_output: 4 weight_filler { type: "xavier" } } }
+  layer { name: "loss" type: "SoftmaxWithLoss" bottom: "y" bottom: "label" top: "loss" })";
+}
+
+TEST(StepGraph, GpuReplayGivesTheEagerBits) {
+#ifdef CORTADO_USE_CUDA
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device";
+  test::RestoreStream restore;
+  test::ScopedEnv sync("CORTADO_SYNC_LAYERS", nullptr);
+  // No callback (it would keep graphs off); a start scale so large that
+  // FP16 overflows, backs off, grows every 3 clean steps and overflows
+  // again: steps are skipped inside the replays too.
+  const std::string solver =
+      "base_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 weight_decay: 0.001 random_seed: 7 max_iter: 100 display: 10 "
+      "average_loss: 3 dynamic_loss_scale: true loss_scale_init: 1048576 loss_scale_window: 3 loss_scale_max: 1048576";
+  // Eager steps, deferred steps without graphs, deferred steps with one.
+  TrainRun eager, plain;
+  {
+    test::ScopedEnv off("CORTADO_DEFER_STEPS", "0");
+    eager = Train(solver, ResidualNet(), SolverSetup(Context::Create(0)), 30, false);
+  }
+  {
+    test::ScopedEnv off("CORTADO_CUDA_GRAPHS", "0");
+    plain = Train(solver, ResidualNet(), SolverSetup(Context::Create(0)), 30, false);
+  }
+  test::ScopedEnv on("CORTADO_CUDA_GRAPHS", nullptr);
+  const TrainRun graph = Train(solver, ResidualNet(), SolverSetup(Context::Create(0)), 30, false);
+  ExpectSame(eager, plain);
+  ExpectSame(eager, graph);
+  // Displays at 0, 10 and 20 run eagerly; of the 27 deferred iterations the
+  // first two run without a graph, the third is captured and it and every
+  // one after are launches: 25, of one capture.
+  EXPECT_EQ(plain.launches, 0);
+  EXPECT_EQ(graph.captures, 1);
+  EXPECT_EQ(graph.launches, 25);
+  EXPECT_EQ(graph.deferred, 27);
+  EXPECT_GT(eager.skipped, 2);
+  // iter_size 2: a graph of the first pass, one of the second with the step.
+  const std::string twice = solver + " iter_size: 2";
+  TrainRun eager2;
+  {
+    test::ScopedEnv off("CORTADO_DEFER_STEPS", "0");
+    eager2 = Train(twice, ResidualNet(), SolverSetup(Context::Create(0)), 30, false);
+  }
+  const TrainRun graph2 = Train(twice, ResidualNet(), SolverSetup(Context::Create(0)), 30, false);
+  EXPECT_EQ(graph2.weights, eager2.weights);
+  EXPECT_EQ(graph2.history, eager2.history);
+  EXPECT_EQ(graph2.scale, eager2.scale);
+  EXPECT_EQ(graph2.skipped, eager2.skipped);
+  EXPECT_NEAR(graph2.smoothed_loss, eager2.smoothed_loss, 1e-12 * std::abs(eager2.smoothed_loss));
+  EXPECT_EQ(graph2.captures, 2);
+  EXPECT_EQ(graph2.launches, 50);
+#else
+  GTEST_SKIP() << "built without CUDA";
+#endif
+}
+
+TEST(StepGraph, GpuHostDataPerPassIsNotCaptured) {
+#ifdef CORTADO_USE_CUDA
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device";
+  test::RestoreStream restore;
+  // Dropout's mask is drawn on the host and copied up each pass: a graph
+  // would replay one mask. The capture is refused and the steps run without.
+  const std::string net = ResidualNet(R"(
+  layer { name: "drop" type: "Dropout" bottom: "sum" top: "sum" dropout_param { dropout_ratio: 0.5 random_seed: 3 } })");
+  test::LogLines log;
+  auto s = MakeSolver(SolverText(0, false), net, SolverSetup(Context::Create(0)));
+  s->Step(8);
+  EXPECT_EQ(s->graph_launches(), 0);
+  EXPECT_EQ(s->deferred_steps(), 8);
+  EXPECT_EQ(log.with("a copy between host and device memory in a CUDA graph capture").size(), 1u);
+  EXPECT_EQ(log.with("the training steps run without a graph").size(), 1u);
 #else
   GTEST_SKIP() << "built without CUDA";
 #endif

@@ -82,12 +82,14 @@
 #include "cortado/gradient_reducer.hpp"
 #include "cortado/net.hpp"
 #include "cortado/solvers/step_state.hpp"
+#include "cortado/solvers/update_plan.hpp"
 #include "cortado/solvers/update_rule.hpp"
 #include "cortado/util/signals.hpp"
 
 namespace cortado {
 
 class UpdateExecutor;
+class StepGraph;
 
 /// How a solver is set up beyond its SolverParameter: where its nets run,
 /// and an optional edit applied to every net parameter (train and test)
@@ -142,7 +144,10 @@ class Solver {
   /// skips, clippings and scale changes, each with its own iteration; the
   /// smoothed loss, the weights and every log line are the eager path's.
   /// Eager instead: the "plateau" policy (it reads the loss every step),
-  /// LARC, clipping with several ranks, and CORTADO_DEFER_STEPS=0.
+  /// LARC, clipping with several ranks, and CORTADO_DEFER_STEPS=0. After
+  /// two deferred steps, a deferred iteration on the GPU is captured as a
+  /// CUDA graph and replayed where the net and the rule allow it
+  /// (solvers/step_graph.hpp).
   void Step(int iters);
   /// The update half of an iteration, for the gradients now in the net:
   /// checks them for Inf/NaN, adjusts the loss scale, updates every
@@ -196,6 +201,9 @@ class Solver {
   /// one wait on the device).
   int64_t deferred_steps() const { return deferred_steps_; }
   int64_t deferred_reads() const { return deferred_reads_; }
+  /// Passes run as a replay of a CUDA graph (iter_size per iteration), and captures.
+  int64_t graph_launches() const { return graph_launches_; }
+  int64_t graph_captures() const { return graph_captures_; }
   /// The solver data type (DOUBLE, FLOAT or FLOAT16).
   Type data_type() const { return data_type_; }
   /// History blob `slot` of parameter `id`, stored in data_type().
@@ -256,6 +264,15 @@ class Solver {
   /// One deferred iteration: forward and backward, the loss summed on the
   /// executor's side, the sums, the executor's DeferredStep.
   void DeferredIteration();
+  /// The plan of a deferred step (DecideStep sets the factor).
+  UpdatePlan DeferredPlan() const;
+  /// One iter_size pass of a deferred iteration from layer first_layer on:
+  /// forward, the loss sums, backward, and after the last pass the step
+  /// (the caller began the record and holds a DeferLossReads).
+  void DeferredPass(UpdateExecutor& exec, const UpdatePlan& plan, int slot, int first_layer, bool last);
+  /// A deferred iteration as a CUDA graph's replay (capturing it first when
+  /// needed); false where graphs do not apply (the caller runs it then).
+  bool GraphIteration(UpdateExecutor& exec, const UpdatePlan& plan, int slot);
   /// Reads the deferred steps' records (one wait) and takes them in order:
   /// smoothed loss, log lines, the solver's copy of the state.
   void ResolvePending();
@@ -284,6 +301,15 @@ class Solver {
   bool defer_host_steps_ = false;
   bool defer_enabled_ = true;     // CORTADO_DEFER_STEPS
   int64_t deferred_steps_ = 0, deferred_reads_ = 0;
+  // CUDA graphs of deferred iterations (solvers/step_graph.hpp).
+  std::shared_ptr<StepGraph> step_graph_;  // the last pass and the step
+  std::shared_ptr<StepGraph> pass_graph_;  // a pass before the last (iter_size > 1)
+  int graph_allowed_ = 0;  // 0: not decided yet; 1: yes; -1: no
+  int graph_head_ = 0;     // the leading (data) layers, run outside the graph
+  int graph_warm_ = 0;     // deferred steps run before the first capture
+  int graph_captured_iter_ = -1;
+  std::array<double, 3> graph_key_{};  // rate, momentum, weight decay
+  int64_t graph_launches_ = 0, graph_captures_ = 0;
   // The "plateau" policy's state (current_step_ is its step).
   float minimum_loss_ = 1e38f;
   int iter_last_event_ = 0;

@@ -156,9 +156,12 @@ class UpdateWorkspace {
   StepState* step_state() { return step_state_; }
   StepControl* step_control() { return step_control_; }
   StepRecord* step_records() { return step_records_; }
+  /// The records written since the last fetch (the next one's index).
+  int* step_count() { return step_count_; }
   /// Enqueues the copy of s to the device state (through pinned memory).
   void put_step_state(const StepState& s, gpu_stream stream);
-  /// Copies the first n records and the state to the host; waits.
+  /// Copies the first n records and the state to the host, and starts the
+  /// count again; waits. n must be the device's count.
   StepState fetch_step_records(int n, std::vector<StepRecord>* records, gpu_stream stream);
 
  private:
@@ -173,20 +176,26 @@ class UpdateWorkspace {
   StepState* step_state_ = nullptr;
   StepControl* step_control_ = nullptr;
   StepRecord* step_records_ = nullptr;
+  int* step_count_ = nullptr;
+  int* step_count_host_ = nullptr;            // pinned
   StepState* step_state_host_ = nullptr;      // pinned
   StepRecord* step_records_host_ = nullptr;   // pinned, kMaxDeferredSteps
   CUevent_st* state_put_ = nullptr;           // the last put_step_state's copy
 };
 
-/// Deferred steps (one-thread and one-block launches on `stream`):
-/// decide_step runs DecideStep from the check's findings and *state, writing
-/// the decision and the record's update half; add_loss adds
-/// weight * sum(float(top)) to *loss, as LayerBase::Forward sums a loss top;
-/// seed_loss_diff fills a loss top's gradient with weight * state->scale, as
-/// LayerBase::ScaleLossGradients does.
-void decide_step(const StepRule& rule, const GradientCheck* check, StepState* state, StepRecord* record,
+/// Deferred steps (one-thread and one-block launches on `stream`), each on
+/// the record at index *count (the device's counter, so that a CUDA graph
+/// of the iteration writes a new record on each replay): begin_record zeroes
+/// it; add_loss adds weight * sum(float(top)) to its loss, as
+/// LayerBase::Forward sums a loss top; decide_step runs DecideStep from the
+/// check's findings and *state, writing the decision and the record's update
+/// half, and advances *count; seed_loss_diff fills a loss top's gradient with
+/// weight * state->scale, as LayerBase::ScaleLossGradients does.
+void begin_record(StepRecord* records, const int* count, gpu_stream stream);
+void decide_step(const StepRule& rule, const GradientCheck* check, StepState* state, StepRecord* records, int* count,
                  StepControl* control, gpu_stream stream);
-void add_loss(Type type, const void* top, int64_t count, double weight, double* loss, gpu_stream stream);
+void add_loss(Type type, const void* top, int64_t count, double weight, StepRecord* records, const int* counter,
+              gpu_stream stream);
 void seed_loss_diff(Type type, void* diff, int64_t count, double weight, const StepState* state, gpu_stream stream);
 
 /// Whether the rules' updates and larc_sums take this (gradient type, solver data

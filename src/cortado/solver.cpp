@@ -13,6 +13,7 @@
 
 #include "cortado/deferred_loss.hpp"
 #include "cortado/layer_traits.hpp"
+#include "cortado/solvers/step_graph.hpp"
 #include "cortado/solvers/update_plan.hpp"
 #include "cortado/util/blob_io.hpp"
 #include "cortado/util/hdf5.hpp"
@@ -463,14 +464,26 @@ bool Solver::CanDefer(bool display, bool testing) {
   return exec.device() || defer_host_steps_;
 }
 
+UpdatePlan Solver::DeferredPlan() const {
+  UpdatePlan plan;
+  plan.skip_overflow = step_rule_.skip_overflow;
+  plan.clip = step_rule_.clip >= 0;
+  plan.rate = GetLearningRate();
+  plan.momentum = GetMomentum();
+  plan.weight_decay = GetWeightDecay();
+  plan.l1 = param_.regularization_type() == "L1";
+  return plan;
+}
+
 void Solver::DeferredIteration() {
   UpdateExecutor& exec = Executor();
   if (!state_on_executor_) exec.PutState(CurrentState());
   state_on_executor_ = true;
   const int slot = static_cast<int>(pending_.size());
-  exec.BeginRecord(slot);
-  mark(*this, "forward and backward");
-  {
+  const UpdatePlan plan = DeferredPlan();
+  if (!GraphIteration(exec, plan, slot)) {
+    mark(*this, "forward and backward");
+    exec.BeginRecord(slot);
     DeferLossReads no_reads;  // the loss tops are summed by the executor instead
     for (int i = 0; i < param_.iter_size(); ++i) {
       net_->Forward();
@@ -479,23 +492,112 @@ void Solver::DeferredIteration() {
       net_->Backward();
       reducer_->set_last_backward(false);
     }
+    if (after_backward_) after_backward_(*this);
+    mark(*this, "the gradient sums");
+    if (reducer_->active()) reducer_->Reduce();
+    mark(*this, "the update");
+    exec.DeferredStep(plan, step_rule_, slot);
   }
-  if (after_backward_) after_backward_(*this);
-  mark(*this, "the gradient sums");
-  if (reducer_->active()) reducer_->Reduce();
-  mark(*this, "the update");
-  UpdatePlan plan;
-  plan.skip_overflow = step_rule_.skip_overflow;
-  plan.clip = step_rule_.clip >= 0;
-  plan.rate = GetLearningRate();
-  plan.momentum = GetMomentum();
-  plan.weight_decay = GetWeightDecay();
-  plan.l1 = param_.regularization_type() == "L1";
-  exec.DeferredStep(plan, step_rule_, slot);
   gradients_zero_ = true;  // skipped or not
   pending_.push_back(iter_);
   ++deferred_steps_;
 }
+
+// One pass of a captured iteration: what Net::Forward and Net::Backward run
+// from first_layer on (one rank: StepGraphObstacle), and after the last pass
+// the step. The caller began the record.
+void Solver::DeferredPass(UpdateExecutor& exec, const UpdatePlan& plan, int slot, int first_layer, bool last) {
+  const auto& layers = net_->layers();
+  const auto& bottoms = net_->bottom_vecs();
+  const auto& tops = net_->top_vecs();
+  for (size_t i = static_cast<size_t>(first_layer); i < layers.size(); ++i) layers[i]->Forward(bottoms[i], tops[i]);
+  exec.AddLoss(slot);
+  for (size_t i = layers.size(); i-- > 0;)
+    if (net_->layer_need_backward()[i]) layers[i]->Backward(tops[i], net_->bottom_need_backward()[i], bottoms[i]);
+  if (last) exec.DeferredStep(plan, step_rule_, slot);
+}
+
+#ifdef CORTADO_USE_CUDA
+bool Solver::GraphIteration(UpdateExecutor& exec, const UpdatePlan& plan, int slot) {
+  if (!exec.device()) return false;
+  if (graph_allowed_ == 0) {
+    std::string why = after_backward_ ? "a callback runs between backward and the update" : "";
+    if (why.empty()) why = StepGraphObstacle(*net_, param_, ranks(), &graph_head_);
+    graph_allowed_ = why.empty() ? 1 : -1;
+    if (!why.empty()) INFO_LOG << "CUDA graphs: not used (" << why << ")";
+  }
+  if (graph_allowed_ < 0) return false;
+  const std::array<double, 3> key{plan.rate, plan.momentum, plan.weight_decay};
+  if (step_graph_ && key != graph_key_) {
+    step_graph_.reset();
+    pass_graph_.reset();
+    if (iter_ - graph_captured_iter_ < 20) {
+      INFO_LOG << "CUDA graphs: turned off at iteration " << iter_ << " (the rate, momentum or weight decay changed "
+               << "within 20 iterations of the last capture, which fixes them)";
+      graph_allowed_ = -1;
+      return false;
+    }
+  }
+  // The first deferred steps run without capture: cuDNN chooses its
+  // algorithms and the buffers are allocated there.
+  if (!step_graph_ && graph_warm_ < 2) {
+    ++graph_warm_;
+    return false;
+  }
+  const Context& ctx = net_->context();
+  ctx.Activate();
+  const auto& layers = net_->layers();
+  // The loss gradients as the graph reads them: an eager step may have set a
+  // new scale on the host, and no graph may capture its upload.
+  for (size_t i = 0; i < layers.size(); ++i)
+    for (size_t t = 0; t < net_->top_vecs()[i].size(); ++t)
+      if (layers[i]->loss(static_cast<int>(t)) != 0) {
+        const Tensor& d = net_->top_vecs()[i][t]->diff();
+        d.gpu_data_raw(d.type());
+      }
+  DeferLossReads no_reads;
+  exec.BeginRecord(slot);  // outside the graphs: once per iteration whatever iter_size
+  // iter_size passes: the data layers, then a graph of the rest (the last
+  // one's with the step), each captured the first time it is needed.
+  for (int i = 0; i < param_.iter_size(); ++i) {
+    const bool last = i + 1 == param_.iter_size();
+    mark(*this, "the data layers (outside the CUDA graph)");
+    for (int k = 0; k < graph_head_; ++k) layers[k]->Forward(net_->bottom_vecs()[k], net_->top_vecs()[k]);
+    std::shared_ptr<StepGraph>& graph = last ? step_graph_ : pass_graph_;
+    if (graph_allowed_ > 0 && !graph) {
+      mark(*this, "capturing the iteration as a CUDA graph");
+      auto g = std::make_shared<StepGraph>();
+      std::string why;
+      if (g->Capture(ctx.stream(), [&] { DeferredPass(exec, plan, slot, graph_head_, last); }, &why)) {
+        graph = std::move(g);
+        graph_key_ = key;
+        graph_captured_iter_ = iter_;
+        ++graph_captures_;
+        INFO_LOG << "CUDA graphs: iteration " << iter_ << " captured (layers " << graph_head_ << " to "
+                 << layers.size() - 1 << " forward and backward" << (last ? ", the check and the update" : "")
+                 << "); replayed from now on";
+      } else {
+        LOG(WARNING) << "CUDA graphs: the capture of iteration " << iter_ << " failed (" << why
+                     << "); the training steps run without a graph";
+        graph_allowed_ = -1;
+        step_graph_.reset();
+        pass_graph_.reset();
+      }
+    }
+    if (graph_allowed_ > 0) {
+      mark(*this, "a CUDA graph of the iteration");
+      graph->Launch(ctx.stream());
+      ++graph_launches_;
+    } else {
+      mark(*this, "forward and backward");
+      DeferredPass(exec, plan, slot, graph_head_, last);  // nothing ran in a failed capture
+    }
+  }
+  return true;
+}
+#else
+bool Solver::GraphIteration(UpdateExecutor&, const UpdatePlan&, int) { return false; }
+#endif  // CORTADO_USE_CUDA
 
 void Solver::ResolvePending() {
   if (pending_.empty()) return;

@@ -109,19 +109,30 @@ __global__ void larc_sums_kernel(const TensorSlot* slots, int n, int64_t chunks,
   }
 }
 
-// Deferred steps: the decision, one thread.
-__global__ void decide_step_kernel(StepRule rule, const GradientCheck* check, StepState* state, StepRecord* record,
-                                   StepControl* control) {
-  *control = DecideStep(rule, check->nonfinite != 0, check->sumsq, state, record);
+// Deferred steps. The records are indexed by a device counter, so that a
+// captured iteration (a CUDA graph) writes the next record on each replay:
+// begin zeroes record *count, add_loss adds to it, decide fills its update
+// half and advances *count.
+__device__ __forceinline__ StepRecord* current_record(StepRecord* records, const int* count) {
+  const int k = *count;
+  return &records[k < kMaxDeferredSteps ? k : kMaxDeferredSteps - 1];
 }
 
-// One block: *loss += weight * sum(float(top)), the sum in double.
+__global__ void begin_record_kernel(StepRecord* records, const int* count) { *current_record(records, count) = StepRecord(); }
+
+__global__ void decide_step_kernel(StepRule rule, const GradientCheck* check, StepState* state, StepRecord* records,
+                                   int* count, StepControl* control) {
+  *control = DecideStep(rule, check->nonfinite != 0, check->sumsq, state, current_record(records, count));
+  ++*count;
+}
+
+// One block: record.loss += weight * sum(float(top)), the sum in double.
 template <typename T>
-__global__ void add_loss_kernel(const T* top, int64_t n, double weight, double* loss) {
+__global__ void add_loss_kernel(const T* top, int64_t n, double weight, StepRecord* records, const int* count) {
   double sum = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sum += static_cast<double>(static_cast<float>(load(top, i)));
   sum = block_sum(sum);
-  if (threadIdx.x == 0) *loss += __dmul_rn(weight, sum);  // no multiply-add: the host rounds twice
+  if (threadIdx.x == 0) current_record(records, count)->loss += __dmul_rn(weight, sum);  // no multiply-add: as the host
 }
 
 template <typename T>
@@ -193,6 +204,14 @@ void TensorList::assign(std::vector<TensorSlot> slots, gpu_stream stream) {
   if (uploaded_once_ && slots.size() == host_.size() && std::memcmp(slots.data(), host_.data(), bytes) == 0) return;
   host_ = std::move(slots);
   if (bytes == 0) return;
+  // A new list inside a CUDA graph capture would be replayed from pinned
+  // memory the host rewrites: refused (the capture then fails cleanly).
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
+    cudaGetLastError();
+    uploaded_once_ = false;  // upload it at the next assign
+    fail("a new tensor list of the update in a CUDA graph capture");
+  }
   // The previous upload may still be reading staging_ (normally long done).
   if (uploaded_once_) CORTADO_CUDA_CHECK(cudaEventSynchronize(uploaded_));
   std::memcpy(staging_, host_.data(), bytes);
@@ -218,6 +237,9 @@ UpdateWorkspace::UpdateWorkspace(int num_params, gpu_stream stream) : num_params
   step_state_ = static_cast<StepState*>(cuda::device_alloc(sizeof(StepState)));
   step_control_ = static_cast<StepControl*>(cuda::device_alloc(sizeof(StepControl)));
   step_records_ = static_cast<StepRecord*>(cuda::device_alloc(kMaxDeferredSteps * sizeof(StepRecord)));
+  step_count_ = static_cast<int*>(cuda::device_alloc(sizeof(int)));
+  CORTADO_CUDA_CHECK(cudaMemsetAsync(step_count_, 0, sizeof(int), stream));
+  CORTADO_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&step_count_host_), sizeof(int), cudaHostAllocDefault));
   CORTADO_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&step_state_host_), sizeof(StepState),
                                    cudaHostAllocDefault));
   CORTADO_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&step_records_host_),
@@ -236,6 +258,8 @@ UpdateWorkspace::~UpdateWorkspace() {
   cuda::device_free(step_state_);
   cuda::device_free(step_control_);
   cuda::device_free(step_records_);
+  cuda::device_free(step_count_);
+  cudaFreeHost(step_count_host_);
   cudaFreeHost(step_state_host_);
   cudaFreeHost(step_records_host_);
   cudaEventDestroy(state_put_);
@@ -256,7 +280,11 @@ StepState UpdateWorkspace::fetch_step_records(int n, std::vector<StepRecord>* re
     CORTADO_CUDA_CHECK(cudaMemcpyAsync(step_records_host_, step_records_, n * sizeof(StepRecord),
                                        cudaMemcpyDeviceToHost, stream));
   CORTADO_CUDA_CHECK(cudaMemcpyAsync(step_state_host_, step_state_, sizeof(StepState), cudaMemcpyDeviceToHost, stream));
+  CORTADO_CUDA_CHECK(cudaMemcpyAsync(step_count_host_, step_count_, sizeof(int), cudaMemcpyDeviceToHost, stream));
+  CORTADO_CUDA_CHECK(cudaMemsetAsync(step_count_, 0, sizeof(int), stream));
   CORTADO_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (*step_count_host_ != n)
+    fail("internal: the device recorded ", *step_count_host_, " deferred steps, the solver ran ", n);
   records->assign(step_records_host_, step_records_host_ + n);
   return *step_state_host_;
 }
@@ -306,17 +334,23 @@ void check_gradients(Type grad_type, const TensorList& list, bool want_sumsq, Gr
   CORTADO_KERNEL_CHECK();
 }
 
-void decide_step(const StepRule& rule, const GradientCheck* check, StepState* state, StepRecord* record,
-                 StepControl* control, gpu_stream stream) {
-  decide_step_kernel<<<1, 1, 0, stream>>>(rule, check, state, record, control);
+void begin_record(StepRecord* records, const int* count, gpu_stream stream) {
+  begin_record_kernel<<<1, 1, 0, stream>>>(records, count);
   CORTADO_KERNEL_CHECK();
 }
 
-void add_loss(Type type, const void* top, int64_t count, double weight, double* loss, gpu_stream stream) {
+void decide_step(const StepRule& rule, const GradientCheck* check, StepState* state, StepRecord* records, int* count,
+                 StepControl* control, gpu_stream stream) {
+  decide_step_kernel<<<1, 1, 0, stream>>>(rule, check, state, records, count, control);
+  CORTADO_KERNEL_CHECK();
+}
+
+void add_loss(Type type, const void* top, int64_t count, double weight, StepRecord* records, const int* counter,
+              gpu_stream stream) {
   if (count == 0) return;
   dispatch_type(type, [&](auto z) {
     using T = dev_t<decltype(z)>;
-    add_loss_kernel<T><<<1, cuda::kThreads, 0, stream>>>(static_cast<const T*>(top), count, weight, loss);
+    add_loss_kernel<T><<<1, cuda::kThreads, 0, stream>>>(static_cast<const T*>(top), count, weight, records, counter);
   });
   CORTADO_KERNEL_CHECK();
 }

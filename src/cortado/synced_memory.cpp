@@ -45,6 +45,21 @@ void SyncedMemory::alloc_host() {
   cpu_ptr_ = reinterpret_cast<void*>((p + 63) / 64 * 64);
 }
 
+#ifdef CORTADO_USE_CUDA
+namespace {
+// A copy between host and device while the stream is being captured as a
+// CUDA graph (solvers/step_graph.hpp) would replay the host values of the
+// capture forever, and the copy's event would belong to the graph: it is
+// refused before anything is queued, so the capture fails cleanly.
+void RefuseInCapture() {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(cuda::stream(), &status) == cudaSuccess && status == cudaStreamCaptureStatusNone) return;
+  cudaGetLastError();
+  fail("a copy between host and device memory in a CUDA graph capture (values that come from the host each pass)");
+}
+}  // namespace
+#endif
+
 void SyncedMemory::to_cpu() {
   switch (head_) {
     case Head::UNINITIALIZED:
@@ -53,6 +68,7 @@ void SyncedMemory::to_cpu() {
       break;
     case Head::GPU:
 #ifdef CORTADO_USE_CUDA
+      RefuseInCapture();
       alloc_host();
       CORTADO_CUDA_CHECK(cudaMemcpyAsync(cpu_ptr_, gpu_ptr_, size_, cudaMemcpyDeviceToHost, cuda::stream()));
       CORTADO_CUDA_CHECK(cudaStreamSynchronize(cuda::stream()));
@@ -76,6 +92,7 @@ void SyncedMemory::to_gpu() {
       head_ = Head::GPU;
       break;
     case Head::CPU:
+      RefuseInCapture();
       if (!gpu_ptr_ && size_) gpu_ptr_ = cuda::device_alloc(size_);
       if (size_) {
         CORTADO_CUDA_CHECK(cudaMemcpyAsync(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice, cuda::stream()));

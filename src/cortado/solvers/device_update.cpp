@@ -113,23 +113,29 @@ class DeviceUpdate : public UpdateExecutor {
     ctx.Activate();
     workspace(ctx.stream()).put_step_state(st, ctx.stream());
   }
+  // The slot is the device's counter (solver_gpu.hpp): `slot` only checks it.
   void BeginRecord(int slot) override {
-    const Context& ctx = s_.net_->context();
-    CORTADO_CUDA_CHECK(cudaMemsetAsync(Record(slot), 0, sizeof(StepRecord), ctx.stream()));
-  }
-  void AddLoss(int slot) override {
+    CORTADO_CHECK(slot >= 0 && slot < kMaxDeferredSteps);
     const Context& ctx = s_.net_->context();
     ctx.Activate();
-    double* loss = &Record(slot)->loss;
+    gpu::UpdateWorkspace& ws = workspace(ctx.stream());
+    gpu::begin_record(ws.step_records(), ws.step_count(), ctx.stream());
+  }
+  void AddLoss(int) override {
+    const Context& ctx = s_.net_->context();
+    ctx.Activate();
+    gpu::UpdateWorkspace& ws = workspace(ctx.stream());
     ForEachLossTop([&](Blob* top, double weight) {
       const Type t = top->data().type();
-      gpu::add_loss(t, top->data().gpu_data_raw(t), static_cast<int64_t>(top->count()), weight, loss, ctx.stream());
+      gpu::add_loss(t, top->data().gpu_data_raw(t), static_cast<int64_t>(top->count()), weight, ws.step_records(),
+                    ws.step_count(), ctx.stream());
     });
   }
-  void DeferredStep(const UpdatePlan& plan, const StepRule& rule, int slot) override {
+  void DeferredStep(const UpdatePlan& plan, const StepRule& rule, int) override {
     const Context& ctx = s_.net_->context();
     gpu::UpdateWorkspace& ws = LaunchCheck(rule.clip >= 0);
-    gpu::decide_step(rule, ws.check_device(), ws.step_state(), Record(slot), ws.step_control(), ctx.stream());
+    gpu::decide_step(rule, ws.check_device(), ws.step_state(), ws.step_records(), ws.step_count(), ws.step_control(),
+                     ctx.stream());
     UpdatePlan p = plan;
     p.control = ws.step_control();
     Apply(p);
@@ -177,10 +183,6 @@ class DeviceUpdate : public UpdateExecutor {
       gpu::check_gradients(kAllTypes[g], ws.check_list(kAllTypes[g]), want_sumsq, ws.check_device(), stream);
     }
     return ws;
-  }
-  StepRecord* Record(int slot) {
-    CORTADO_CHECK(slot >= 0 && slot < kMaxDeferredSteps);
-    return workspace(s_.net_->context().stream()).step_records() + slot;
   }
   // f(top, weight) for every top with a loss weight, in the net's order.
   template <typename F>

@@ -8,6 +8,7 @@
 #include "cortado/util/cuda.hpp"
 
 #include "cortado/util/block_pool.hpp"
+#include "cortado/util/cuda_hold.hpp"
 
 #include <map>
 #include <mutex>
@@ -20,6 +21,7 @@ namespace cuda {
 
 namespace {
 thread_local cudaStream_t t_stream = cudaStreamPerThread;
+thread_local std::vector<void*>* t_held = nullptr;  // HoldFrees
 
 // A pool of blocks: one per device and stream.
 using PoolKey = std::pair<int, const void*>;
@@ -120,8 +122,15 @@ void* device_alloc(size_t bytes) {
   return p;
 }
 
+HoldFrees::HoldFrees(std::vector<void*>* held) : before_(t_held) { t_held = held; }
+HoldFrees::~HoldFrees() { t_held = before_; }
+
 void device_free(void* p) {
   if (!p) return;
+  if (t_held) {
+    t_held->push_back(p);  // still live: its owner frees it later
+    return;
+  }
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   auto it = c.live.find(p);
