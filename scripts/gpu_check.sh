@@ -210,7 +210,7 @@ CORES=$(nproc)
 # that the CPU layers' threaded paths run too; all cores on a small machine.
 if [ "$CORES" -ge 4 ]; then JOBS=${JOBS:-$(( CORES / 2 < 8 ? CORES / 2 : 8 ))}; else JOBS=${JOBS:-$CORES}; fi
 
-declare -A result=() resnet_ips=()  # result: stage -> PASS / FAIL
+declare -A result=() resnet_ips=() resnet_loop=()  # result: stage -> PASS / FAIL
 failed=0
 
 # ---- a. tests -------------------------------------------------------------------------------
@@ -334,6 +334,7 @@ if [ $RUN_RESNET = 1 ] && [ $HAVE_GPU = 1 ]; then
       reserved=$(grep -oE '[0-9.]+ MiB reserved from the device at most' "$log" | tail -1 | awk '{print $1}')
       resnet_line[$net]="$(kv images_per_s "$out") images/s synchronized per part, $(kv loop_images_per_s "$out") in the training loop, peak $(kv peak_mem_mib "$out") MiB live${reserved:+, $reserved MiB reserved} ($(kv total_ms_median "$out") ms/iter)"
       resnet_ips[$net]=$(kv images_per_s "$out")
+      resnet_loop[$net]=$(kv loop_images_per_s "$out")
     else
       if grep -qi "out of memory" "$log"; then resnet_line[$net]="OUT OF MEMORY at batch $RESNET_BATCH"
       elif tail -1 "$log" | grep -q 'TIMED OUT'; then resnet_line[$net]="TIMED OUT (RESNET_TIMEOUT $RESNET_TIMEOUT s, DEADLINE $DEADLINE s)"
@@ -465,7 +466,8 @@ stage_word() { [ -n "${result[$1]:-}" ] && echo "${result[$1]}" || echo "$2"; }
     echo "  ... with fuse_layers: false:     ${resnet_line[resnet50_nvcaffe_unfused]}"
     echo "  Fusion gain (fused/unfused):     $(ratio "${resnet_ips[resnet50_nvcaffe]:-}" "${resnet_ips[resnet50_nvcaffe_unfused]:-}")"
     echo "  PyTorch AMP channels_last:       ${resnet_line[pytorch]}"
-    echo "  Cortado/PyTorch images/s:        resnet50 $(ratio "${resnet_ips[resnet50]:-}" "${resnet_ips[pytorch]:-}"), resnet50_nvcaffe $(ratio "${resnet_ips[resnet50_nvcaffe]:-}" "${resnet_ips[pytorch]:-}")"
+    echo "  Cortado/PyTorch images/s:        resnet50 $(ratio "${resnet_ips[resnet50]:-}" "${resnet_ips[pytorch]:-}"), resnet50_nvcaffe $(ratio "${resnet_ips[resnet50_nvcaffe]:-}" "${resnet_ips[pytorch]:-}") (parts timed one by one)"
+    echo "  the same, Cortado's training loop: resnet50 $(ratio "${resnet_loop[resnet50]:-}" "${resnet_ips[pytorch]:-}"), resnet50_nvcaffe $(ratio "${resnet_loop[resnet50_nvcaffe]:-}" "${resnet_ips[pytorch]:-}") (back to back, deferred steps and CUDA graphs)"
   fi
   echo "nvJPEG:    $nvjpeg_line"
   echo "Stages:    tests $(stage_word tests "-"), memcheck $(stage_word memcheck "-"), lenet $(stage_word lenet "-"), resnet $(stage_word resnet "-"), nvjpeg $(stage_word nvjpeg "-"); $(elapsed) s in all"

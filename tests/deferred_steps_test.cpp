@@ -277,6 +277,9 @@ TEST(StepGraph, WhichNetsAndSolversAreCaptured) {
   SolverParameter p = s->param();
   p.set_type("Adam");
   EXPECT_NE(StepGraphObstacle(*s->net(), p, 1, &head).find("the Adam rule"), std::string::npos);
+  p = s->param();
+  p.set_cuda_graphs(false);
+  EXPECT_EQ(StepGraphObstacle(*s->net(), p, 1, &head), "cuda_graphs: false");
   {
     test::ScopedEnv off("CORTADO_CUDA_GRAPHS", "0");
     EXPECT_EQ(StepGraphObstacle(*s->net(), s->param(), 1, &head), "CORTADO_CUDA_GRAPHS=0");

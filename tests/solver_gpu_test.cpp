@@ -24,6 +24,7 @@
 #include "cortado/solver.hpp"
 #include "cortado/util/io.hpp"
 #include "cortado/util/rng.hpp"
+#include "test_scopes.hpp"
 #ifdef CORTADO_USE_CUDA
 #include "cortado/solver_gpu.hpp"
 #include "cortado/util/cuda.hpp"
@@ -40,10 +41,7 @@ bool HaveDevice() {
 #endif
 }
 
-// Restores the thread's default stream when a test's GPU context goes away.
-struct RestoreStream {
-  ~RestoreStream() { Context::Cpu()->Activate(); }
-};
+using test::RestoreStream;
 
 // W1 (64, 300) spans two chunks of the multi-tensor kernels; b2 is frozen
 // (lr_mult 0) and must stay untouched; lr_mult and decay_mult vary.

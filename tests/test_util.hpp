@@ -37,6 +37,7 @@
 #include "cortado/layer_factory.hpp"
 #include "cortado/types.hpp"
 #include "cortado/util/rng.hpp"
+#include "test_scopes.hpp"
 
 #ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
@@ -583,9 +584,7 @@ void CheckGpuAgainstCpu(const std::string& param_text, const std::vector<std::ve
   std::shared_ptr<Context> gpu_ctx = Context::Create(0);
   // Whatever happens below, the thread must not keep the GPU context's
   // stream once the context is gone.
-  struct RestoreStream {
-    ~RestoreStream() { Context::Cpu()->Activate(); }
-  } restore;
+  test::RestoreStream restore;
 
   auto cpu_layer = NewLayer(MakeParam<P>(param_text));
   // The GPU layer comes from the factory with its context, as the Net makes

@@ -91,12 +91,16 @@ struct BlobRules {
   static constexpr uint64_t Bit(int i) { return uint64_t{1} << (i < 63 ? i : 63); }
   constexpr BlobRules WithBottoms(int exact, int lo, int hi) const {
     BlobRules r = *this;
-    r.exact_bottom = exact, r.min_bottom = lo, r.max_bottom = hi;
+    r.exact_bottom = exact;
+    r.min_bottom = lo;
+    r.max_bottom = hi;
     return r;
   }
   constexpr BlobRules WithTops(int exact, int lo, int hi) const {
     BlobRules r = *this;
-    r.exact_top = exact, r.min_top = lo, r.max_top = hi;
+    r.exact_top = exact;
+    r.min_top = lo;
+    r.max_top = hi;
     return r;
   }
   constexpr BlobRules WithMask(uint64_t bits) const {

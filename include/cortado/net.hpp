@@ -96,6 +96,9 @@ class Net {
   bool has_layer(const std::string& name) const { return layer_index_.count(name) > 0; }
   LayerBase* layer_by_name(const std::string& name) const;
   double blob_loss_weight(int blob_index) const { return blob_loss_weights_[blob_index]; }
+  /// Every layer top with a loss weight, in layer order, with its weight:
+  /// the loss is the sum over them of weight * sum(top).
+  std::vector<std::pair<Blob*, double>> loss_tops() const;
 
   /// Learnable parameters: every owned parameter blob once (shared ones by
   /// their owner), with lr_mult and decay_mult.

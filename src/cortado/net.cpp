@@ -615,6 +615,14 @@ void Net::ClearParamDiffs() {
   for (Blob* b : learnable_params_) b->diff().set_zero();
 }
 
+std::vector<std::pair<Blob*, double>> Net::loss_tops() const {
+  std::vector<std::pair<Blob*, double>> tops;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (size_t t = 0; t < top_vecs_[i].size(); ++t)
+      if (const double w = layers_[i]->loss(static_cast<int>(t))) tops.emplace_back(top_vecs_[i][t], w);
+  return tops;
+}
+
 void Net::SetLossScale(float scale) {
   for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->ScaleLossGradients(top_vecs_[i], scale);
 }

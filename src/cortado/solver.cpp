@@ -521,7 +521,9 @@ void Solver::DeferredPass(UpdateExecutor& exec, const UpdatePlan& plan, int slot
 bool Solver::GraphIteration(UpdateExecutor& exec, const UpdatePlan& plan, int slot) {
   if (!exec.device()) return false;
   if (graph_allowed_ == 0) {
-    std::string why = after_backward_ ? "a callback runs between backward and the update" : "";
+    std::string why = after_backward_   ? "a callback runs between backward and the update"
+                      : reducer_->active() ? "the gradients are summed across ranks"
+                                           : "";
     if (why.empty()) why = StepGraphObstacle(*net_, param_, ranks(), &graph_head_);
     graph_allowed_ = why.empty() ? 1 : -1;
     if (!why.empty()) INFO_LOG << "CUDA graphs: not used (" << why << ")";
@@ -549,12 +551,7 @@ bool Solver::GraphIteration(UpdateExecutor& exec, const UpdatePlan& plan, int sl
   const auto& layers = net_->layers();
   // The loss gradients as the graph reads them: an eager step may have set a
   // new scale on the host, and no graph may capture its upload.
-  for (size_t i = 0; i < layers.size(); ++i)
-    for (size_t t = 0; t < net_->top_vecs()[i].size(); ++t)
-      if (layers[i]->loss(static_cast<int>(t)) != 0) {
-        const Tensor& d = net_->top_vecs()[i][t]->diff();
-        d.gpu_data_raw(d.type());
-      }
+  for (const auto& top : net_->loss_tops()) top.first->diff().gpu_data_raw(top.first->diff().type());
   DeferLossReads no_reads;
   exec.BeginRecord(slot);  // outside the graphs: once per iteration whatever iter_size
   // iter_size passes: the data layers, then a graph of the rest (the last

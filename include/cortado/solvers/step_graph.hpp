@@ -17,7 +17,7 @@
 //   values come from the host each pass, such as Dropout's mask) is refused,
 //   as is one that fails (a layer that waits for the device): the iteration
 //   then runs without a graph, and so do the rest.
-// CORTADO_CUDA_GRAPHS=0 turns graphs off.
+// The solver field cuda_graphs: false, or CORTADO_CUDA_GRAPHS=0, turns graphs off.
 #include <string>
 #include <vector>
 
@@ -49,7 +49,7 @@ class StepGraph {
   /// the reason in *why, if the capture failed or copies host memory.
   template <typename F>
   bool Capture(CUstream_st* stream, F&& body, std::string* why) {
-    Begin(stream);
+    if (!Begin(stream, why)) return false;
     try {
       body();
     } catch (const std::exception& e) {
@@ -60,7 +60,7 @@ class StepGraph {
   void Launch(CUstream_st* stream);
 
  private:
-  void Begin(CUstream_st* stream);
+  bool Begin(CUstream_st* stream, std::string* why);
   bool End(CUstream_st* stream, const std::string& error, std::string* why);
 
   CUgraph_st* graph_ = nullptr;

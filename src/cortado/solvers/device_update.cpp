@@ -125,11 +125,11 @@ class DeviceUpdate : public UpdateExecutor {
     const Context& ctx = s_.net_->context();
     ctx.Activate();
     gpu::UpdateWorkspace& ws = workspace(ctx.stream());
-    ForEachLossTop([&](Blob* top, double weight) {
+    for (const auto& [top, weight] : s_.net_->loss_tops()) {
       const Type t = top->data().type();
       gpu::add_loss(t, top->data().gpu_data_raw(t), static_cast<int64_t>(top->count()), weight, ws.step_records(),
                     ws.step_count(), ctx.stream());
-    });
+    }
   }
   void DeferredStep(const UpdatePlan& plan, const StepRule& rule, int) override {
     const Context& ctx = s_.net_->context();
@@ -140,11 +140,11 @@ class DeviceUpdate : public UpdateExecutor {
     p.control = ws.step_control();
     Apply(p);
     // The next backward starts from the scale just decided.
-    ForEachLossTop([&](Blob* top, double weight) {
+    for (const auto& [top, weight] : s_.net_->loss_tops()) {
       const Type t = top->diff().type();
       gpu::seed_loss_diff(t, top->diff().mutable_gpu_data_raw(t), static_cast<int64_t>(top->count()), weight,
                           ws.step_state(), ctx.stream());
-    });
+    }
   }
   StepState FetchRecords(int n, std::vector<StepRecord>* records) override {
     const Context& ctx = s_.net_->context();
@@ -183,16 +183,6 @@ class DeviceUpdate : public UpdateExecutor {
       gpu::check_gradients(kAllTypes[g], ws.check_list(kAllTypes[g]), want_sumsq, ws.check_device(), stream);
     }
     return ws;
-  }
-  // f(top, weight) for every top with a loss weight, in the net's order.
-  template <typename F>
-  void ForEachLossTop(F&& f) {
-    const Net& net = *s_.net_;
-    for (size_t i = 0; i < net.layers().size(); ++i)
-      for (size_t t = 0; t < net.top_vecs()[i].size(); ++t) {
-        const double w = net.layers()[i]->loss(static_cast<int>(t));
-        if (w != 0) f(net.top_vecs()[i][t], w);
-      }
   }
 
   Solver& s_;

@@ -121,17 +121,11 @@ class HostUpdate : public UpdateExecutor {
   void BeginRecord(int slot) override { records_.at(static_cast<size_t>(slot)) = StepRecord(); }
   void AddLoss(int slot) override {
     StepRecord& r = records_.at(static_cast<size_t>(slot));
-    const Net& net = *s_.net_;
-    for (size_t i = 0; i < net.layers().size(); ++i) {
-      const BlobVec& top = net.top_vecs()[i];
-      for (size_t t = 0; t < top.size(); ++t) {
-        const double w = net.layers()[i]->loss(static_cast<int>(t));
-        if (w == 0) continue;
-        const float* d = top[t]->cpu_data<float>();
-        double sum = 0;
-        for (size_t k = 0; k < top[t]->count(); ++k) sum += d[k];
-        r.loss += w * sum;
-      }
+    for (const auto& [top, weight] : s_.net_->loss_tops()) {
+      const float* d = top->cpu_data<float>();
+      double sum = 0;
+      for (size_t k = 0; k < top->count(); ++k) sum += d[k];
+      r.loss += weight * sum;
     }
   }
   void DeferredStep(const UpdatePlan& plan, const StepRule& rule, int slot) override {

@@ -17,6 +17,7 @@
 namespace cortado {
 
 std::string StepGraphObstacle(const Net& net, const SolverParameter& param, int ranks, int* head) {
+  if (!param.cuda_graphs()) return "cuda_graphs: false";
   const char* graphs = std::getenv("CORTADO_CUDA_GRAPHS");
   if (graphs && std::string(graphs) == "0") return "CORTADO_CUDA_GRAPHS=0";
   const char* sync = std::getenv("CORTADO_SYNC_LAYERS");
@@ -47,10 +48,16 @@ StepGraph::~StepGraph() {
   for (void* p : held_) cuda::device_free(p);
 }
 
-void StepGraph::Begin(cudaStream_t stream) {
+bool StepGraph::Begin(cudaStream_t stream, std::string* why) {
   // Relaxed: a block the allocator must still get from cudaMalloc may be.
-  CORTADO_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  const cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    *why = str_cat("the capture did not start: ", cudaGetErrorString(e));
+    return false;
+  }
   hold_ = new cuda::HoldFrees(&held_);
+  return true;
 }
 
 namespace {
