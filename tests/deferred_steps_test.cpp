@@ -100,7 +100,8 @@ TrainRun Train(const std::string& solver_text, const std::string& net_text, Solv
   if (inject) s->set_after_backward(InjectInf);
   s->Step(iters);
   for (const Blob* p : s->net()->learnable_params()) r.weights.push_back(Bytes(p->data()));
-  for (size_t i = 0; i < s->net()->learnable_params().size(); ++i) r.history.push_back(Bytes(s->history(int(i)).data()));
+  for (size_t i = 0; i < s->net()->learnable_params().size(); ++i)
+    r.history.push_back(Bytes(s->history(static_cast<int>(i)).data()));
   r.smoothed_loss = s->smoothed_loss();
   r.scale = s->loss_scale();
   r.skipped = s->skipped_iterations();
@@ -109,7 +110,8 @@ TrainRun Train(const std::string& solver_text, const std::string& net_text, Solv
   r.launches = s->graph_launches();
   r.captures = s->graph_captures();
   for (const std::string& l : log.lines()) {
-    const bool step = l.find("Iteration ") == 0 || l.find("Gradient clipping") == 0 || l.find("Train net output") != std::string::npos;
+    const bool step = l.find("Iteration ") == 0 || l.find("Gradient clipping") == 0 ||
+                      l.find("Train net output") != std::string::npos;
     if (step && l.find("images/s") == std::string::npos) r.lines.push_back(l);
   }
   std::sort(r.lines.begin(), r.lines.end());

@@ -445,14 +445,17 @@ int time_net() {
   // GPU its steps are deferred (solver.hpp): no wait per iteration, which
   // the synchronized parts above have three of.
   double loop_ms = 0;
+  int loop_skipped = 0;  // steps of the timed loop skipped for Inf/NaN gradients
   if (solver && FLAGS_iterations > 0) {
     // Not timed: the loop's own first steps (on the GPU, two deferred steps
     // and the capture of its CUDA graph).
     solver->Step(3);
     ctx.Synchronize();
+    const int skipped_before = solver->skipped_iterations();
     const auto t0 = clock::now();
     solver->Step(FLAGS_iterations);  // waits for the device at its end
     loop_ms = ms_since(t0) / FLAGS_iterations;
+    loop_skipped = solver->skipped_iterations() - skipped_before;
   }
 
   // Caffe's per-layer lines, in net order (its log parsers read them).
@@ -514,7 +517,8 @@ int time_net() {
   if (solver)
     table << std::setprecision(3) << "Training loop (" << FLAGS_iterations << " iterations back to back, one wait at "
           << "the end): " << loop_ms << " ms per iteration, " << std::setprecision(1)
-          << (loop_ms > 0 ? batch * 1000.0 / loop_ms : 0.0) << " images/s\n";
+          << (loop_ms > 0 ? batch * 1000.0 / loop_ms : 0.0) << " images/s"
+          << (loop_skipped ? str_cat(" (", loop_skipped, " of its steps skipped for Inf/NaN gradients)") : "") << "\n";
   const double conv_per_iter = FLAGS_iterations > 0 ? double(conversions) / FLAGS_iterations : 0.0;
   table << "Type conversions per iteration" << (ctx.on_gpu() ? " (kernel launches)" : "") << ": " << conv_per_iter
         << "\n";
@@ -532,6 +536,7 @@ int time_net() {
        << std::setprecision(1) << " images_per_s=" << (mt > 0 ? batch * 1000.0 / mt : 0.0)
        << " loop_ms_mean=" << std::setprecision(4) << loop_ms << std::setprecision(1)
        << " loop_images_per_s=" << (loop_ms > 0 ? batch * 1000.0 / loop_ms : 0.0)
+       << " loop_skipped_steps=" << loop_skipped
        << " peak_mem_mib=" << mem.first / (1 << 20) << " skipped_updates=" << skipped
        << " conversions_per_iter=" << conv_per_iter;
   std::cout << line.str() << std::endl;

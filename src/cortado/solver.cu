@@ -118,7 +118,9 @@ __device__ __forceinline__ StepRecord* current_record(StepRecord* records, const
   return &records[k < kMaxDeferredSteps ? k : kMaxDeferredSteps - 1];
 }
 
-__global__ void begin_record_kernel(StepRecord* records, const int* count) { *current_record(records, count) = StepRecord(); }
+__global__ void begin_record_kernel(StepRecord* records, const int* count) {
+  *current_record(records, count) = StepRecord();
+}
 
 __global__ void decide_step_kernel(StepRule rule, const GradientCheck* check, StepState* state, StepRecord* records,
                                    int* count, StepControl* control) {

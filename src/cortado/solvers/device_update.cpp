@@ -133,7 +133,12 @@ class DeviceUpdate : public UpdateExecutor {
   }
   void DeferredStep(const UpdatePlan& plan, const StepRule& rule, int) override {
     const Context& ctx = s_.net_->context();
-    gpu::UpdateWorkspace& ws = LaunchCheck(rule.clip >= 0);
+    ctx.Activate();
+    // The check pass only where the decision reads it (DecideStep reads the
+    // Inf/NaN flag to skip, the sum of squares to clip); else a zeroed result.
+    const bool check = rule.skip_overflow || rule.clip >= 0;
+    gpu::UpdateWorkspace& ws = check ? LaunchCheck(rule.clip >= 0) : workspace(ctx.stream());
+    if (!check) ws.begin_check(ctx.stream());
     gpu::decide_step(rule, ws.check_device(), ws.step_state(), ws.step_records(), ws.step_count(), ws.step_control(),
                      ctx.stream());
     UpdatePlan p = plan;

@@ -31,7 +31,8 @@ std::string StepGraphObstacle(const Net& net, const SolverParameter& param, int 
   while (h < static_cast<int>(layers.size()) && net.bottom_vecs()[h].empty()) ++h;
   for (size_t i = h; i < layers.size(); ++i) {
     if (net.bottom_vecs()[i].empty())
-      return str_cat("layer '", layers[i]->name(), "' (", layers[i]->type(), ") has no bottoms but follows layers that do");
+      return str_cat("layer '", layers[i]->name(), "' (", layers[i]->type(),
+                     ") has no bottoms but follows layers that do");
     if (!layers[i]->HasGpuPath())
       return str_cat("layer '", layers[i]->name(), "' (", layers[i]->type(), ") runs on the CPU");
   }
