@@ -37,13 +37,15 @@ inline std::string DataParallelNet(const std::string& db, int batch, Type storag
 
 inline std::unique_ptr<Solver> MakeSolver(const std::string& solver_text, const std::string& net_text,
                                           std::shared_ptr<Communicator> comm,
-                                          std::shared_ptr<const Context> ctx = nullptr) {
+                                          std::shared_ptr<const Context> ctx = nullptr,
+                                          bool defer_host_steps = false) {
   SolverParameter sp;
   SourceInfo info;
   ParseTextProto(solver_text, "solver.prototxt", &sp, &info);
   ParseTextProto(net_text, "net.prototxt", sp.mutable_net_param());
   SolverSetup setup(std::move(ctx));
   setup.comm = std::move(comm);
+  setup.defer_host_steps = defer_host_steps;
   return Solver::Create(sp, info, setup);
 }
 

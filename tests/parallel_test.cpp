@@ -247,15 +247,18 @@ class ParallelSolverTest : public ::testing::Test {
   // Trains the recipe on the ranks of `devices` and checks every rank
   // against one solver alone with their batches together (on the CPU).
   void ExpectRanksStepTogether(const test::Recipe& recipe, const std::vector<int>& devices,
-                               RankEngine engine = RankEngine::kAuto) {
+                               RankEngine engine = RankEngine::kAuto, bool defer_host_steps = false) {
     const int n = static_cast<int>(devices.size()), B = 3, steps = 4;
     std::vector<std::vector<float>> before(devices.size()), after(devices.size());
     RunRanks(devices, [&](const Rank& rank) {
       auto s = test::MakeSolver(test::DataParallelSolver(recipe.iter_size, recipe.solver),
-                                test::DataParallelNet(db(), B, recipe.storage), rank.comm, rank.ctx);
+                                test::DataParallelNet(db(), B, recipe.storage), rank.comm, rank.ctx, defer_host_steps);
       s->SyncParameters();
       before[static_cast<size_t>(rank.rank)] = test::Weights(s.get());
       s->Step(steps);
+      // Deferred: every step but with clipping (its norm is the ranks' mean).
+      const bool clips = std::string(recipe.solver).find("clip_gradients") != std::string::npos;
+      if (defer_host_steps) EXPECT_EQ(s->deferred_steps(), clips ? 0 : steps);
       after[static_cast<size_t>(rank.rank)] = test::Weights(s.get());
     }, engine);
     for (int r = 1; r < n; ++r) EXPECT_EQ(after[static_cast<size_t>(r)], after[0]) << "rank " << r << " drifted";
@@ -269,6 +272,12 @@ class ParallelSolverTest : public ::testing::Test {
 class InProcessRanks : public ParallelSolverTest, public ::testing::WithParamInterface<test::Recipe> {};
 
 TEST_P(InProcessRanks, StepOfTwoCpuRanksIsTheStepOfTheirBatchTogether) { ExpectRanksStepTogether(GetParam(), {-1, -1}); }
+
+// The same with the deferred steps' bookkeeping (as the GPU runs it, here on
+// the host): the ranks agree on every collective and step alike.
+TEST_P(InProcessRanks, DeferredStepOfTwoCpuRanksIsTheStepOfTheirBatchTogether) {
+  ExpectRanksStepTogether(GetParam(), {-1, -1}, RankEngine::kAuto, true);
+}
 
 // Two ranks on one GPU (threads engine, host sums): two streams allocate on
 // one device, which the allocator's per-stream pools keep apart.
