@@ -24,6 +24,7 @@
 
 #ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"
+#include "cortado/util/cuda_hold.hpp"
 #endif
 
 namespace cortado {
@@ -315,6 +316,30 @@ TEST(StepGraph, ResNet50IsCaptured) {
   }
 #else
   GTEST_SKIP() << "built without CUDA: no layer has a GPU path";
+#endif
+}
+
+TEST(StepGraph, FreesDuringACaptureAreHeldNotPooled) {
+#ifdef CORTADO_USE_CUDA
+  // While a HoldFrees lives, device_free appends the block to its list and
+  // leaves the allocator alone (no device needed: the pointers are only
+  // recorded); scopes nest, the inner one's list taking the frees.
+  int a = 0, b = 0, c = 0;
+  std::vector<void*> outer, inner;
+  {
+    cuda::HoldFrees hold(&outer);
+    cuda::device_free(&a);
+    {
+      cuda::HoldFrees nested(&inner);
+      cuda::device_free(&b);
+    }
+    cuda::device_free(&c);
+    cuda::device_free(nullptr);  // nothing to hold
+  }
+  EXPECT_EQ(outer, (std::vector<void*>{&a, &c}));
+  EXPECT_EQ(inner, (std::vector<void*>{&b}));
+#else
+  GTEST_SKIP() << "built without CUDA";
 #endif
 }
 
