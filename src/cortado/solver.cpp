@@ -854,6 +854,12 @@ void Solver::Restore(const std::string& state_file) {
     fail(state_file, ": holds ", larc_corr_.size(), " larc_turbo_correlation values for ",
          net_->learnable_params().size(), " parameters");
   if (state.has_learned_net()) net_->CopyTrainedLayersFrom(learned_net_path(state.learned_net(), state_file));
+  // The weights and history now come from the host: a CUDA graph captured
+  // before would read stale device copies. Capture again after two deferred
+  // steps have brought them to the device.
+  step_graph_.reset();
+  pass_graph_.reset();
+  graph_warm_ = 0;
   const size_t slots = net_->learnable_params().size() * history_slots();
   if (static_cast<size_t>(state.history_size()) != slots)
     fail(state_file, ": holds ", state.history_size(), " history blobs; this ", type(), " solver over ",
