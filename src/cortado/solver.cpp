@@ -506,20 +506,55 @@ void Solver::DeferredIteration() {
 // One pass of a captured iteration: what Net::Forward and Net::Backward run
 // from first_layer on (one rank: StepGraphObstacle), and after the last pass
 // the step. The caller began the record.
+namespace {
+// Where DeferredPass is (a layer and the direction, or a step of the
+// solver's), for the warning of a failed capture: what in the net kept it
+// from a graph.
+thread_local const LayerBase* pass_layer = nullptr;
+thread_local const char* pass_what = nullptr;
+std::string PassAt() {
+  if (!pass_what) return "";
+  return pass_layer ? str_cat(", in layer '", pass_layer->name(), "' (", pass_layer->type(), ") ", pass_what)
+                    : str_cat(", in ", pass_what);
+}
+}  // namespace
+
 void Solver::DeferredPass(UpdateExecutor& exec, const UpdatePlan& plan, int slot, int first_layer, bool last) {
   const auto& layers = net_->layers();
   const auto& bottoms = net_->bottom_vecs();
   const auto& tops = net_->top_vecs();
-  for (size_t i = static_cast<size_t>(first_layer); i < layers.size(); ++i) layers[i]->Forward(bottoms[i], tops[i]);
+  const auto at = [&](size_t i, const char* what) {
+    pass_layer = layers[i].get();
+    pass_what = what;
+  };
+  for (size_t i = static_cast<size_t>(first_layer); i < layers.size(); ++i) {
+    at(i, "forward");
+    layers[i]->Forward(bottoms[i], tops[i]);
+  }
+  pass_layer = nullptr;
+  pass_what = "the loss sums";
   exec.AddLoss(slot);
   for (size_t i = layers.size(); i-- > 0;)
-    if (net_->layer_need_backward()[i]) layers[i]->Backward(tops[i], net_->bottom_need_backward()[i], bottoms[i]);
+    if (net_->layer_need_backward()[i]) {
+      at(i, "backward");
+      layers[i]->Backward(tops[i], net_->bottom_need_backward()[i], bottoms[i]);
+    }
+  pass_what = "the update";
   if (last) exec.DeferredStep(plan, step_rule_, slot);
+  pass_what = nullptr;
 }
 
 #ifdef CORTADO_USE_CUDA
 bool Solver::GraphIteration(UpdateExecutor& exec, const UpdatePlan& plan, int slot) {
   if (!exec.device()) return false;
+  // A callback set after the graphs were allowed (or captured): it runs on
+  // the host between backward and the update, which a replay would skip.
+  if (after_backward_ && graph_allowed_ > 0) {
+    step_graph_.reset();
+    pass_graph_.reset();
+    graph_warm_ = 0;
+    return false;
+  }
   if (graph_allowed_ == 0) {
     std::string why = after_backward_   ? "a callback runs between backward and the update"
                       : reducer_->active() ? "the gradients are summed across ranks"
@@ -559,7 +594,13 @@ bool Solver::GraphIteration(UpdateExecutor& exec, const UpdatePlan& plan, int sl
   for (int i = 0; i < param_.iter_size(); ++i) {
     const bool last = i + 1 == param_.iter_size();
     mark(*this, "the data layers (outside the CUDA graph)");
-    for (int k = 0; k < graph_head_; ++k) layers[k]->Forward(net_->bottom_vecs()[k], net_->top_vecs()[k]);
+    for (int k = 0; k < graph_head_; ++k) {
+      layers[k]->Forward(net_->bottom_vecs()[k], net_->top_vecs()[k]);
+      // Their tops on the device now, outside the graph: a layer that fills
+      // them on the host (DummyData with a random filler, say) would else be
+      // copied up by its first consumer, inside the capture.
+      for (Blob* top : net_->top_vecs()[k]) top->data().gpu_data_raw(top->data().type());
+    }
     std::shared_ptr<StepGraph>& graph = last ? step_graph_ : pass_graph_;
     if (graph_allowed_ > 0 && !graph) {
       mark(*this, "capturing the iteration as a CUDA graph");
@@ -575,7 +616,7 @@ bool Solver::GraphIteration(UpdateExecutor& exec, const UpdatePlan& plan, int sl
                  << "); replayed from now on";
       } else {
         LOG(WARNING) << "CUDA graphs: the capture of iteration " << iter_ << " failed (" << why
-                     << "); the training steps run without a graph";
+                     << PassAt() << "); the training steps run without a graph";
         graph_allowed_ = -1;
         step_graph_.reset();
         pass_graph_.reset();
