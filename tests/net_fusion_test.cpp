@@ -56,6 +56,18 @@ const char* kEltwise = R"(
   layer { name: "sum" type: "Eltwise" bottom: "x" bottom: "y" top: "sum" eltwise_param { coeff: 1 coeff: 0.5 } }
   layer { name: "relu" type: "ReLU" bottom: "sum" top: "sum" })";
 
+// Three bottoms: the fused backward writes two gradients per pass over the
+// top, then the third alone; y's gradient is not asked for.
+const char* kEltwise3 = R"(
+  layer { name: "x" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 dim: 4 dim: 5 } } }
+  layer { name: "y" type: "Input" top: "y" input_param { shape { dim: 2 dim: 3 dim: 4 dim: 5 } } }
+  layer { name: "z" type: "Input" top: "z" input_param { shape { dim: 2 dim: 3 dim: 4 dim: 5 } } }
+  layer { name: "w" type: "Input" top: "w" input_param { shape { dim: 2 dim: 3 dim: 4 dim: 5 } } }
+  layer { name: "sum" type: "Eltwise" bottom: "x" bottom: "y" bottom: "z" bottom: "w" top: "sum"
+    propagate_down: true propagate_down: false propagate_down: true propagate_down: true
+    eltwise_param { coeff: 1 coeff: 0.5 coeff: -1 coeff: 2 } }
+  layer { name: "relu" type: "ReLU" bottom: "sum" top: "sum" })";
+
 template <typename P>
 NetParameter MakeNet(const std::string& text, bool fuse, Phase phase = TRAIN) {
   NetParameter p;
@@ -272,6 +284,13 @@ TYPED_TEST(NetFusionTest, BatchNormScaleBiasReLUMatchesUnfused) {
   Compare<TypeParam>(n, 0);
 }
 
+TYPED_TEST(NetFusionTest, EltwiseSumReLUFourBottomsMatchesUnfused) {
+  NetPair n = Build<TypeParam>(kEltwise3);
+  EXPECT_EQ(FusedInto(*n.fused, "relu"), "sum");
+  Run<TypeParam>(&n);
+  Compare<TypeParam>(n, 0);
+}
+
 TYPED_TEST(NetFusionTest, BatchNormScaleReLUMatchesUnfused) {
   NetPair n = Build<TypeParam>(kBnScale);
   Run<TypeParam>(&n);
@@ -405,6 +424,9 @@ TYPED_TEST(NetFusionTest, GpuBatchNormScaleReLU) {
 }
 TYPED_TEST(NetFusionTest, GpuEltwiseSumReLU) {
   CompareOnGpu<TypeParam>(kEltwise, GpuUlps(test::is_half_pair<TypeParam>()));
+}
+TYPED_TEST(NetFusionTest, GpuEltwiseSumReLUFourBottoms) {
+  CompareOnGpu<TypeParam>(kEltwise3, GpuUlps(test::is_half_pair<TypeParam>()));
 }
 TYPED_TEST(NetFusionTest, GpuSgdStepsMatchUnfused) {
 #ifndef CORTADO_USE_CUDA

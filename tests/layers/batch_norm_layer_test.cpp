@@ -266,6 +266,22 @@ TYPED_TEST(BatchNormLayerTest, GpuMatchesCpu) {
   test::CheckGpuAgainstCpu<TypeParam>(kScaleBias, {{4, 3, 5, 7}}, kFill, BnGpuTolerance<TypeParam>(), {}, -1, 2);
 }
 
+// Rows of 64 and 12 values: the GPU reductions read 16 and 8 bytes at a time
+// (the rows of 35 above, one value at a time).
+TYPED_TEST(BatchNormLayerTest, GpuMatchesCpuVectorRows) {
+  for (const std::vector<int> shape : {std::vector<int>{2, 3, 8, 8}, std::vector<int>{4, 3, 2, 6}}) {
+    SCOPED_TRACE(shape[2] * shape[3]);
+    test::CheckGpuAgainstCpu<TypeParam>(kScaleBias, {shape}, kFill, BnGpuTolerance<TypeParam>(), {}, -1, 2);
+  }
+}
+
+// A mean far from zero against the spread: the GPU's one-pass statistics
+// (sums shifted by each channel's first value) against the CPU's two passes.
+TYPED_TEST(BatchNormLayerTest, GpuMatchesCpuLargeMean) {
+  const auto fill = [](int, Blob* b) { test::FillGaussian(b, 60, 1.5, 12); };
+  test::CheckGpuAgainstCpu<TypeParam>(kScaleBias, {{4, 3, 4, 4}}, fill, BnGpuTolerance<TypeParam>(), {}, -1, 2);
+}
+
 TYPED_TEST(BatchNormLayerTest, GpuMatchesCpuGlobalStats) {
   test::CheckGpuAgainstCpu<TypeParam>(std::string(kScaleBias) + " phase: TEST", {{2, 3, 4}}, kFill,
                                       BnGpuTolerance<TypeParam>());

@@ -75,10 +75,12 @@ void eltwise_backward(int64_t n, int op, int which, const T* const* x, int count
 template <typename T>
 void eltwise_sum_relu_forward(int64_t n, const T* const* x, int count, const double* coeff, T* y,
                               CUstream_st* stream);
-/// dx = coeff * (stored_T(y) > 0 ? dy : 0); y is the top's data in the
-/// forward's type X.
+/// dx[i] = coeff[i] * (stored_T(y) > 0 ? dy : 0) for each of the `count`
+/// bottoms whose dx[i] is not null (coeff, dx: host arrays), y and dy read
+/// once per two bottoms; y is the top's data in the forward's type X.
 template <typename T, typename X>
-void eltwise_sum_relu_backward(int64_t n, double coeff, const X* y, const T* dy, T* dx, CUstream_st* stream);
+void eltwise_sum_relu_backward(int64_t n, int count, const double* coeff, const X* y, const T* dy, T* const* dx,
+                               CUstream_st* stream);
 }  // namespace gpu
 #endif
 

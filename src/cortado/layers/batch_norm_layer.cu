@@ -1,12 +1,14 @@
 // Kernels of BatchNormLayer. x is (N, C, S); channel c holds m = N * S values.
 //
 // Reductions (statistics in the forward, sum dy and sum dy * xhat in the
-// backward) go through channel_reduce.cuh: many blocks per channel, partial
-// sums in M (float for __half, the type itself otherwise), added per channel
-// in a fixed order. The variance is a second pass over x once the mean is
-// known (as on the CPU). The finishing step writes the per-channel results
-// and updates the running statistics (channel 0 also the moving-average
-// factor).
+// backward) go through channel_reduce.cuh: many blocks per channel, 16-byte
+// loads where a row's length and the pointers allow, partial sums in M
+// (float for __half, the type itself otherwise), added per channel in a
+// fixed order. The statistics take one pass over x: the sums of x - k and
+// its square, k the channel's first value (the CPU takes two passes, the
+// variance once the mean is known; the two agree to M's rounding). The
+// finishing step writes the per-channel results and updates the running
+// statistics (channel 0 also the moving-average factor).
 // Elementwise kernels (normalize, dx) are grid-stride loops over N * C * S
 // computing in M and rounding once to the storage type.
 // Fused chains (layer_fusion.hpp: a Scale and/or a ReLU after the
@@ -29,38 +31,41 @@ namespace {
 
 using namespace kernels;
 
-// Statistics pass 1: the sum of x; finishing: mean = sum / m.
+// Statistics in one pass: the sums of d = x - k and d * d, k the channel's
+// first value (a shift against the cancellation of sum x^2 - m * mean^2
+// when the mean is large against the spread); finishing: the mean, the
+// biased variance and the running statistics.
 template <typename T, typename M>
-struct SumX {
+struct SumShifted {
   const T* x;
-  __device__ void operator()(int64_t j, int64_t, M* acc) const { acc[0] += M(load(x, j)); }
-};
-template <typename M>
-struct FinishMean {
-  M inv_m;
-  M* mean;
-  __device__ void operator()(int64_t ch, const M* t) const { mean[ch] = t[0] * inv_m; }
-};
-// Pass 2: the sum of squared deviations; finishing: the biased variance and
-// the running statistics.
-template <typename T, typename M>
-struct SumSquaredDeviation {
-  const T* x;
-  const M* mean;
-  __device__ void operator()(int64_t j, int64_t ch, M* acc) const {
-    const M d = M(load(x, j)) - mean[ch];
-    acc[0] += d * d;
+  int64_t inner;
+  template <int V, typename A>
+  __device__ __forceinline__ void add(int64_t j, int64_t ch, A* acc) const {
+    const M k = load(x, ch * inner);
+    const VecOf<T, V> v = load_vec<V>(x, j);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const M d = M(load(v.v, e)) - k;
+      acc[0] += d;
+      acc[1] += d * d;
+    }
   }
 };
-template <typename M>
-struct FinishVariance {
+template <typename T, typename M>
+struct FinishStats {
+  const T* x;
+  int64_t inner;
+  bool any;  // the channels hold values (m > 0)
   M inv_m, unbias, maf;
-  const M* mean;
-  M *var, *run_mean, *run_var, *run_factor;
+  M *mean, *var, *run_mean, *run_var, *run_factor;
   __device__ void operator()(int64_t ch, const M* t) const {
-    const M v = t[0] * inv_m;
+    const M k = any ? M(load(x, ch * inner)) : M(0);
+    const M d = t[0] * inv_m;
+    const M mu = k + d;
+    const M v = max(t[1] * inv_m - d * d, M(0));
+    mean[ch] = mu;
     var[ch] = v;
-    run_mean[ch] = maf * run_mean[ch] + mean[ch];
+    run_mean[ch] = maf * run_mean[ch] + mu;
     run_var[ch] = maf * run_var[ch] + unbias * v;
     if (ch == 0) run_factor[0] = maf * run_factor[0] + M(1);
   }
@@ -73,10 +78,17 @@ struct SumDyDyXhat {
   const X* xs;
   const M* mean;
   const M* inv_std;
-  __device__ void operator()(int64_t j, int64_t ch, M* acc) const {
-    const M d = load(dy, j);
-    acc[0] += d;
-    acc[1] += d * ((M(load(xs, j)) - mean[ch]) * inv_std[ch]);
+  template <int V, typename A>
+  __device__ __forceinline__ void add(int64_t j, int64_t ch, A* acc) const {
+    const M mu = mean[ch], is = inv_std[ch];
+    const VecOf<T, V> d = load_vec<V>(dy, j);
+    const VecOf<X, V> x = load_vec<V>(xs, j);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const M g = load(d.v, e);
+      acc[0] += g;
+      acc[1] += g * ((M(load(x.v, e)) - mu) * is);
+    }
   }
 };
 template <typename T, typename M>
@@ -201,11 +213,20 @@ struct SumFusedDy {
   const M* mean;
   const M* inv_std;
   gpu::BnTail<T> tail;
-  __device__ void operator()(int64_t j, int64_t ch, M* acc) const {
-    const M xhat = (M(load(xs, j)) - mean[ch]) * inv_std[ch];
-    const M d = tail_dy<T, X, M>(M(load(dout, j)), y ? M(load(y, j)) : M(0), xhat, tail, ch, acc);
-    acc[0] += d;
-    acc[1] += d * xhat;
+  template <int V, typename A>
+  __device__ __forceinline__ void add(int64_t j, int64_t ch, A* acc) const {
+    const M mu = mean[ch], is = inv_std[ch];
+    const VecOf<T, V> g = load_vec<V>(dout, j);
+    const VecOf<X, V> x = load_vec<V>(xs, j);
+    VecOf<X, V> yv{};
+    if (y) yv = load_vec<V>(y, j);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const M xhat = (M(load(x.v, e)) - mu) * is;
+      const M d = tail_dy<T, X, M>(M(load(g.v, e)), M(load(yv.v, e)), xhat, tail, ch, acc);
+      acc[0] += d;
+      acc[1] += d * xhat;
+    }
   }
 };
 template <typename T, typename M>
@@ -282,10 +303,11 @@ void bn_backward_reduce_fused(int n, int c, int64_t s, const T* dout, const X* y
   using D = dev_t<T>;
   using DX = dev_t<X>;
   const BnTail<D> t{dev(tail.scale), dev(tail.bias), tail.relu};
-  kernels::channel_reduce<4, M>(kernels::ChannelShape{n, c, s},
-                                SumFusedDy<D, DX, M>{dev(dout), dev(y), dev(x_saved), mean, inv_std, t},
-                                FinishFusedBackward<D, M>{sdy, sdyx, dev(dgamma), dev(dbeta), dev(ds), dev(db)},
-                                stream);
+  constexpr size_t widest = sizeof(T) > sizeof(X) ? sizeof(T) : sizeof(X);
+  kernels::channel_reduce_vec<4, M, static_cast<int>(16 / widest)>(
+      kernels::ChannelShape{n, c, s}, kernels::reduce_width(s, widest, {dout, y, x_saved}),
+      SumFusedDy<D, DX, M>{dev(dout), dev(y), dev(x_saved), mean, inv_std, t},
+      FinishFusedBackward<D, M>{sdy, sdyx, dev(dgamma), dev(dbeta), dev(ds), dev(db)}, stream);
 }
 
 template <typename T, typename X, typename M>
@@ -321,10 +343,9 @@ void bn_batch_stats(int n, int c, int64_t s, const T* x, double maf, M* mean, M*
   const int64_t m = int64_t(n) * s;
   const M inv_m = m > 0 ? M(1) / M(m) : M(0);
   const M unbias = m > 1 ? M(double(m) / double(m - 1)) : M(1);
-  kernels::channel_reduce<1, M>(shape, SumX<D, M>{dev(x)}, FinishMean<M>{inv_m, mean}, stream);
-  kernels::channel_reduce<1, M>(shape, SumSquaredDeviation<D, M>{dev(x), mean},
-                                FinishVariance<M>{inv_m, unbias, M(maf), mean, var, run_mean, run_var, run_factor},
-                                stream);
+  kernels::channel_reduce_vec<2, M, static_cast<int>(16 / sizeof(T))>(
+      shape, kernels::reduce_width(s, sizeof(T), {x}), SumShifted<D, M>{dev(x), s},
+      FinishStats<D, M>{dev(x), s, m > 0, inv_m, unbias, M(maf), mean, var, run_mean, run_var, run_factor}, stream);
 }
 
 template <typename M>
@@ -358,9 +379,11 @@ void bn_backward_reduce(int n, int c, int64_t s, const T* dy, const X* x_saved, 
                         M* sdy, M* sdyx, T* dgamma, T* dbeta, CUstream_st* stream) {
   if (c == 0) return;
   using D = dev_t<T>;
-  kernels::channel_reduce<2, M>(kernels::ChannelShape{n, c, s},
-                                SumDyDyXhat<D, dev_t<X>, M>{dev(dy), dev(x_saved), mean, inv_std},
-                                FinishBackward<D, M>{sdy, sdyx, dev(dgamma), dev(dbeta)}, stream);
+  constexpr size_t widest = sizeof(T) > sizeof(X) ? sizeof(T) : sizeof(X);
+  kernels::channel_reduce_vec<2, M, static_cast<int>(16 / widest)>(
+      kernels::ChannelShape{n, c, s}, kernels::reduce_width(s, widest, {dy, x_saved}),
+      SumDyDyXhat<D, dev_t<X>, M>{dev(dy), dev(x_saved), mean, inv_std},
+      FinishBackward<D, M>{sdy, sdyx, dev(dgamma), dev(dbeta)}, stream);
 }
 
 template <typename T, typename X, typename M>

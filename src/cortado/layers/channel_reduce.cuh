@@ -16,11 +16,21 @@
 // the schedule. A thread walks its range with (o, i) kept incrementally, so
 // there is no 64-bit division per element.
 //
+// Vector access (channel_reduce_vec): a functor with
+//   template <int V, typename A> __device__ void add(int64_t j, int64_t ch, A* acc) const
+// adds the terms of the V values j .. j + V - 1, which lie in one row of
+// `inner` values, and may read them with one load of V values
+// (vector_access.cuh). The caller picks V with reduce_width: the widest of
+// 16, 8 bytes whose value count divides inner and whose alignment every
+// array has, else 1. A thread then walks its range V values at a time, each
+// block about kValuesPerThread loads per thread.
+//
 // The partial sums live in a scratch block from the caching allocator, freed
 // when the launches are enqueued: freed blocks are reused only by later work
 // on the same stream (the project's scratch rule).
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 
 #include "cortado/util/cuda.hpp"
@@ -30,41 +40,72 @@ namespace cortado {
 namespace kernels {
 
 constexpr int kReduceThreads = 256;
-constexpr int64_t kValuesPerPart = 4096;
+constexpr int64_t kValuesPerPart = 4096;  // scalar loads
+constexpr int kValuesPerThread = 8;       // vector loads: kReduceThreads * 8 * V values a block
 constexpr int64_t kMaxParts = 512;
 
 struct ChannelShape {
   int64_t outer, channels, inner;
 };
 
-/// Blocks per channel: about kValuesPerPart values each, 1 to kMaxParts.
-inline int reduce_parts(const ChannelShape& s) {
+/// Blocks per channel for loads of V values: about max(kValuesPerPart,
+/// kReduceThreads * kValuesPerThread * V) values each, 1 to kMaxParts.
+inline int reduce_parts(const ChannelShape& s, int v = 1) {
   const int64_t m = s.outer * s.inner;
-  int64_t parts = (m + kValuesPerPart - 1) / kValuesPerPart;
+  const int64_t per_part = v > 1 && int64_t(kReduceThreads) * kValuesPerThread * v > kValuesPerPart
+                               ? int64_t(kReduceThreads) * kValuesPerThread * v
+                               : kValuesPerPart;
+  int64_t parts = (m + per_part - 1) / per_part;
   if (parts < 1) parts = 1;
   if (parts > kMaxParts) parts = kMaxParts;
   return static_cast<int>(parts);
 }
 
-// F: __device__ void operator()(int64_t j, int64_t channel, A* acc) const,
-// adding element j's terms to acc[0..K).
-template <int K, typename A, typename F>
+/// The values per load for arrays whose widest element has `widest` bytes:
+/// 16 / widest, else 8 / widest, when inner is a multiple of it and every
+/// pointer (null ones ignored) is aligned to its bytes; else 1.
+inline int reduce_width(int64_t inner, size_t widest, std::initializer_list<const void*> ptrs) {
+  for (const size_t bytes : {size_t(16), size_t(8)}) {
+    const int v = static_cast<int>(bytes / widest);
+    if (v <= 1 || inner % v != 0) continue;
+    bool aligned = true;
+    for (const void* p : ptrs)
+      if (p && reinterpret_cast<uintptr_t>(p) % bytes != 0) aligned = false;
+    if (aligned) return v;
+  }
+  return 1;
+}
+
+// A functor of one value at a time (operator()(j, ch, acc)) as V = 1 terms.
+template <typename F>
+struct ScalarTerms {
+  F f;
+  template <int V, typename A>
+  __device__ __forceinline__ void add(int64_t j, int64_t ch, A* acc) const {
+    f(j, ch, acc);
+  }
+};
+
+// F: add<V>(j, ch, acc) as above. Each part's range is a multiple of V
+// values; a row (inner) is too, so V values never straddle two rows.
+template <int K, int V, typename A, typename F>
 __global__ void channel_partial_kernel(ChannelShape s, int parts, F f, A* partial) {
   __shared__ A shared[K][kReduceThreads];
   const int64_t ch = blockIdx.x / parts;
   const int64_t part = blockIdx.x % parts;
   const int64_t m = s.outer * s.inner;
-  const int64_t chunk = (m + parts - 1) / parts;
+  const int64_t chunk = ((m + parts - 1) / parts + V - 1) / V * V;
   const int64_t begin = part * chunk;
   const int64_t end = begin + chunk < m ? begin + chunk : m;
+  const int64_t step = int64_t(blockDim.x) * V;
   A acc[K];
   for (int q = 0; q < K; ++q) acc[q] = A(0);
-  int64_t k = begin + threadIdx.x;
+  int64_t k = begin + int64_t(threadIdx.x) * V;
   if (k < end) {
     int64_t o = k / s.inner, i = k - o * s.inner;
-    for (; k < end; k += blockDim.x) {
-      f((o * s.channels + ch) * s.inner + i, ch, acc);
-      i += blockDim.x;
+    for (; k < end; k += step) {
+      f.template add<V>((o * s.channels + ch) * s.inner + i, ch, acc);
+      i += step;
       if (i >= s.inner) {
         o += i / s.inner;
         i %= s.inner;
@@ -94,21 +135,40 @@ __global__ void channel_final_kernel(int64_t channels, int parts, const A* parti
   }
 }
 
-/// Sums f's K terms over each channel of `s` and calls fin(channel, totals),
-/// all enqueued on `stream`.
-template <int K, typename A, typename F, typename Fin>
-void channel_reduce(const ChannelShape& s, const F& f, const Fin& fin, cudaStream_t stream) {
-  if (s.channels <= 0) return;
-  const int parts = reduce_parts(s);
+template <int K, int V, typename A, typename F, typename Fin>
+void launch_channel_reduce(const ChannelShape& s, const F& f, const Fin& fin, cudaStream_t stream) {
+  const int parts = reduce_parts(s, V);
   const size_t bytes = static_cast<size_t>(s.channels) * parts * K * sizeof(A);
   std::unique_ptr<void, void (*)(void*)> scratch(cuda::device_alloc(bytes), &cuda::device_free);
   A* partial = static_cast<A*>(scratch.get());
-  channel_partial_kernel<K, A><<<static_cast<unsigned>(s.channels * parts), kReduceThreads, 0, stream>>>(
+  channel_partial_kernel<K, V, A><<<static_cast<unsigned>(s.channels * parts), kReduceThreads, 0, stream>>>(
       s, parts, f, partial);
   CORTADO_KERNEL_CHECK();
   channel_final_kernel<K, A><<<cuda::blocks_for(s.channels), cuda::kThreads, 0, stream>>>(s.channels, parts, partial,
                                                                                           fin);
   CORTADO_KERNEL_CHECK();
+}
+
+/// Sums f's K terms (operator()(j, ch, acc), one value at a time) over each
+/// channel of `s` and calls fin(channel, totals), all enqueued on `stream`.
+template <int K, typename A, typename F, typename Fin>
+void channel_reduce(const ChannelShape& s, const F& f, const Fin& fin, cudaStream_t stream) {
+  if (s.channels <= 0) return;
+  launch_channel_reduce<K, 1, A>(s, ScalarTerms<F>{f}, fin, stream);
+}
+
+/// The same with f.add<V> reading `v` values at a time (reduce_width; VMax
+/// = 16 / the widest element's bytes, v one of VMax, VMax / 2, 1).
+template <int K, typename A, int VMax, typename F, typename Fin>
+void channel_reduce_vec(const ChannelShape& s, int v, const F& f, const Fin& fin, cudaStream_t stream) {
+  if (s.channels <= 0) return;
+  if (VMax > 1 && v == VMax) {
+    launch_channel_reduce<K, VMax, A>(s, f, fin, stream);
+  } else if (VMax > 2 && v == VMax / 2) {
+    launch_channel_reduce<K, (VMax > 2 ? VMax / 2 : 1), A>(s, f, fin, stream);
+  } else {
+    launch_channel_reduce<K, 1, A>(s, f, fin, stream);
+  }
 }
 
 }  // namespace kernels

@@ -210,11 +210,11 @@ void EltwiseLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vec
   const Btype* dy = top[0]->gpu_diff<Btype>();
   if (relu_) {
     const Ftype* y = top[0]->gpu_data<Ftype>();
-    for (size_t i = 0; i < bottom.size(); ++i) {
-      if (!propagate_down[i]) continue;
-      gpu::eltwise_sum_relu_backward(n, coeff_[i], y, dy, bottom[i]->mutable_gpu_diff<Btype>(),
-                                     this->context().stream());
-    }
+    std::vector<Btype*> dx(bottom.size(), nullptr);
+    for (size_t i = 0; i < bottom.size(); ++i)
+      if (propagate_down[i]) dx[i] = bottom[i]->mutable_gpu_diff<Btype>();
+    gpu::eltwise_sum_relu_backward(n, static_cast<int>(bottom.size()), coeff_.data(), y, dy, dx.data(),
+                                   this->context().stream());
     return;
   }
   std::vector<const Btype*> x;

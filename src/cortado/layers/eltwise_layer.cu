@@ -9,6 +9,8 @@
 // values per thread and load (16 bytes where the count and every pointer
 // allow, vector_access.cuh), the sum stored as T before the ReLU sees it.
 #include "cortado/layers/eltwise_layer.hpp"
+
+#include <vector>
 #include "cortado/util/storage_types.hpp"
 #include "cortado/layers/relu_layer.hpp"
 #include "device_values.cuh"
@@ -92,20 +94,24 @@ __global__ void eltwise_sum_relu_kernel(int64_t vectors, PtrPack<T> x, int count
   }
 }
 
+// Two bottoms' gradients from one read of y and dy (dx1 null: one).
 template <int V, typename T, typename X>
-__global__ void eltwise_sum_relu_backward_kernel(int64_t vectors, dmath_t<T> coeff, const X* y, const T* dy, T* dx) {
+__global__ void eltwise_sum_relu_backward_kernel(int64_t vectors, dmath_t<T> c0, dmath_t<T> c1, const X* y,
+                                                 const T* dy, T* dx0, T* dx1) {
   using M = dmath_t<T>;
   CORTADO_KERNEL_LOOP(q, vectors) {
     const int64_t j = q * V;
     const VecOf<X, V> yv = load_vec<V>(y, j);
     const VecOf<T, V> g = load_vec<V>(dy, j);
-    VecOf<T, V> out;
+    VecOf<T, V> out0, out1;
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const M r = stored<T>(ReLUOp().backward(stored<T>(M(load(yv.v, k))), M(0), M(load(g.v, k))));
-      store(out.v, k, mul_rn(coeff, r));
+      store(out0.v, k, mul_rn(c0, r));
+      store(out1.v, k, mul_rn(c1, r));
     }
-    store_vec<V>(dx, j, out);
+    store_vec<V>(dx0, j, out0);
+    if (dx1) store_vec<V>(dx1, j, out1);
   }
 }
 
@@ -137,22 +143,31 @@ void eltwise_sum_relu_forward(int64_t n, const T* const* x, int count, const dou
 }
 
 template <typename T, typename X>
-void eltwise_sum_relu_backward(int64_t n, double coeff, const X* y, const T* dy, T* dx, CUstream_st* stream) {
+void eltwise_sum_relu_backward(int64_t n, int count, const double* coeff, const X* y, const T* dy, T* const* dx,
+                               CUstream_st* stream) {
   if (n == 0) return;
   using D = dev_t<T>;
+  using M = dmath_t<D>;
   constexpr size_t widest = sizeof(T) > sizeof(X) ? sizeof(T) : sizeof(X);
   constexpr int V = static_cast<int>(16 / widest);
-  const dmath_t<D> cf = static_cast<dmath_t<D>>(coeff);
-  if (vector_width(n, widest, {y, dy, dx}) > 1) {
-    eltwise_sum_relu_backward_kernel<V, D, dev_t<X>><<<cuda::blocks_for(n / V), cuda::kThreads, 0, stream>>>(
-        n / V, cf, dev(y), dev(dy), dev(dx));
-  } else {
-    eltwise_sum_relu_backward_kernel<1, D, dev_t<X>><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(
-        n, cf, dev(y), dev(dy), dev(dx));
+  // The bottoms that want a gradient, two per launch.
+  std::vector<int> want;
+  for (int i = 0; i < count; ++i)
+    if (dx[i]) want.push_back(i);
+  for (size_t w = 0; w < want.size(); w += 2) {
+    const int a = want[w], b = w + 1 < want.size() ? want[w + 1] : -1;
+    T* dx1 = b >= 0 ? dx[b] : nullptr;
+    const M c0 = static_cast<M>(coeff[a]), c1 = b >= 0 ? static_cast<M>(coeff[b]) : M(0);
+    if (vector_width(n, widest, {y, dy, dx[a], dx1}) > 1) {
+      eltwise_sum_relu_backward_kernel<V, D, dev_t<X>><<<cuda::blocks_for(n / V), cuda::kThreads, 0, stream>>>(
+          n / V, c0, c1, dev(y), dev(dy), dev(dx[a]), dev(dx1));
+    } else {
+      eltwise_sum_relu_backward_kernel<1, D, dev_t<X>><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(
+          n, c0, c1, dev(y), dev(dy), dev(dx[a]), dev(dx1));
+    }
+    CORTADO_KERNEL_CHECK();
   }
-  CORTADO_KERNEL_CHECK();
 }
-
 
 template <typename T>
 void eltwise_forward(int64_t n, int op, const T* const* x, int count, const double* coeff, T* y, int* argmax,
@@ -194,7 +209,8 @@ CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_ELTWISE)
 CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_ELTWISE_RELU)
 // For every layer pair (F, B): T = B, X = F.
 #define CORTADO_INSTANTIATE_ELTWISE_RELU_BACKWARD(_, F, B) \
-  template void eltwise_sum_relu_backward<B, F>(int64_t, double, const F*, const B*, B*, CUstream_st*);
+  template void eltwise_sum_relu_backward<B, F>(int64_t, int, const double*, const F*, const B*, B* const*,  \
+                                                 CUstream_st*);
 CORTADO_FOR_EACH_PAIR(CORTADO_INSTANTIATE_ELTWISE_RELU_BACKWARD, _)
 
 }  // namespace gpu
