@@ -1,10 +1,10 @@
 // Split backward: dx = sum over tops of their diffs. One thread per V
-// elements (16-byte loads where every pointer is aligned and the count a
+// elements (16-byte loads where every pointer is aligned and the count is a
 // multiple of V, else V = 1) in a grid-stride loop (64-bit indexes); the
-// thread loads its elements of up
-// to 64 top diffs (pointers passed by value in a PtrPack), sums them in
-// math_t (float for float16) in top order, adding the running value of dx
-// for the second and later groups of 64, and stores once per group.
+// thread loads its elements of up to 64 top diffs (pointers passed by value
+// in a PtrPack), sums them in math_t (float for float16) in top order,
+// adding the running value of dx for the second and later groups of 64, and
+// stores once per group.
 #include "cortado/layers/split_layer.hpp"
 #include "device_values.cuh"
 #include "vector_access.cuh"
