@@ -2,7 +2,8 @@
 // pooling as the window that covers the whole input).
 //
 // Forward: one thread per top element (plane, oy, ox), grid-stride with
-//   64-bit indexes. It walks its clipped window in row-major order: MAX keeps
+//   64-bit indexes, split into (plane, row, column) with 32-bit divisions
+//   where the count allows. It walks its clipped window in row-major order: MAX keeps
 //   the first maximum (strict >, the CPU's tie rule) and stores its h*W + w
 //   index in the int mask; AVE sums in float (double for double) and divides
 //   by the window clipped to the padded image.
@@ -61,24 +62,34 @@ __device__ __forceinline__ Cover covering(const PoolWindow& g, int h, int w) {
 }
 
 // Element i of the top (planes, out_h, out_w) or of the bottom (planes,
-// height, width) as (plane, row, column).
+// height, width) as (plane, row, column), with divisions in the index type I
+// (uint32_t where the elements' count allows: a 64-bit division costs
+// several times a 32-bit one, and these kernels are otherwise a few loads).
 struct Position {
   int64_t plane;
   int row, col;
 };
-__device__ __forceinline__ Position top_position(const PoolWindow& g, int64_t i) {
-  return {i / (static_cast<int64_t>(g.out_w) * g.out_h), static_cast<int>((i / g.out_w) % g.out_h),
-          static_cast<int>(i % g.out_w)};
+template <typename I>
+__device__ __forceinline__ Position position(I i, int rows, int cols) {
+  const I plane_size = static_cast<I>(rows) * static_cast<I>(cols);
+  const I plane = i / plane_size;
+  const I r = i - plane * plane_size;
+  const I row = r / static_cast<I>(cols);
+  return {static_cast<int64_t>(plane), static_cast<int>(row), static_cast<int>(r - row * static_cast<I>(cols))};
 }
+template <typename I>
+__device__ __forceinline__ Position top_position(const PoolWindow& g, int64_t i) {
+  return position<I>(static_cast<I>(i), g.out_h, g.out_w);
+}
+template <typename I>
 __device__ __forceinline__ Position bottom_position(const PoolWindow& g, int64_t i) {
-  return {i / (static_cast<int64_t>(g.width) * g.height), static_cast<int>((i / g.width) % g.height),
-          static_cast<int>(i % g.width)};
+  return position<I>(static_cast<I>(i), g.height, g.width);
 }
 
-template <typename T>
+template <typename I, typename T>
 __global__ void max_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y, int* mask, float* mask_top) {
   CORTADO_KERNEL_LOOP(i, n) {
-    const auto [plane, oy, ox] = top_position(g, i);
+    const auto [plane, oy, ox] = top_position<I>(g, i);
     const T* xp = x + plane * g.height * g.width;
     const Win win = window(g, oy, ox);
     int best = win.h0 * g.width + win.w0;
@@ -98,11 +109,11 @@ __global__ void max_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y, in
   }
 }
 
-template <typename T>
+template <typename I, typename T>
 __global__ void ave_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y) {
   using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
-    const auto [plane, oy, ox] = top_position(g, i);
+    const auto [plane, oy, ox] = top_position<I>(g, i);
     const T* xp = x + plane * g.height * g.width;
     const Win win = window(g, oy, ox);
     A sum = 0;
@@ -113,11 +124,11 @@ __global__ void ave_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y) {
   }
 }
 
-template <typename T>
+template <typename I, typename T>
 __global__ void max_backward_kernel(int64_t n, PoolWindow g, const T* dy, const int* mask, T* dx) {
   using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
-    const auto [plane, h, w] = bottom_position(g, i);
+    const auto [plane, h, w] = bottom_position<I>(g, i);
     const int64_t base = plane * g.out_h * g.out_w;
     const int self = h * g.width + w;
     const Cover cover = covering(g, h, w);
@@ -132,11 +143,11 @@ __global__ void max_backward_kernel(int64_t n, PoolWindow g, const T* dy, const 
   }
 }
 
-template <typename T>
+template <typename I, typename T>
 __global__ void ave_backward_kernel(int64_t n, PoolWindow g, const T* dy, T* dx) {
   using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
-    const auto [plane, h, w] = bottom_position(g, i);
+    const auto [plane, h, w] = bottom_position<I>(g, i);
     const int64_t base = plane * g.out_h * g.out_w;
     const Cover cover = covering(g, h, w);
     A sum = 0;
@@ -150,11 +161,11 @@ __global__ void ave_backward_kernel(int64_t n, PoolWindow g, const T* dy, T* dx)
   }
 }
 
-template <typename T>
+template <typename I, typename T>
 __global__ void stochastic_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y, const float* rand, int* mask) {
   using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
-    const auto [plane, oy, ox] = top_position(g, i);
+    const auto [plane, oy, ox] = top_position<I>(g, i);
     const T* xp = x + plane * g.height * g.width;
     const Win win = window(g, oy, ox);
     A sum = 0, sq = 0;
@@ -188,11 +199,11 @@ __global__ void stochastic_forward_kernel(int64_t n, PoolWindow g, const T* x, T
   }
 }
 
-template <typename T>
+template <typename I, typename T>
 __global__ void stochastic_test_backward_kernel(int64_t n, PoolWindow g, const T* x, const T* dy, T* dx) {
   using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
-    const auto [plane, h, w] = bottom_position(g, i);
+    const auto [plane, h, w] = bottom_position<I>(g, i);
     const T* xp = x + plane * g.height * g.width;
     const T* dyp = dy + plane * g.out_h * g.out_w;
     const Cover cover = covering(g, h, w);
@@ -217,14 +228,17 @@ __global__ void stochastic_test_backward_kernel(int64_t n, PoolWindow g, const T
   }
 }
 
-// Launches kernel(n, args...) with one thread per element (grid-stride)
-// over n elements; nothing when n is 0.
+// Launches kernel<uint32_t, T>(n, args...) (k32) where n fits in 32 bits,
+// else kernel<uint64_t, T> (k64), one thread per element (grid-stride) over
+// n elements; nothing when n is 0.
 template <typename... P, typename... A>
-void launch(void (*kernel)(int64_t, P...), int64_t n, CUstream_st* stream, A... args) {
+void launch(void (*k32)(int64_t, P...), void (*k64)(int64_t, P...), int64_t n, CUstream_st* stream, A... args) {
   if (n == 0) return;
+  const auto kernel = n < (int64_t(1) << 32) ? k32 : k64;
   kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, args...);
   CORTADO_KERNEL_CHECK();
 }
+#define CORTADO_POOL_KERNELS(k, T) k<uint32_t, T>, k<uint64_t, T>
 
 }  // namespace
 
@@ -233,33 +247,37 @@ namespace gpu {
 template <typename T>
 void stochastic_pool_forward(int64_t planes, PoolWindow g, const T* x, T* y, const float* rand, int* mask,
                              CUstream_st* stream) {
-  launch(stochastic_forward_kernel<dev_t<T>>, planes * g.out_h * g.out_w, stream, g, dev(x), dev(y), rand, mask);
+  launch(CORTADO_POOL_KERNELS(stochastic_forward_kernel, dev_t<T>), planes * g.out_h * g.out_w, stream,
+        g, dev(x), dev(y), rand, mask);
 }
 
 template <typename T>
 void stochastic_pool_test_backward(int64_t planes, PoolWindow g, const T* x, const T* dy, T* dx, CUstream_st* stream) {
-  launch(stochastic_test_backward_kernel<dev_t<T>>, planes * g.height * g.width, stream, g, dev(x), dev(dy), dev(dx));
+  launch(CORTADO_POOL_KERNELS(stochastic_test_backward_kernel, dev_t<T>), planes * g.height * g.width, stream,
+        g, dev(x), dev(dy), dev(dx));
 }
 
 template <typename T>
 void max_pool_forward(int64_t planes, PoolWindow g, const T* x, T* y, int* mask, float* mask_top,
                       CUstream_st* stream) {
-  launch(max_forward_kernel<dev_t<T>>, planes * g.out_h * g.out_w, stream, g, dev(x), dev(y), mask, mask_top);
+  launch(CORTADO_POOL_KERNELS(max_forward_kernel, dev_t<T>), planes * g.out_h * g.out_w, stream,
+        g, dev(x), dev(y), mask, mask_top);
 }
 
 template <typename T>
 void ave_pool_forward(int64_t planes, PoolWindow g, const T* x, T* y, CUstream_st* stream) {
-  launch(ave_forward_kernel<dev_t<T>>, planes * g.out_h * g.out_w, stream, g, dev(x), dev(y));
+  launch(CORTADO_POOL_KERNELS(ave_forward_kernel, dev_t<T>), planes * g.out_h * g.out_w, stream, g, dev(x), dev(y));
 }
 
 template <typename T>
 void max_pool_backward(int64_t planes, PoolWindow g, const T* dy, const int* mask, T* dx, CUstream_st* stream) {
-  launch(max_backward_kernel<dev_t<T>>, planes * g.height * g.width, stream, g, dev(dy), mask, dev(dx));
+  launch(CORTADO_POOL_KERNELS(max_backward_kernel, dev_t<T>), planes * g.height * g.width, stream,
+        g, dev(dy), mask, dev(dx));
 }
 
 template <typename T>
 void ave_pool_backward(int64_t planes, PoolWindow g, const T* dy, T* dx, CUstream_st* stream) {
-  launch(ave_backward_kernel<dev_t<T>>, planes * g.height * g.width, stream, g, dev(dy), dev(dx));
+  launch(CORTADO_POOL_KERNELS(ave_backward_kernel, dev_t<T>), planes * g.height * g.width, stream, g, dev(dy), dev(dx));
 }
 
 #define CORTADO_INSTANTIATE_POOL_GPU(T)                                                                   \
@@ -271,6 +289,7 @@ void ave_pool_backward(int64_t planes, PoolWindow g, const T* dy, T* dx, CUstrea
   template void ave_pool_backward<T>(int64_t, PoolWindow, const T*, T*, CUstream_st*);
 CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_POOL_GPU)
 #undef CORTADO_INSTANTIATE_POOL_GPU
+#undef CORTADO_POOL_KERNELS
 
 }  // namespace gpu
 
