@@ -9,8 +9,10 @@
 // variance once the mean is known; the two agree to M's rounding). The
 // finishing step writes the per-channel results and updates the running
 // statistics (channel 0 also the moving-average factor).
-// Elementwise kernels (normalize, dx) are grid-stride loops over N * C * S
-// computing in M and rounding once to the storage type.
+// Elementwise kernels (normalize, dx) are grid-stride loops over N * C * S,
+// a thread per V values of one channel (16-byte loads where S and the
+// pointers allow; the channel once per V values), computing in M and
+// rounding once to the storage type.
 // Fused chains (layer_fusion.hpp: a Scale and/or a ReLU after the
 // normalization) have their own kernels: the forward and dx take one plane
 // (n, c) per block (vector_access.cuh: the channel once per plane, 16-byte
@@ -118,31 +120,52 @@ __global__ void inv_std_kernel(int c, M eps, M* v) {
   CORTADO_KERNEL_LOOP(i, c) v[i] = M(1) / sqrt(v[i] + eps);
 }
 
-template <typename I, typename T, typename M>
-__global__ void normalize_kernel(int64_t total, int c, int64_t s, const T* x, const M* mean, const M* inv_std,
+// One thread per V values of one channel (V divides s), the channel found
+// once per V values.
+template <typename I, int V, typename T, typename M>
+__global__ void normalize_kernel(int64_t vectors, int c, int64_t s, const T* x, const M* mean, const M* inv_std,
                                  const T* gamma, const T* beta, T* x_saved, T* y) {
-  CORTADO_KERNEL_LOOP(j, total) {
+  CORTADO_KERNEL_LOOP(q, vectors) {
+    const int64_t j = q * V;
     const int64_t ch = kernels::channel_of<I>(j, s, c);
-    const T v = x[j];  // read before y (which may be x) is written
-    if (x_saved) x_saved[j] = v;
-    const M h = (M(load(&v, 0)) - mean[ch]) * inv_std[ch];
-    store(y, j, gamma ? M(load(gamma, ch)) * h + M(load(beta, ch)) : h);
+    const M mu = mean[ch], is = inv_std[ch];
+    const M a = gamma ? M(load(gamma, ch)) : M(1), b = gamma ? M(load(beta, ch)) : M(0);
+    const VecOf<T, V> in = load_vec<V>(x, j);  // read before y (which may be x) is written
+    if (x_saved) store_vec<V>(x_saved, j, in);
+    VecOf<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const M h = (M(load(in.v, k)) - mu) * is;
+      store(out.v, k, gamma ? a * h + b : h);
+    }
+    store_vec<V>(y, j, out);
   }
 }
 
-template <typename I, typename T, typename X, typename M>
-__global__ void backward_dx_kernel(int64_t total, int c, int64_t s, M inv_m, const T* dy, const X* xs,
+template <typename I, int V, typename T, typename X, typename M>
+__global__ void backward_dx_kernel(int64_t vectors, int c, int64_t s, M inv_m, const T* dy, const X* xs,
                                    const M* mean, const M* inv_std, const T* gamma, const M* sdy, const M* sdyx,
                                    T* dx) {
-  CORTADO_KERNEL_LOOP(j, total) {
+  CORTADO_KERNEL_LOOP(q, vectors) {
+    const int64_t j = q * V;
     const int64_t ch = kernels::channel_of<I>(j, s, c);
     const M g = (gamma ? M(load(gamma, ch)) : M(1)) * inv_std[ch];
-    M d = load(dy, j);
-    if (sdy) {
-      const M xhat = (M(load(xs, j)) - mean[ch]) * inv_std[ch];
-      d = d - sdy[ch] * inv_m - xhat * (sdyx[ch] * inv_m);
+    const M mu = mean[ch], is = inv_std[ch];
+    const M mdy = sdy ? sdy[ch] * inv_m : M(0), mdyx = sdy ? sdyx[ch] * inv_m : M(0);
+    const VecOf<T, V> d = load_vec<V>(dy, j);
+    VecOf<X, V> xv{};
+    if (sdy) xv = load_vec<V>(xs, j);
+    VecOf<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      M e = load(d.v, k);
+      if (sdy) {
+        const M xhat = (M(load(xv.v, k)) - mu) * is;
+        e = e - mdy - xhat * mdyx;
+      }
+      store(out.v, k, g * e);
     }
-    store(dx, j, g * d);
+    store_vec<V>(dx, j, out);
   }
 }
 
@@ -369,8 +392,13 @@ void bn_normalize(int n, int c, int64_t s, const T* x, const M* mean, const M* i
                   const T* beta, T* x_saved, T* y, CUstream_st* stream) {
   const int64_t total = int64_t(n) * c * s;
   if (total == 0) return;
-  CORTADO_LAUNCH_INDEXED(normalize_kernel, total, stream, total, c, s, dev(x), mean, inv_std, dev(gamma), dev(beta),
-                         dev(x_saved), dev(y));
+  constexpr int V = static_cast<int>(16 / sizeof(T));
+  if (kernels::vector_width(s, sizeof(T), {x, x_saved, y}) > 1)
+    CORTADO_LAUNCH_INDEXED_V(normalize_kernel, V, total, stream, total / V, c, s, dev(x), mean, inv_std, dev(gamma),
+                             dev(beta), dev(x_saved), dev(y));
+  else
+    CORTADO_LAUNCH_INDEXED_V(normalize_kernel, 1, total, stream, total, c, s, dev(x), mean, inv_std, dev(gamma),
+                             dev(beta), dev(x_saved), dev(y));
   CORTADO_KERNEL_CHECK();
 }
 
@@ -392,8 +420,14 @@ void bn_backward_dx(int n, int c, int64_t s, const T* dy, const X* x_saved, cons
   const int64_t total = int64_t(n) * c * s;
   if (total == 0) return;
   const M inv_m = M(1) / M(double(n) * double(s));
-  CORTADO_LAUNCH_INDEXED(backward_dx_kernel, total, stream, total, c, s, inv_m, dev(dy), dev(x_saved), mean, inv_std,
-                         dev(gamma), sdy, sdyx, dev(dx));
+  constexpr size_t widest = sizeof(T) > sizeof(X) ? sizeof(T) : sizeof(X);
+  constexpr int V = static_cast<int>(16 / widest);
+  if (kernels::vector_width(s, widest, {dy, sdy ? x_saved : nullptr, dx}) > 1)
+    CORTADO_LAUNCH_INDEXED_V(backward_dx_kernel, V, total, stream, total / V, c, s, inv_m, dev(dy), dev(x_saved),
+                             mean, inv_std, dev(gamma), sdy, sdyx, dev(dx));
+  else
+    CORTADO_LAUNCH_INDEXED_V(backward_dx_kernel, 1, total, stream, total, c, s, inv_m, dev(dy), dev(x_saved), mean,
+                             inv_std, dev(gamma), sdy, sdyx, dev(dx));
   CORTADO_KERNEL_CHECK();
 }
 

@@ -31,6 +31,16 @@ __device__ __forceinline__ int64_t channel_of(int64_t j, int64_t inner, int64_t 
       kernel<uint64_t><<<cuda::blocks_for(total), cuda::kThreads, 0, (stream)>>>(__VA_ARGS__);              \
   } while (0)
 
+/// The same for a kernel<I, V> of `total` / V threads, each V consecutive
+/// values of one channel (V divides the row: the channel once per V values).
+#define CORTADO_LAUNCH_INDEXED_V(kernel, V, total, stream, ...)                                             \
+  do {                                                                                                      \
+    if ((total) < (int64_t(1) << 32))                                                                       \
+      kernel<uint32_t, V><<<cuda::blocks_for((total) / (V)), cuda::kThreads, 0, (stream)>>>(__VA_ARGS__);   \
+    else                                                                                                    \
+      kernel<uint64_t, V><<<cuda::blocks_for((total) / (V)), cuda::kThreads, 0, (stream)>>>(__VA_ARGS__);   \
+  } while (0)
+
 /// Up to kMaxPack device pointers passed by value as a kernel argument (for
 /// layers with a variable number of bottoms or tops).
 constexpr int kMaxPack = 64;

@@ -1,5 +1,6 @@
 // Kernels of ScaleLayer; x, y are (outer, dim, inner).
-// Forward and dx: grid-stride loops over every element, computing in float
+// Forward and dx: grid-stride loops, a thread per V values of one channel
+// (16-byte loads where inner and the pointers allow), computing in float
 // (double for double) and rounding once. Parameter gradients: sum dy * x and
 // sum dy per scale value d in float (double for double), many blocks per
 // value (channel_reduce.cuh); the finishing step writes ds[d] and db[d].
@@ -8,6 +9,7 @@
 #include "cortado/util/storage_types.hpp"
 #include "channel_reduce.cuh"
 #include "device_values.cuh"
+#include "vector_access.cuh"
 
 namespace cortado {
 
@@ -15,20 +17,39 @@ namespace {
 
 using namespace kernels;
 
-template <typename I, typename T>
-__global__ void forward_kernel(int64_t total, int64_t dim, int64_t inner, const T* x, const T* s, const T* b, T* y) {
+// One thread per V values of one channel (V divides inner), the channel
+// found once per V values.
+template <typename I, int V, typename T>
+__global__ void forward_kernel(int64_t vectors, int64_t dim, int64_t inner, const T* x, const T* s, const T* b,
+                               T* y) {
   using M = dmath_t<T>;
-  CORTADO_KERNEL_LOOP(j, total) {
+  CORTADO_KERNEL_LOOP(q, vectors) {
+    const int64_t j = q * V;
     const int64_t d = kernels::channel_of<I>(j, inner, dim);
-    const M v = M(load(x, j)) * M(load(s, d));
-    store(y, j, b ? v + M(load(b, d)) : v);
+    const M sv = load(s, d), bv = b ? M(load(b, d)) : M(0);
+    const VecOf<T, V> in = load_vec<V>(x, j);
+    VecOf<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const M v = M(load(in.v, k)) * sv;
+      store(out.v, k, b ? v + bv : v);
+    }
+    store_vec<V>(y, j, out);
   }
 }
 
-template <typename I, typename T>
-__global__ void dx_kernel(int64_t total, int64_t dim, int64_t inner, const T* dy, const T* s, T* dx) {
+template <typename I, int V, typename T>
+__global__ void dx_kernel(int64_t vectors, int64_t dim, int64_t inner, const T* dy, const T* s, T* dx) {
   using M = dmath_t<T>;
-  CORTADO_KERNEL_LOOP(j, total) store(dx, j, M(load(dy, j)) * M(load(s, kernels::channel_of<I>(j, inner, dim))));
+  CORTADO_KERNEL_LOOP(q, vectors) {
+    const int64_t j = q * V;
+    const M sv = load(s, kernels::channel_of<I>(j, inner, dim));
+    const VecOf<T, V> g = load_vec<V>(dy, j);
+    VecOf<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) store(out.v, k, M(load(g.v, k)) * sv);
+    store_vec<V>(dx, j, out);
+  }
 }
 
 // The parameter gradients: sum dy * x (ds) and sum dy (db) per scale value,
@@ -37,11 +58,18 @@ template <typename T, typename X>
 struct SumParams {
   const T* dy;
   const X* x;  // in the forward's type, as the CPU reads it; null: no ds
-  __device__ void operator()(int64_t j, int64_t, dmath_t<T>* acc) const {
+  template <int V, typename A>
+  __device__ __forceinline__ void add(int64_t j, int64_t, A* acc) const {
     using M = dmath_t<T>;
-    const M g = load(dy, j);
-    if (x) acc[0] += g * M(load(x, j));
-    acc[1] += g;
+    const VecOf<T, V> g = load_vec<V>(dy, j);
+    VecOf<X, V> xv{};
+    if (x) xv = load_vec<V>(x, j);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const M gk = load(g.v, k);
+      if (x) acc[0] += gk * M(load(xv.v, k));
+      acc[1] += gk;
+    }
   }
 };
 template <typename T>
@@ -65,7 +93,11 @@ void scale_forward(int64_t outer, int64_t dim, int64_t inner, const T* x, const 
                    CUstream_st* stream) {
   const int64_t total = outer * dim * inner;
   if (total == 0) return;
-  CORTADO_LAUNCH_INDEXED(forward_kernel, total, stream, total, dim, inner, dev(x), dev(s), dev(b), dev(y));
+  constexpr int V = static_cast<int>(16 / sizeof(T));
+  if (vector_width(inner, sizeof(T), {x, y}) > 1)
+    CORTADO_LAUNCH_INDEXED_V(forward_kernel, V, total, stream, total / V, dim, inner, dev(x), dev(s), dev(b), dev(y));
+  else
+    CORTADO_LAUNCH_INDEXED_V(forward_kernel, 1, total, stream, total, dim, inner, dev(x), dev(s), dev(b), dev(y));
   CORTADO_KERNEL_CHECK();
 }
 
@@ -74,7 +106,11 @@ void scale_backward_dx(int64_t outer, int64_t dim, int64_t inner, const T* dy, c
                        CUstream_st* stream) {
   const int64_t total = outer * dim * inner;
   if (total == 0) return;
-  CORTADO_LAUNCH_INDEXED(dx_kernel, total, stream, total, dim, inner, dev(dy), dev(s), dev(dx));
+  constexpr int V = static_cast<int>(16 / sizeof(T));
+  if (vector_width(inner, sizeof(T), {dy, dx}) > 1)
+    CORTADO_LAUNCH_INDEXED_V(dx_kernel, V, total, stream, total / V, dim, inner, dev(dy), dev(s), dev(dx));
+  else
+    CORTADO_LAUNCH_INDEXED_V(dx_kernel, 1, total, stream, total, dim, inner, dev(dy), dev(s), dev(dx));
   CORTADO_KERNEL_CHECK();
 }
 
@@ -83,9 +119,11 @@ void scale_backward_params(int64_t outer, int64_t dim, int64_t inner, const T* d
                            bool accumulate_s, T* db, CUstream_st* stream) {
   if (dim == 0) return;
   using D = dev_t<T>;
-  kernels::channel_reduce<2, dmath_t<D>>(kernels::ChannelShape{outer, dim, inner},
-                                         SumParams<D, dev_t<X>>{dev(dy), ds ? dev(x) : nullptr},
-                                         FinishParams<D>{dev(ds), accumulate_s, dev(db)}, stream);
+  const X* xr = ds ? x : nullptr;
+  constexpr size_t widest = sizeof(T) > sizeof(X) ? sizeof(T) : sizeof(X);
+  kernels::channel_reduce_vec<2, dmath_t<D>, static_cast<int>(16 / widest)>(
+      kernels::ChannelShape{outer, dim, inner}, kernels::reduce_width(inner, widest, {dy, xr}),
+      SumParams<D, dev_t<X>>{dev(dy), dev(xr)}, FinishParams<D>{dev(ds), accumulate_s, dev(db)}, stream);
 }
 
 #define CORTADO_INSTANTIATE_SCALE_GPU(T)                                                                          \
