@@ -330,6 +330,87 @@ TEST(NetMemory, ModelFilesShareWithinTheRules) {
   }
 }
 
+// ---- BatchNorm out of place ------------------------------------------------------------
+
+std::vector<std::string> Names(const google::protobuf::RepeatedPtrField<std::string>& r) {
+  return std::vector<std::string>(r.begin(), r.end());
+}
+using Strings = std::vector<std::string>;
+
+TEST(NetMemory, BatchNormOutOfPlaceRenamesItsProducersTop) {
+  NetParameter p = MakeNet<test::TypePair<float, float>>(kNet);
+  EXPECT_EQ(BatchNormOutOfPlace(&p), 1);
+  EXPECT_EQ(Names(p.layer(1).top()), Strings{"conv1/bn_input"});  // conv1
+  EXPECT_EQ(Names(p.layer(2).bottom()), Strings{"conv1/bn_input"});  // bn1
+  EXPECT_EQ(Names(p.layer(2).top()), Strings{"conv1"});
+  EXPECT_EQ(Names(p.layer(3).bottom()), Strings{"conv1"});  // scale1, in place after it as before
+  EXPECT_EQ(Names(p.layer(5).bottom()), Strings{"conv1"});  // conv2a reads the BatchNorm's output
+  EXPECT_EQ(BatchNormOutOfPlace(&p), 0) << "a second pass finds nothing in place";
+
+  // A free name: "conv1/bn_input" is taken.
+  std::string text = kNet;
+  const std::string aux = "top: \"aux\"";
+  text.replace(text.find(aux), aux.size(), "top: \"conv1/bn_input\"");
+  NetParameter q = MakeNet<test::TypePair<float, float>>(text);
+  EXPECT_EQ(BatchNormOutOfPlace(&q), 1);
+  EXPECT_EQ(Names(q.layer(2).bottom()), Strings{"conv1/bn_input2"});
+
+  // Left alone: the producer's top is touched in place before the BatchNorm,
+  // the producer has no bottoms (an Input a user fills by name), the
+  // BatchNorm is not in place.
+  for (const char* net : {R"(
+      layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 dim: 4 dim: 4 } } }
+      layer { name: "conv" type: "Convolution" bottom: "x" top: "c" convolution_param { num_output: 2 kernel_size: 1 } }
+      layer { name: "relu" type: "ReLU" bottom: "c" top: "c" }
+      layer { name: "bn" type: "BatchNorm" bottom: "c" top: "c" })",
+                          R"(
+      layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 dim: 4 dim: 4 } } }
+      layer { name: "bn" type: "BatchNorm" bottom: "x" top: "x" })",
+                          R"(
+      layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 dim: 4 dim: 4 } } }
+      layer { name: "conv" type: "Convolution" bottom: "x" top: "c" convolution_param { num_output: 2 kernel_size: 1 } }
+      layer { name: "bn" type: "BatchNorm" bottom: "c" top: "b" })"}) {
+    NetParameter r = MakeNet<test::TypePair<float, float>>(net);
+    const std::string before = r.DebugString();
+    EXPECT_EQ(BatchNormOutOfPlace(&r), 0) << net;
+    EXPECT_EQ(r.DebugString(), before);
+  }
+
+  // ResNet-50's files: every BatchNorm (53) follows its convolution in place.
+  for (const char* m : {"resnet50/train_val_dummy_fp16.prototxt", "resnet50_nvcaffe/train_val_dummy_fp16.prototxt"}) {
+    NetParameter r;
+    ReadTextProto(ModelFile(m), &r);
+    EXPECT_EQ(BatchNormOutOfPlace(&r), 53) << m;
+  }
+}
+
+// The Net applies it to TRAIN nets: the same bits as the in-place net
+// (CORTADO_BN_OUT_OF_PLACE=0), the BatchNorm's blob showing the same values,
+// and the producer's output under the new name.
+TYPED_TEST(NetMemoryTest, BatchNormOutOfPlaceTrainsToTheSameBits) {
+  const NetParameter p = MakeNet<TypeParam>(kNet);
+  NetPair n;
+  {
+    test::ScopedEnv on("CORTADO_BN_OUT_OF_PLACE", "1");
+    n.shared = std::make_unique<Net>(p, SourceInfo());
+  }
+  {
+    test::ScopedEnv off("CORTADO_BN_OUT_OF_PLACE", "0");
+    n.plain = std::make_unique<Net>(p, SourceInfo());
+  }
+  for (size_t i = 0; i < n.shared->params().size(); ++i)
+    test::SetData(n.plain->params()[i].get(), test::GetData(*n.shared->params()[i]));
+  ASSERT_NE(n.shared->blob_by_name("conv1/bn_input"), nullptr);
+  EXPECT_EQ(n.plain->blob_by_name("conv1/bn_input"), nullptr);
+  RunBoth<TypeParam>(&n, 3);
+  ExpectSameBits(n);
+  EXPECT_EQ(test::GetData(BlobNamed(*n.shared, "conv1")), test::GetData(BlobNamed(*n.plain, "conv1")));
+
+  NetParameter t = p;
+  t.mutable_state()->set_phase(TEST);
+  EXPECT_EQ(Net(t, SourceInfo()).blob_by_name("conv1/bn_input"), nullptr) << "a TEST net keeps it in place";
+}
+
 TEST(NetMemory, ResNet18StepGivesTheSameBits) {
   NetParameter p;
   ReadTextProto(ModelFile("resnet18/train_val_dummy.prototxt"), &p);

@@ -61,12 +61,32 @@
 // (16 activations). After Forward, such a B shows the top's values; a net
 // that runs no backward (a TEST net, feature extraction) is left as it is,
 // and CORTADO_SHARE_DATA=0 turns the plan off.
+//
+// BatchNorm out of place (BatchNormOutOfPlace, on the NetParameter before
+// the build). A BatchNorm computed in place (top = bottom = B, Caffe's
+// ResNet files) must keep a copy of its input for its backward: one more
+// pass over memory in every forward. In a TRAIN net, where B's producer P
+// is the layer just before it on B (P has bottoms, does not compute in
+// place on B, and no layer between the two touches B), P's top becomes
+// "B/bn_input" (a free name), which the BatchNorm reads: it writes B and
+// keeps no copy. The memory is the same (a blob instead of the copy); after
+// Forward B shows what it showed before (the BatchNorm's output, and what
+// the layers in place after it made of it); the new blob shows P's output,
+// which the in-place net overwrote. CORTADO_BN_OUT_OF_PLACE=0 turns it off.
 #include <cstddef>
 #include <string>
 
 namespace cortado {
 
 class Net;
+class NetParameter;
+
+/// Applies BatchNorm out of place (above) to `param` (after the splits are
+/// inserted); returns how many BatchNorm layers now read a renamed bottom.
+int BatchNormOutOfPlace(NetParameter* param);
+
+/// Whether the environment allows it (CORTADO_BN_OUT_OF_PLACE unset or not "0").
+bool BatchNormOutOfPlaceEnabled();
 
 struct DiffSharingStats {
   int groups = 0;         // blobs (groups of blobs already sharing) whose diffs were planned

@@ -283,6 +283,8 @@ NetParameter Net::Prepare(const NetParameter& in_param, std::vector<std::string>
   std::vector<int> origin;
   NetParameter param = InsertSplits(filtered, &origin);
   for (int o : origin) source_index_.push_back(kept[o]);
+  // net_memory.hpp: an in-place BatchNorm then keeps no copy of its input.
+  if (phase_ == TRAIN && BatchNormOutOfPlaceEnabled()) BatchNormOutOfPlace(&param);
   return param;
 }
 

@@ -197,6 +197,45 @@ DataSharingStats ShareDataBuffers(const Net& net) {
   return stats;
 }
 
+bool BatchNormOutOfPlaceEnabled() {
+  const char* e = std::getenv("CORTADO_BN_OUT_OF_PLACE");
+  return !(e && std::strcmp(e, "0") == 0);
+}
+
+int BatchNormOutOfPlace(NetParameter* param) {
+  std::set<std::string> names;
+  for (const LayerParameter& lp : param->layer()) {
+    names.insert(lp.bottom().begin(), lp.bottom().end());
+    names.insert(lp.top().begin(), lp.top().end());
+  }
+  const auto touches = [](const LayerParameter& lp, const std::string& b) {
+    return std::find(lp.bottom().begin(), lp.bottom().end(), b) != lp.bottom().end() ||
+           std::find(lp.top().begin(), lp.top().end(), b) != lp.top().end();
+  };
+  int changed = 0;
+  for (int i = 0; i < param->layer_size(); ++i) {
+    LayerParameter& bn = *param->mutable_layer(i);
+    if (bn.type() != "BatchNorm" || bn.bottom_size() != 1 || bn.top_size() != 1 || bn.bottom(0) != bn.top(0))
+      continue;
+    const std::string b = bn.bottom(0);
+    int p = i - 1;  // the last layer before the BatchNorm that touches B
+    while (p >= 0 && !touches(param->layer(p), b)) --p;
+    if (p < 0) continue;
+    LayerParameter& producer = *param->mutable_layer(p);
+    const bool writes = std::find(producer.top().begin(), producer.top().end(), b) != producer.top().end();
+    const bool reads = std::find(producer.bottom().begin(), producer.bottom().end(), b) != producer.bottom().end();
+    if (!writes || reads || producer.bottom_size() == 0) continue;
+    std::string renamed = b + "/bn_input";
+    for (int k = 2; names.count(renamed); ++k) renamed = str_cat(b, "/bn_input", k);
+    names.insert(renamed);
+    for (int t = 0; t < producer.top_size(); ++t)
+      if (producer.top(t) == b) producer.set_top(t, renamed);
+    bn.set_bottom(0, renamed);
+    ++changed;
+  }
+  return changed;
+}
+
 namespace {
 // "12.3M": a count of values in millions, one decimal (truncated).
 std::string Millions(size_t v) { return str_cat(static_cast<double>(static_cast<int64_t>(v / 100000)) / 10.0, "M"); }
