@@ -273,6 +273,9 @@ class Solver {
   /// A deferred iteration as a CUDA graph's replay (capturing it first when
   /// needed); false where graphs do not apply (the caller runs it then).
   bool GraphIteration(UpdateExecutor& exec, const UpdatePlan& plan, int slot);
+  /// Drops the CUDA graphs (captured again when next allowed); with
+  /// `warm_up_again`, after two deferred steps without one.
+  void DropGraphs(bool warm_up_again);
   /// Reads the deferred steps' records (one wait) and takes them in order:
   /// smoothed loss, log lines, the solver's copy of the state.
   void ResolvePending();

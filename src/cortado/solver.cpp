@@ -550,9 +550,7 @@ bool Solver::GraphIteration(UpdateExecutor& exec, const UpdatePlan& plan, int sl
   // A callback set after the graphs were allowed (or captured): it runs on
   // the host between backward and the update, which a replay would skip.
   if (after_backward_ && graph_allowed_ > 0) {
-    step_graph_.reset();
-    pass_graph_.reset();
-    graph_warm_ = 0;
+    DropGraphs(true);
     return false;
   }
   if (graph_allowed_ == 0) {
@@ -566,8 +564,7 @@ bool Solver::GraphIteration(UpdateExecutor& exec, const UpdatePlan& plan, int sl
   if (graph_allowed_ < 0) return false;
   const std::array<double, 3> key{plan.rate, plan.momentum, plan.weight_decay};
   if (step_graph_ && key != graph_key_) {
-    step_graph_.reset();
-    pass_graph_.reset();
+    DropGraphs(false);
     if (iter_ - graph_captured_iter_ < 20) {
       INFO_LOG << "CUDA graphs: turned off at iteration " << iter_ << " (the rate, momentum or weight decay changed "
                << "within 20 iterations of the last capture, which fixes them)";
@@ -618,8 +615,7 @@ bool Solver::GraphIteration(UpdateExecutor& exec, const UpdatePlan& plan, int sl
         LOG(WARNING) << "CUDA graphs: the capture of iteration " << iter_ << " failed (" << why
                      << PassAt() << "); the training steps run without a graph";
         graph_allowed_ = -1;
-        step_graph_.reset();
-        pass_graph_.reset();
+        DropGraphs(false);
       }
     }
     if (graph_allowed_ > 0) {
@@ -636,6 +632,12 @@ bool Solver::GraphIteration(UpdateExecutor& exec, const UpdatePlan& plan, int sl
 #else
 bool Solver::GraphIteration(UpdateExecutor&, const UpdatePlan&, int) { return false; }
 #endif  // CORTADO_USE_CUDA
+
+void Solver::DropGraphs(bool warm_up_again) {
+  step_graph_.reset();
+  pass_graph_.reset();
+  if (warm_up_again) graph_warm_ = 0;
+}
 
 void Solver::ResolvePending() {
   if (pending_.empty()) return;
@@ -898,9 +900,7 @@ void Solver::Restore(const std::string& state_file) {
   // The weights and history now come from the host: a CUDA graph captured
   // before would read stale device copies. Capture again after two deferred
   // steps have brought them to the device.
-  step_graph_.reset();
-  pass_graph_.reset();
-  graph_warm_ = 0;
+  DropGraphs(true);
   const size_t slots = net_->learnable_params().size() * history_slots();
   if (static_cast<size_t>(state.history_size()) != slots)
     fail(state_file, ": holds ", state.history_size(), " history blobs; this ", type(), " solver over ",

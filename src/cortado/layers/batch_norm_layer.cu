@@ -327,8 +327,8 @@ void bn_backward_reduce_fused(int n, int c, int64_t s, const T* dout, const X* y
   using DX = dev_t<X>;
   const BnTail<D> t{dev(tail.scale), dev(tail.bias), tail.relu};
   constexpr size_t widest = sizeof(T) > sizeof(X) ? sizeof(T) : sizeof(X);
-  kernels::channel_reduce_vec<4, M, static_cast<int>(16 / widest)>(
-      kernels::ChannelShape{n, c, s}, kernels::reduce_width(s, widest, {dout, y, x_saved}),
+  kernels::channel_reduce_vec<4, M, widest>(
+      kernels::ChannelShape{n, c, s}, {dout, y, x_saved},
       SumFusedDy<D, DX, M>{dev(dout), dev(y), dev(x_saved), mean, inv_std, t},
       FinishFusedBackward<D, M>{sdy, sdyx, dev(dgamma), dev(dbeta), dev(ds), dev(db)}, stream);
 }
@@ -366,8 +366,8 @@ void bn_batch_stats(int n, int c, int64_t s, const T* x, double maf, M* mean, M*
   const int64_t m = int64_t(n) * s;
   const M inv_m = m > 0 ? M(1) / M(m) : M(0);
   const M unbias = m > 1 ? M(double(m) / double(m - 1)) : M(1);
-  kernels::channel_reduce_vec<2, M, static_cast<int>(16 / sizeof(T))>(
-      shape, kernels::reduce_width(s, sizeof(T), {x}), SumShifted<D, M>{dev(x), s},
+  kernels::channel_reduce_vec<2, M, sizeof(T)>(
+      shape, {x}, SumShifted<D, M>{dev(x), s},
       FinishStats<D, M>{dev(x), s, m > 0, inv_m, unbias, M(maf), mean, var, run_mean, run_var, run_factor}, stream);
 }
 
@@ -408,9 +408,8 @@ void bn_backward_reduce(int n, int c, int64_t s, const T* dy, const X* x_saved, 
   if (c == 0) return;
   using D = dev_t<T>;
   constexpr size_t widest = sizeof(T) > sizeof(X) ? sizeof(T) : sizeof(X);
-  kernels::channel_reduce_vec<2, M, static_cast<int>(16 / widest)>(
-      kernels::ChannelShape{n, c, s}, kernels::reduce_width(s, widest, {dy, x_saved}),
-      SumDyDyXhat<D, dev_t<X>, M>{dev(dy), dev(x_saved), mean, inv_std},
+  kernels::channel_reduce_vec<2, M, widest>(
+      kernels::ChannelShape{n, c, s}, {dy, x_saved}, SumDyDyXhat<D, dev_t<X>, M>{dev(dy), dev(x_saved), mean, inv_std},
       FinishBackward<D, M>{sdy, sdyx, dev(dgamma), dev(dbeta)}, stream);
 }
 

@@ -73,9 +73,8 @@ void bias_backward(int64_t outer, int64_t dim, int64_t inner, const T* dy, bool 
                    CUstream_st* stream) {
   if (dim == 0) return;
   using D = dev_t<T>;
-  kernels::channel_reduce_vec<1, dmath_t<D>, static_cast<int>(16 / sizeof(T))>(
-      kernels::ChannelShape{outer, dim, inner}, kernels::reduce_width(inner, sizeof(T), {dy}), SumDy<D>{dev(dy)},
-      FinishDb<D>{accumulate, dev(db)}, stream);
+  kernels::channel_reduce_vec<1, dmath_t<D>, sizeof(T)>(kernels::ChannelShape{outer, dim, inner}, {dy},
+                                                        SumDy<D>{dev(dy)}, FinishDb<D>{accumulate, dev(db)}, stream);
 }
 
 #define CORTADO_INSTANTIATE_BIAS_GPU(T)                                                                  \

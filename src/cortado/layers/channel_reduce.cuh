@@ -20,9 +20,9 @@
 //   template <int V, typename A> __device__ void add(int64_t j, int64_t ch, A* acc) const
 // adds the terms of the V values j .. j + V - 1, which lie in one row of
 // `inner` values, and may read them with one load of V values
-// (vector_access.cuh). The caller picks V with reduce_width: the widest of
-// 16, 8 bytes whose value count divides inner and whose alignment every
-// array has, else 1. A thread then walks its range V values at a time, each
+// (vector_access.cuh). V comes from reduce_width: the widest of 16, 8 bytes
+// whose value count divides inner and whose alignment every array has,
+// else 1. A thread then walks its range V values at a time, each
 // block about kValuesPerThread loads per thread.
 //
 // The partial sums live in a scratch block from the caching allocator, freed
@@ -157,11 +157,15 @@ void channel_reduce(const ChannelShape& s, const F& f, const Fin& fin, cudaStrea
   launch_channel_reduce<K, 1, A>(s, ScalarTerms<F>{f}, fin, stream);
 }
 
-/// The same with f.add<V> reading `v` values at a time (reduce_width; VMax
-/// = 16 / the widest element's bytes, v one of VMax, VMax / 2, 1).
-template <int K, typename A, int VMax, typename F, typename Fin>
-void channel_reduce_vec(const ChannelShape& s, int v, const F& f, const Fin& fin, cudaStream_t stream) {
+/// The same with f.add<V> reading V values at a time: the widest that
+/// reduce_width allows for the arrays `ptrs`, whose widest element has
+/// Widest bytes (16 / Widest, 8 / Widest or 1).
+template <int K, typename A, size_t Widest, typename F, typename Fin>
+void channel_reduce_vec(const ChannelShape& s, std::initializer_list<const void*> ptrs, const F& f, const Fin& fin,
+                        cudaStream_t stream) {
   if (s.channels <= 0) return;
+  constexpr int VMax = static_cast<int>(16 / Widest);
+  const int v = reduce_width(s.inner, Widest, ptrs);
   if (VMax > 1 && v == VMax) {
     launch_channel_reduce<K, VMax, A>(s, f, fin, stream);
   } else if (VMax > 2 && v == VMax / 2) {

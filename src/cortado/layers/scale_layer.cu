@@ -121,8 +121,8 @@ void scale_backward_params(int64_t outer, int64_t dim, int64_t inner, const T* d
   using D = dev_t<T>;
   const X* xr = ds ? x : nullptr;
   constexpr size_t widest = sizeof(T) > sizeof(X) ? sizeof(T) : sizeof(X);
-  kernels::channel_reduce_vec<2, dmath_t<D>, static_cast<int>(16 / widest)>(
-      kernels::ChannelShape{outer, dim, inner}, kernels::reduce_width(inner, widest, {dy, xr}),
+  kernels::channel_reduce_vec<2, dmath_t<D>, widest>(
+      kernels::ChannelShape{outer, dim, inner}, {dy, xr},
       SumParams<D, dev_t<X>>{dev(dy), dev(xr)}, FinishParams<D>{dev(ds), accumulate_s, dev(db)}, stream);
 }
 

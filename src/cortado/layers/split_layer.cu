@@ -58,7 +58,8 @@ void split_backward(int64_t n, const T* const* dy, int count, T* dx, CUstream_st
     }
     constexpr int V = static_cast<int>(16 / sizeof(T));
     if (aligned && n % V == 0)
-      split_sum_kernel<V, D><<<cuda::blocks_for(n / V), cuda::kThreads, 0, stream>>>(n / V, pack, m, first > 0, dev(dx));
+      split_sum_kernel<V, D><<<cuda::blocks_for(n / V), cuda::kThreads, 0, stream>>>(n / V, pack, m, first > 0,
+                                                                                     dev(dx));
     else
       split_sum_kernel<1, D><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, pack, m, first > 0, dev(dx));
     CORTADO_KERNEL_CHECK();
