@@ -15,6 +15,16 @@ namespace cortado {
 /// The most values one blob may hold (2^40): larger shapes are user errors.
 constexpr size_t kMaxBlobCount = size_t(1) << 40;
 
+/// The order of a blob's values in memory. The shape is always Caffe's
+/// (N, C, spatial...); NHWC ("channels last") stores axis 0, then the spatial
+/// axes, then axis 1: value (n, c, h, w) of a 4-D blob sits at
+/// ((n*H + h)*W + w)*C + c. A blob of one or two axes, or with no spatial
+/// extent beyond 1, holds the same bytes in both. The Net's layout plan
+/// (net_layout.hpp) sets it before the producer's SetUp; parameter blobs
+/// are always NCHW (files keep Caffe's layout).
+enum class Layout : unsigned char { NCHW = 0, NHWC = 1 };
+const char* layout_name(Layout l);
+
 class Blob {
  public:
   Blob() : Blob(FLOAT) {}
@@ -61,6 +71,12 @@ class Blob {
   const Tensor& diff() const { return *diff_; }
   Type data_type() const { return data_->type(); }
 
+  Layout layout() const { return layout_; }
+  void set_layout(Layout l) { layout_ = l; }
+  /// Whether the values are channels last and that order differs from NCHW's
+  /// (more than two axes and a spatial extent above 1).
+  bool channels_last() const;
+
   /// Makes this blob use other's data (or diff) buffer; shapes must hold the
   /// same count. Used for parameter sharing and in Reshape/Flatten layers.
   void ShareData(const Blob& other);
@@ -86,6 +102,7 @@ class Blob {
  private:
   std::vector<int> shape_;
   size_t count_ = 0;
+  Layout layout_ = Layout::NCHW;
   std::shared_ptr<Tensor> data_;
   std::shared_ptr<Tensor> diff_;
 };

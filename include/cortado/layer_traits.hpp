@@ -34,12 +34,22 @@
 //   may compute top[0] in the memory of a bottom (each value read from the
 //   bottoms at an index before the top's value there is written) and its
 //   backward reads no bottom's data: Eltwise SUM.
+// - layout (for the Net's layout plan, net_layout.hpp): given its
+//   LayerParameter, how the layer treats channels-last (NHWC) blobs; null
+//   means kNchwOnly. kAnyLayout: it computes value by value and ignores the
+//   order (ReLU, Eltwise, Split, Dropout...): its bottoms and tops share one
+//   layout. kNhwcCapable: its bottoms and tops may be NHWC, and it computes
+//   the same values (BatchNorm, Scale and Bias over the channel axis).
+//   kNhwcAnchor: capable, and faster in NHWC on a GPU (Convolution), the
+//   reason a plan turns a blob NHWC at all.
 
 #include <string>
 
 namespace cortado {
 
 class LayerParameter;
+
+enum LayoutRole { kNchwOnly = 0, kAnyLayout = 1, kNhwcCapable = 2, kNhwcAnchor = 3 };
 
 struct LayerTraits {
   const char* shard_param = nullptr;
@@ -49,12 +59,16 @@ struct LayerTraits {
   bool net_input = false;
   bool (*backward_reads_top_data)(const LayerParameter&) = nullptr;
   bool (*sums_into_bottom)(const LayerParameter&) = nullptr;
+  LayoutRole (*layout)(const LayerParameter&) = nullptr;
 };
 
 /// Whether `layer`'s backward may read its top's data (the trait; yes when unset).
 bool BackwardReadsTopData(const LayerParameter& layer);
 /// Whether `layer` may compute its top in a bottom's memory (the trait; no when unset).
 bool SumsIntoBottom(const LayerParameter& layer);
+
+/// How `layer` treats NHWC blobs (the trait; kNchwOnly when unset).
+LayoutRole LayerLayoutRole(const LayerParameter& layer);
 
 /// The traits of a layer type; an unknown type has the defaults (none).
 const LayerTraits& layer_traits(const std::string& type);

@@ -144,6 +144,7 @@ class Net {
   SourceInfo info_;
   std::shared_ptr<const Context> ctx_;
   std::vector<int> source_index_;  // layer id -> index in the prototxt as written (-1: inserted)
+  std::set<std::string> nhwc_blobs_;  // the layout plan's NHWC blobs (net_layout.hpp)
   std::vector<LayerParameter> layer_params_;
   std::vector<std::unique_ptr<LayerBase>> layers_;
   std::vector<std::string> layer_names_;

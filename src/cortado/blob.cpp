@@ -15,6 +15,12 @@ std::string shape_string(const std::vector<int>& shape) {
 
 std::string Blob::shape_string() const { return cortado::shape_string(shape_); }
 
+const char* layout_name(Layout l) { return l == Layout::NHWC ? "NHWC" : "NCHW"; }
+
+bool Blob::channels_last() const {
+  return layout_ == Layout::NHWC && shape_.size() > 2 && shape_[1] > 1 && count(2) > 1;
+}
+
 void Blob::Reshape(const std::vector<int>& shape) {
   size_t count = 1;
   double approx = 1;

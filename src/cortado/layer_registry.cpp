@@ -92,6 +92,11 @@ struct Traits {
     r.t.sums_into_bottom = when;
     return r;
   }
+  constexpr Traits layout(LayoutRole (*role)(const LayerParameter&)) const {
+    Traits r = *this;
+    r.t.layout = role;
+    return r;
+  }
   constexpr operator LayerTraits() const { return t; }
 };
 constexpr LayerTraits kNone{};
@@ -106,28 +111,50 @@ bool BatchNormReadsTop(const LayerParameter& p) {
 bool EltwiseReadsTop(const LayerParameter& p) { return p.eltwise_param().operation() == EltwiseParameter::PROD; }
 bool EltwiseSums(const LayerParameter& p) { return p.eltwise_param().operation() == EltwiseParameter::SUM; }
 
+// The layout plan's roles (layer_traits.hpp, net_layout.hpp).
+LayoutRole AnyLayout(const LayerParameter&) { return kAnyLayout; }
+LayoutRole NhwcCapable(const LayerParameter&) { return kNhwcCapable; }
+// cuDNN's engine runs NHWC natively; Caffe's im2col engine through NCHW copies.
+LayoutRole ConvolutionLayout(const LayerParameter& p) {
+  return p.convolution_param().engine() == ConvolutionParameter::CAFFE ? kNhwcCapable : kNhwcAnchor;
+}
+// One (C) parameter on axis 1: the channel of each value, whatever the order.
+LayoutRole ScaleLayout(const LayerParameter& p) {
+  const ScaleParameter& s = p.scale_param();
+  return p.bottom_size() == 1 && s.axis() == 1 && s.num_axes() == 1 ? kNhwcCapable : kNchwOnly;
+}
+// MAX and AVE with one top (no argmax top, whose indexes are NCHW's).
+LayoutRole PoolingLayout(const LayerParameter& p) {
+  return p.pooling_param().pool() != PoolingParameter::STOCHASTIC && p.top_size() == 1 ? kNhwcCapable : kNchwOnly;
+}
+LayoutRole BiasLayout(const LayerParameter& p) {
+  const BiasParameter& b = p.bias_param();
+  return p.bottom_size() == 1 && b.axis() == 1 && b.num_axes() == 1 ? kNhwcCapable : kNchwOnly;
+}
+
 const Entry kRegistry[] = {
-    {"AbsVal", &MakeLayer<AbsValLayer>},
+    {"AbsVal", &MakeLayer<AbsValLayer>, Traits().layout(&AnyLayout)},
     {"Accuracy", &MakeLayer<AccuracyLayer>},
     {"ArgMax", &MakeLayer<ArgMaxLayer>},
-    {"BNLL", &MakeLayer<BNLLLayer>},
-    {"BatchNorm", &MakeLayer<BatchNormLayer>, Traits().reads_top(&BatchNormReadsTop)},
+    {"BNLL", &MakeLayer<BNLLLayer>, Traits().layout(&AnyLayout)},
+    {"BatchNorm", &MakeLayer<BatchNormLayer>, Traits().reads_top(&BatchNormReadsTop).layout(&NhwcCapable)},
     {"BatchReindex", &MakeLayer<BatchReindexLayer>},
-    {"Bias", &MakeLayer<BiasLayer>},
-    {"Clip", &MakeLayer<ClipLayer>},
+    {"Bias", &MakeLayer<BiasLayer>, Traits().layout(&BiasLayout)},
+    {"Clip", &MakeLayer<ClipLayer>, Traits().layout(&AnyLayout)},
     {"Concat", &MakeLayer<ConcatLayer>},
     {"ContrastiveLoss", &MakeLayer<ContrastiveLossLayer>},
-    {"Convolution", &MakeConvolution, Traits().gemm().reads_top(&Never)},
+    {"Convolution", &MakeConvolution, Traits().gemm().reads_top(&Never).layout(&ConvolutionLayout)},
     {"Crop", &MakeLayer<CropLayer>},
     {"Data", &MakeLayer<DataLayer>, Traits().shard("data_param").batch("data_param")},
     {"Deconvolution", &MakeLayer<DeconvolutionLayer>, Traits().gemm().reads_top(&Never)},
     {"Dropout", &MakeLayer<DropoutLayer>},
     {"DummyData", &MakeLayer<DummyDataLayer>, Traits().batch("dummy_data_param")},
-    {"ELU", &MakeLayer<ELULayer>},
-    {"Eltwise", &MakeLayer<EltwiseLayer>, Traits().reads_top(&EltwiseReadsTop).sums_into_bottom(&EltwiseSums)},
+    {"ELU", &MakeLayer<ELULayer>, Traits().layout(&AnyLayout)},
+    {"Eltwise", &MakeLayer<EltwiseLayer>,
+     Traits().reads_top(&EltwiseReadsTop).sums_into_bottom(&EltwiseSums).layout(&AnyLayout)},
     {"Embed", &MakeLayer<EmbedLayer>},
     {"EuclideanLoss", &MakeLayer<EuclideanLossLayer>},
-    {"Exp", &MakeLayer<ExpLayer>},
+    {"Exp", &MakeLayer<ExpLayer>, Traits().layout(&AnyLayout)},
     {"Filter", &MakeLayer<FilterLayer>},
     {"Flatten", &MakeLayer<FlattenLayer>},
     {"HDF5Data", &MakeLayer<HDF5DataLayer>, Traits().shard("hdf5_data_param")},
@@ -141,30 +168,31 @@ const Entry kRegistry[] = {
     {"LRN", &MakeLayer<LRNLayer>},
     {"LSTM", &MakeLayer<LSTMLayer>},
     {"LSTMUnit", &MakeLayer<LSTMUnitLayer>},
-    {"Log", &MakeLayer<LogLayer>},
+    {"LayoutConvert", &MakeLayer<LayoutConvertLayer>},
+    {"Log", &MakeLayer<LogLayer>, Traits().layout(&AnyLayout)},
     {"MVN", &MakeLayer<MVNLayer>},
     {"MultinomialLogisticLoss", &MakeLayer<MultinomialLogisticLossLayer>},
     {"PReLU", &MakeLayer<PReLULayer>},
     {"Parameter", &MakeLayer<ParameterLayer>},
     {"Permute", &MakeLayer<PermuteLayer>},
-    {"Pooling", &MakeLayer<PoolingLayer>},
-    {"Power", &MakeLayer<PowerLayer>},
+    {"Pooling", &MakeLayer<PoolingLayer>, Traits().layout(&PoolingLayout)},
+    {"Power", &MakeLayer<PowerLayer>, Traits().layout(&AnyLayout)},
     {"RNN", &MakeLayer<RNNLayer>},
-    {"ReLU", &MakeLayer<ReLULayer>},
+    {"ReLU", &MakeLayer<ReLULayer>, Traits().layout(&AnyLayout)},
     {"Reduction", &MakeLayer<ReductionLayer>},
     {"Reshape", &MakeLayer<ReshapeLayer>},
     {"SPP", &MakeLayer<SPPLayer>},
-    {"Scale", &MakeLayer<ScaleLayer>, Traits().reads_top(&Never)},
-    {"Sigmoid", &MakeLayer<SigmoidLayer>},
+    {"Scale", &MakeLayer<ScaleLayer>, Traits().reads_top(&Never).layout(&ScaleLayout)},
+    {"Sigmoid", &MakeLayer<SigmoidLayer>, Traits().layout(&AnyLayout)},
     {"SigmoidCrossEntropyLoss", &MakeLayer<SigmoidCrossEntropyLossLayer>},
     {"Silence", &MakeLayer<SilenceLayer>},
     {"Slice", &MakeLayer<SliceLayer>},
     {"Softmax", &MakeLayer<SoftmaxLayer>},
     {"SoftmaxWithLoss", &MakeLayer<SoftmaxWithLossLayer>},
-    {"Split", &MakeLayer<SplitLayer>},
-    {"Swish", &MakeLayer<SwishLayer>},
-    {"TanH", &MakeLayer<TanHLayer>},
-    {"Threshold", &MakeLayer<ThresholdLayer>},
+    {"Split", &MakeLayer<SplitLayer>, Traits().layout(&AnyLayout)},
+    {"Swish", &MakeLayer<SwishLayer>, Traits().layout(&AnyLayout)},
+    {"TanH", &MakeLayer<TanHLayer>, Traits().layout(&AnyLayout)},
+    {"Threshold", &MakeLayer<ThresholdLayer>, Traits().layout(&AnyLayout)},
     {"Tile", &MakeLayer<TileLayer>},
 };
 
@@ -191,6 +219,11 @@ const LayerTraits& layer_traits(const std::string& type) {
 bool BackwardReadsTopData(const LayerParameter& layer) {
   const auto when = layer_traits(layer.type()).backward_reads_top_data;
   return !when || when(layer);
+}
+
+LayoutRole LayerLayoutRole(const LayerParameter& layer) {
+  const auto role = layer_traits(layer.type()).layout;
+  return role ? role(layer) : kNchwOnly;
 }
 
 bool SumsIntoBottom(const LayerParameter& layer) {

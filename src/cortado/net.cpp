@@ -8,6 +8,7 @@
 #include "cortado/layer_factory.hpp"
 #include "cortado/layer_traits.hpp"
 #include "cortado/net_fusion.hpp"
+#include "cortado/net_layout.hpp"
 #include "cortado/net_memory.hpp"
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/gpu_faults.hpp"
@@ -285,6 +286,17 @@ NetParameter Net::Prepare(const NetParameter& in_param, std::vector<std::string>
   for (int o : origin) source_index_.push_back(kept[o]);
   // net_memory.hpp: an in-place BatchNorm then keeps no copy of its input.
   if (phase_ == TRAIN && BatchNormOutOfPlaceEnabled()) BatchNormOutOfPlace(&param);
+  // net_layout.hpp: channels-last blobs where the layers gain from them.
+  bool half_only = true;
+  if (LayoutPlanWanted(ctx_->on_gpu(), &half_only)) {
+    std::vector<int> from;
+    const LayoutPlan plan = PlanLayouts(&param, half_only, &from);
+    std::vector<int> source;
+    for (int f : from) source.push_back(source_index_[f]);
+    source_index_ = source;
+    nhwc_blobs_ = plan.nhwc;
+    if (!plan.nhwc.empty()) INFO_LOG << "Network '" << name_ << "': " << LayoutPlanSummary(plan);
+  }
   return param;
 }
 
@@ -496,6 +508,7 @@ void Net::AppendTop(const LayerParameter& lp, int layer_id, int top_id, std::map
     CORTADO_CHECK(!blob_index_.count(name)) << name;  // CheckLayer reported a second producer
     const int id = static_cast<int>(blobs_.size());
     blobs_.push_back(std::make_shared<Blob>(lp.forward_type()));
+    if (nhwc_blobs_.count(name)) blobs_.back()->set_layout(Layout::NHWC);
     blob_names_.push_back(name);
     blob_index_[name] = id;
     blob_need_backward_.push_back(false);

@@ -53,6 +53,46 @@ TYPED_TEST(PermuteLayerTest, Gradient) {
                               test::GradientSettings(), test::ReferenceTolerance{0, 0});
 }
 
+// LayoutConvert: the shape stays, the values move to the top's layout.
+// (2, 3, 2, 2) NCHW to NHWC: value (n, c, h, w) at ((n*H + h)*W + w)*C + c;
+// back again it is the identity; a 3-D blob (N, C, L) goes to (N, L, C) in
+// memory and a 2-D one is unchanged.
+TYPED_TEST(PermuteLayerTest, LayoutConvertMovesChannelsLast) {
+  using F = typename TypeParam::Ftype;
+  using B = typename TypeParam::Btype;
+  for (const std::vector<int>& shape : {std::vector<int>{2, 3, 2, 2}, {2, 3, 4}, {3, 5}, {1, 4, 3, 2, 2}}) {
+    auto to_nhwc = test::NewLayer<TypeParam>("type: 'LayoutConvert'");
+    auto to_nchw = test::NewLayer<TypeParam>("type: 'LayoutConvert'");
+    int count = 1;
+    for (int d : shape) count *= d;
+    test::Blobs x, y, z;
+    x.add(shape, type_of<F>(), Iota(count));
+    y.add(type_of<F>());
+    z.add(type_of<F>());
+    y[0]->set_layout(Layout::NHWC);
+    to_nhwc->SetUp(x.vec, y.vec);
+    to_nchw->SetUp(y.vec, z.vec);
+    to_nhwc->Forward(x.vec, y.vec);
+    to_nchw->Forward(y.vec, z.vec);
+    ASSERT_EQ(y[0]->shape(), shape);
+    // Where each NCHW index lands: axis 1 last in memory.
+    const int n = shape[0], c = shape.size() > 1 ? shape[1] : 1;
+    const int spatial = count / (n * c);
+    std::vector<double> want(count);
+    for (int i = 0; i < n; ++i)
+      for (int ch = 0; ch < c; ++ch)
+        for (int s = 0; s < spatial; ++s) want[(i * spatial + s) * c + ch] = (i * c + ch) * spatial + s;
+    EXPECT_EQ(test::GetData(*y[0]), want) << shape_string(shape);
+    EXPECT_EQ(test::GetData(*z[0]), Iota(count)) << shape_string(shape);
+    // Backward moves each diff back: the diff of z is the identity's.
+    test::SetDiff(z[0], Iota(count), type_of<B>());
+    to_nchw->Backward(z.vec, {true}, y.vec);
+    to_nhwc->Backward(y.vec, {true}, x.vec);
+    EXPECT_EQ(test::GetDiff(*y[0]), want) << shape_string(shape);
+    EXPECT_EQ(test::GetDiff(*x[0]), Iota(count)) << shape_string(shape);
+  }
+}
+
 TYPED_TEST(PermuteLayerTest, Errors) {
   using F = typename TypeParam::Ftype;
   for (const char* order : {"order: 4", "order: 1 order: 1"}) {

@@ -77,6 +77,7 @@
 
 #include "cortado/layer.hpp"
 #include "cortado/layers/layer_fusion.hpp"
+#include "cortado/layers/layout_stand_in.hpp"
 
 struct CUstream_st;
 
@@ -108,6 +109,12 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
   double eps_ = 1e-5;
   int num_ = 0, channels_ = 0;
   int64_t spatial_ = 0;
+  // Channels last (net_layout.hpp): the GPU kernels see (N*S, C, 1), each
+  // (n, s) a row of C values; the CPU path computes on NCHW stand-ins.
+  bool channels_last_ = false;
+  int gpu_num() const { return channels_last_ ? static_cast<int>(num_ * spatial_) : num_; }
+  int64_t gpu_spatial() const { return channels_last_ ? 1 : spatial_; }
+  NchwPasses nchw_;
   bool NeedsXhat() const;  // whether the backward needs xhat
 
   LayerBase* affine_ = nullptr;  // a fused Scale (its blobs: s, and b with bias_term)

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cortado/layer.hpp"
+#include "cortado/layers/layout_stand_in.hpp"
 
 struct CUstream_st;
 
@@ -46,6 +47,12 @@ class BiasLayer : public Layer<Ftype, Btype> {
   Blob* bias(const BlobVec& bottom) const { return bottom.size() > 1 ? bottom[1] : this->blobs_[0].get(); }
 
   int64_t outer_ = 0, dim_ = 0, inner_ = 0;
+  // Channels last (net_layout.hpp; a (C) parameter on axis 1): the GPU
+  // kernels see (outer * inner, dim, 1); the CPU path computes on NCHW stand-ins.
+  bool channels_last_ = false;
+  int64_t gpu_outer() const { return channels_last_ ? outer_ * inner_ : outer_; }
+  int64_t gpu_inner() const { return channels_last_ ? 1 : inner_; }
+  NchwPasses nchw_;
 };
 
 #ifdef CORTADO_USE_CUDA

@@ -36,6 +36,8 @@ inline std::vector<int> BroadcastParamShape(const LayerBase& layer, const std::s
 /// x as (outer, dim, inner) around the parameter p (learned or a second
 /// bottom), whose axes must be x's from `axis` on (a scalar p: dim 1 from
 /// axis 0). Field errors on `param`.axis naming `what` ("bias", "scale").
+/// A channels-last x takes only a (C) p on axis 1 (its view is then
+/// (N, C, H*W) in Caffe's order; the GPU kernels see it as (N*H*W, C, 1)).
 struct BroadcastView {
   int64_t outer, dim, inner;
 };
@@ -54,6 +56,11 @@ inline BroadcastView BroadcastAxes(const LayerBase& layer, const std::string& pa
   if (!fits) {
     layer.field_error(param + ".axis", what, " shape ", p.shape_string(), " does not match bottom shape ",
                       x.shape_string(), " from axis ", first);
+  }
+  if (x.channels_last() && (first != 1 || p.num_axes() != 1)) {
+    layer.field_error(param + ".axis", what, " shape ", p.shape_string(), " from axis ", first,
+                      " over a channels-last bottom of shape ", x.shape_string(),
+                      ": only a (C) parameter on axis 1 applies to NHWC values");
   }
   return {static_cast<int64_t>(x.count(0, first)), static_cast<int64_t>(p.count()),
           static_cast<int64_t>(x.count(first + p.num_axes()))};

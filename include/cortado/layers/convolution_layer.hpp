@@ -60,6 +60,7 @@
 
 #include "cortado/layer.hpp"
 #include "cortado/layers/conv_geometry.hpp"
+#include "cortado/layers/layout_stand_in.hpp"
 #include "cortado/util/math.hpp"
 
 struct CUstream_st;
@@ -126,6 +127,9 @@ class ConvolutionLayer : public Layer<Ftype, Btype> {
   bool depthwise_ = false;  // group_ == channels_ > 1 (a convolution): the direct path
   int channels_ = 0;  // C of the bottom at setup; the weights depend on it
   int num_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
+
+  /// The im2col passes' NCHW stand-ins for channels-last blobs (net_layout.hpp).
+  NchwPasses nchw_;
 };
 
 #ifdef CORTADO_USE_CUDA

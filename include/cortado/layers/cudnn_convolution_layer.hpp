@@ -24,6 +24,19 @@
 // (cudnn_workspace_limit(): 1 GiB by default, or the environment variable
 // CORTADO_CUDNN_WORKSPACE_MB), and by half the free device memory at the time.
 //
+// Layout: NCHW, or NHWC when the Net's layout plan (net_layout.hpp) made
+// the bottoms and tops channels last: cuDNN's NHWC tensor format with the
+// filter in KRSC, moved from Caffe's KCRS on the device in each pass (files
+// keep Caffe's order); the filter gradient is computed in KRSC, moved back
+// and added to the parameter's diff.
+//
+// The graph API (cudnn_conv_graph.hpp; CORTADO_CUDNN_API=graph, or
+// set_cudnn_graph_api): each call is a backend operation graph whose
+// execution plan is measured among the heuristics' engine configurations
+// within the same workspace bound and cached per key for the process; where
+// no engine runs a shape, the legacy call does (with a warning). Not yet run
+// on a GPU: the legacy calls stay the default until it is measured.
+//
 // Workspace: one buffer per stream (cuda::stream_workspace), shared by the
 // cuDNN layers of the nets on that stream, whose work it orders, and grown
 // to the largest workspace a chosen algorithm needs (never above the limit).
@@ -40,6 +53,12 @@
 namespace cortado {
 
 #ifdef CORTADO_USE_CUDA
+/// Whether convolutions choose their algorithms through cuDNN's graph API
+/// (CORTADO_CUDNN_API=graph; the default, "legacy", the calls above), and
+/// the switch for the choices made from now on (a layer keeps its choice
+/// until its shape changes).
+bool cudnn_graph_api();
+void set_cudnn_graph_api(bool on);
 /// Upper bound in bytes on one cuDNN convolution's workspace.
 size_t cudnn_workspace_limit();
 /// Changes the bound for algorithm choices made from now on.
@@ -65,6 +84,12 @@ class CuDNNConvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
  private:
   // Forward in Ftype; backward data and backward filter in Btype.
   std::unique_ptr<detail::CudnnConvPass> fwd_, bwd_data_, bwd_filter_;
+  // NHWC (the layout plan, net_layout.hpp): the bottoms and tops in NHWC,
+  // the weights moved to cuDNN's KRSC filter each pass (w_krsc_ data; its
+  // diff holds the filter gradient in KRSC), dw_kcrs_'s diff that gradient
+  // back in Caffe's order before it is added to the parameter's diff.
+  bool nhwc_ = false;
+  Blob w_krsc_, dw_kcrs_;
 };
 #endif  // CORTADO_USE_CUDA
 

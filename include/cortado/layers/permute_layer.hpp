@@ -40,6 +40,34 @@ class PermuteLayer : public Layer<Ftype, Btype> {
   PermuteStrides forward_, backward_;
 };
 
+/// The gather that moves the values of a blob of `shape` from layout `from`
+/// to layout `to` (blob.hpp: NHWC keeps axis 1 last); the identity when
+/// both are the same.
+PermuteStrides LayoutStrides(const std::vector<int>& shape, Layout from, Layout to);
+
+/// y = x in another order in memory (CPU; a gather, each value copied
+/// bit for bit), for any element type: by size.
+void GatherValues(int64_t n, const PermuteStrides& s, Type t, const void* x, void* y);
+
+// LayoutConvert: top = bottom with the same shape and values, stored in the
+// top's layout (the Net's layout plan, net_layout.hpp, inserts these where
+// an NCHW-only layer meets channels-last blobs and sets the layouts). Either
+// direction, read from the blobs' layouts at Reshape; equal layouts copy.
+// Bottoms: 1. Tops: 1. No fields. In place: no. Exact (a copy in Ftype forward
+// and Btype backward).
+template <typename Ftype, typename Btype>
+class LayoutConvertLayer : public Layer<Ftype, Btype> {
+  CORTADO_LAYER_HEAD(Layer, "LayoutConvert", BlobRules().Bottoms(1).Tops(1))
+
+ public:
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+  CORTADO_LAYER_PASSES
+
+ private:
+  PermuteStrides forward_, backward_;
+};
+
 #ifdef CORTADO_USE_CUDA
 namespace gpu {
 template <typename T>

@@ -45,6 +45,10 @@
 //   engine: accepted and ignored.
 // The kernel must fit the padded input.
 //
+// Layout: the Net's layout plan (net_layout.hpp) may hand MAX and AVE
+// pooling (one top) channels-last blobs: the GPU kernels index them in
+// place; the CPU path computes through NCHW stand-ins.
+//
 // Types: Forward reads the bottom as math_t<Ftype> and stores the top in
 // Ftype; Backward reads the top diff as math_t<Btype>, sums into the bottom
 // diff in math_t<Btype> and stores it in Btype (overwritten). In place: no.
@@ -63,6 +67,7 @@
 #include <vector>
 
 #include "cortado/layer.hpp"
+#include "cortado/layers/layout_stand_in.hpp"
 
 struct CUstream_st;
 
@@ -88,6 +93,7 @@ class PoolingLayer : public Layer<Ftype, Btype> {
   int kh_ = 0, kw_ = 0, ph_ = 0, pw_ = 0, sh_ = 1, sw_ = 1;
   int num_ = 0, channels_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
   std::vector<int> mask_;  // (N, C, OH, OW) argmax of MAX, or the STOCHASTIC TRAIN pick
+  NchwPasses nchw_;  // the CPU path's stand-ins for channels-last blobs
 #ifdef CORTADO_USE_CUDA
   // The device copy of the argmax (GPU path), from the caching allocator.
   std::unique_ptr<void, void (*)(void*)> gpu_mask_{nullptr, nullptr};
@@ -103,6 +109,7 @@ namespace gpu {
 // `planes` = N*C; x/dx are (planes, height, width), y/dy/mask (planes, out_h, out_w).
 struct PoolWindow {
   int height, width, out_h, out_w, kh, kw, ph, pw, sh, sw;
+  int channels = 0;  // > 0: x, y, dx, dy and the mask channels last (NHWC), C channels (MAX and AVE only)
 };
 /// mask_top (may be null) gets the argmax as float.
 template <typename T>

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "cortado/layer.hpp"
+#include "cortado/layers/layout_stand_in.hpp"
 #include "cortado/layers/layer_fusion.hpp"
 
 struct CUstream_st;
@@ -74,6 +75,12 @@ class ScaleLayer : public Layer<Ftype, Btype>, public FusableLayer {
   bool bias_term_ = false;
   bool channel_affine_ = false;  // one bottom, axis 1, a (C) scale: fusable after BatchNorm
   int64_t outer_ = 0, dim_ = 0, inner_ = 0;
+  // Channels last (net_layout.hpp; a (C) parameter on axis 1): the GPU
+  // kernels see (outer * inner, dim, 1); the CPU path computes on NCHW stand-ins.
+  bool channels_last_ = false;
+  int64_t gpu_outer() const { return channels_last_ ? outer_ * inner_ : outer_; }
+  int64_t gpu_inner() const { return channels_last_ ? 1 : inner_; }
+  NchwPasses nchw_;
   bool copied_ = false;  // whether the last forward filled x_copy_
   Blob x_copy_{type_of<Ftype>()};
 };

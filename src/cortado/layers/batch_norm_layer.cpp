@@ -108,6 +108,9 @@ void BatchNormLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec&
   }
   num_ = b.shape(0);
   spatial_ = num_ * channels_ == 0 ? 0 : static_cast<int64_t>(b.count() / (static_cast<size_t>(num_) * channels_));
+  // NHWC (blob.hpp): the GPU kernels see (N*H*W, C, 1), each (n, h, w) a
+  // row of C values; the CPU computes on NCHW stand-ins.
+  channels_last_ = b.channels_last();
   if (top[0] != bottom[0]) top[0]->ReshapeLike(b);
   if (top[0] == bottom[0]) x_saved_.ReshapeLike(b);
   for (Blob* s : {&mean_, &inv_std_, &sdy_, &sdyx_}) s->Reshape({channels_});
@@ -141,6 +144,11 @@ bool BatchNormLayer<Ftype, Btype>::KeepsCopy(const BlobVec& bottom, const BlobVe
 
 template <typename Ftype, typename Btype>
 void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if (nchw_.Use(bottom, top)) {
+    nchw_.Forward(bottom, top, type_of<Ftype>(), false, nullptr,
+                  [&](const BlobVec& b, const BlobVec& t) { Forward_cpu(b, t); });
+    return;
+  }
   using M = MF;
   const size_t count = bottom[0]->count();
   // x and y may be one array (in place): every pass below reads a plane of x
@@ -227,6 +235,11 @@ void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Blob
 template <typename Ftype, typename Btype>
 void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                                 const BlobVec& bottom) {
+  if (nchw_.Use(bottom, top)) {
+    nchw_.Backward(top, propagate_down, bottom, type_of<Ftype>(), type_of<Btype>(), false, nullptr,
+                   [&](const BlobVec& t, const BlobVec& b) { Backward_cpu(t, propagate_down, b); });
+    return;
+  }
   using M = math_t<Btype>;
   // dy and dx may be one array (in place): the sums come first, and the last
   // pass reads a plane of dy before it writes that plane of dx. 16-bit planes
@@ -337,8 +350,8 @@ void BatchNormLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const Blob
   if (use_global_stats_) {
     gpu::bn_global_stats<M>(channels_, run_mean, run_var, run_factor, mean, inv_std, stream);
   } else {
-    gpu::bn_batch_stats<Ftype, M>(num_, channels_, spatial_, x, maf_, mean, inv_std, run_mean, run_var, run_factor,
-                                  stream);
+    gpu::bn_batch_stats<Ftype, M>(gpu_num(), channels_, gpu_spatial(), x, maf_, mean, inv_std, run_mean, run_var,
+                                  run_factor, stream);
   }
   gpu::bn_inv_std<M>(channels_, eps_, inv_std, stream);
   const Ftype* gamma = scale_bias_ ? this->blobs_[3]->template gpu_data<Ftype>() : nullptr;
@@ -351,11 +364,11 @@ void BatchNormLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const Blob
     const auto& ab = affine_ ? affine_->blobs() : this->blobs_;
     const gpu::BnTail<Ftype> tail{affine_ ? ab[0]->template gpu_data<Ftype>() : nullptr,
                                   affine_ && ab.size() > 1 ? ab[1]->template gpu_data<Ftype>() : nullptr, relu_};
-    gpu::bn_normalize_fused<Ftype, M>(num_, channels_, spatial_, x, mean, inv_std, gamma, beta, tail, x_saved, y,
-                                      stream);
+    gpu::bn_normalize_fused<Ftype, M>(gpu_num(), channels_, gpu_spatial(), x, mean, inv_std, gamma, beta, tail,
+                                      x_saved, y, stream);
     return;
   }
-  gpu::bn_normalize<Ftype, M>(num_, channels_, spatial_, x, mean, inv_std, gamma, beta, x_saved, y, stream);
+  gpu::bn_normalize<Ftype, M>(gpu_num(), channels_, gpu_spatial(), x, mean, inv_std, gamma, beta, x_saved, y, stream);
 }
 
 template <typename Ftype, typename Btype>
@@ -381,7 +394,7 @@ void BatchNormLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::v
     const Ftype* y = relu_ ? top[0]->template gpu_data<Ftype>() : nullptr;
     if (dg || db || want_s || want_b || (dx_wanted && !use_global_stats_)) {
       gpu::bn_backward_reduce_fused<Btype, Ftype, M>(
-          num_, channels_, spatial_, dy, y, x_saved, mean, inv_std, tail, sdy, sdyx,
+          gpu_num(), channels_, gpu_spatial(), dy, y, x_saved, mean, inv_std, tail, sdy, sdyx,
           dg ? this->blobs_[3]->template mutable_gpu_diff<Btype>() : nullptr,
           db ? this->blobs_[4]->template mutable_gpu_diff<Btype>() : nullptr,
           want_s ? affine_->blobs()[0]->template mutable_gpu_diff<Btype>() : nullptr,
@@ -389,20 +402,21 @@ void BatchNormLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::v
     }
     if (!dx_wanted) return;
     const Btype* gamma = scale_bias_ ? this->blobs_[3]->template gpu_data<Btype>() : nullptr;
-    gpu::bn_backward_dx_fused<Btype, Ftype, M>(num_, channels_, spatial_, dy, y, x_saved, mean, inv_std, gamma, tail,
-                                               use_global_stats_ ? nullptr : sdy, use_global_stats_ ? nullptr : sdyx,
+    gpu::bn_backward_dx_fused<Btype, Ftype, M>(gpu_num(), channels_, gpu_spatial(), dy, y, x_saved, mean, inv_std,
+                                               gamma, tail, use_global_stats_ ? nullptr : sdy,
+                                               use_global_stats_ ? nullptr : sdyx,
                                                bottom[0]->template mutable_gpu_diff<Btype>(), stream);
     return;
   }
   if (dg || db || (dx_wanted && !use_global_stats_)) {
-    gpu::bn_backward_reduce<Btype, Ftype, M>(num_, channels_, spatial_, dy, x_saved, mean, inv_std, sdy, sdyx,
+    gpu::bn_backward_reduce<Btype, Ftype, M>(gpu_num(), channels_, gpu_spatial(), dy, x_saved, mean, inv_std, sdy, sdyx,
                                       dg ? this->blobs_[3]->template mutable_gpu_diff<Btype>() : nullptr,
                                       db ? this->blobs_[4]->template mutable_gpu_diff<Btype>() : nullptr, stream);
   }
   if (!dx_wanted) return;
   const Btype* gamma = scale_bias_ ? this->blobs_[3]->template gpu_data<Btype>() : nullptr;
   Btype* dx = bottom[0]->template mutable_gpu_diff<Btype>();
-  gpu::bn_backward_dx<Btype, Ftype, M>(num_, channels_, spatial_, dy, x_saved, mean, inv_std, gamma,
+  gpu::bn_backward_dx<Btype, Ftype, M>(gpu_num(), channels_, gpu_spatial(), dy, x_saved, mean, inv_std, gamma,
                                 use_global_stats_ ? nullptr : sdy, use_global_stats_ ? nullptr : sdyx, dx, stream);
 }
 #endif  // CORTADO_USE_CUDA

@@ -183,6 +183,44 @@ struct TailMath {
   }
 };
 
+template <typename T, typename M>
+__device__ __forceinline__ TailMath<T, M> tail_of(const T* gamma, const T* beta, const gpu::BnTail<T>& tail, int ch) {
+  TailMath<T, M> f;
+  f.relu = tail.relu;
+  if (gamma) {
+    f.scale_bias = true;
+    f.a = load(gamma, ch);
+    f.b = load(beta, ch);
+  } else if (tail.scale) {
+    f.affine = true;
+    f.a = load(tail.scale, ch);
+    f.b = tail.bias ? M(load(tail.bias, ch)) : M(0);
+  }
+  return f;
+}
+
+// Channels last (s == 1: rows of c values, net_layout.hpp): a thread per V
+// neighbouring values of one row, V channels (V divides c), the channel
+// found once per V values; the arithmetic is the plane kernels'.
+template <typename I, int V, typename T, typename M>
+__global__ void normalize_fused_rows_kernel(int64_t vectors, int c, const T* x, const M* mean, const M* inv_std,
+                                            const T* gamma, const T* beta, gpu::BnTail<T> tail, T* x_saved, T* y) {
+  CORTADO_KERNEL_LOOP(q, vectors) {
+    const int64_t j = q * V;
+    const int ch0 = static_cast<int>(static_cast<I>(j) % static_cast<I>(c));
+    const VecOf<T, V> in = load_vec<V>(x, j);  // read before y (which may be x) is written
+    if (x_saved) store_vec<V>(x_saved, j, in);
+    VecOf<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const int ch = ch0 + k;
+      const TailMath<T, M> f = tail_of<T, M>(gamma, beta, tail, ch);
+      store(out.v, k, f((M(load(in.v, k)) - mean[ch]) * inv_std[ch]));
+    }
+    store_vec<V>(y, j, out);
+  }
+}
+
 template <int V, typename T, typename M>
 __global__ void normalize_fused_kernel(int64_t planes, int c, int64_t s, const T* x, const M* mean,
                                        const M* inv_std, const T* gamma, const T* beta, gpu::BnTail<T> tail,
@@ -266,6 +304,32 @@ struct FinishFusedBackward {
   }
 };
 
+template <typename I, int V, typename T, typename X, typename M>
+__global__ void backward_dx_fused_rows_kernel(int64_t vectors, int c, M inv_m, const T* dout, const X* y,
+                                              const X* xs, const M* mean, const M* inv_std, const T* gamma,
+                                              gpu::BnTail<T> tail, const M* sdy, const M* sdyx, T* dx) {
+  CORTADO_KERNEL_LOOP(q, vectors) {
+    const int64_t j = q * V;
+    const int ch0 = static_cast<int>(static_cast<I>(j) % static_cast<I>(c));
+    const VecOf<T, V> d = load_vec<V>(dout, j);
+    VecOf<X, V> yv{}, xv{};
+    if (y) yv = load_vec<V>(y, j);
+    if (sdy) xv = load_vec<V>(xs, j);
+    VecOf<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const int ch = ch0 + k;
+      const M mu = mean[ch], is = inv_std[ch];
+      const M g = (gamma ? M(load(gamma, ch)) : M(1)) * is;
+      const M xhat = sdy ? (M(load(xv.v, k)) - mu) * is : M(0);
+      M e = tail_dy<T, X, M>(M(load(d.v, k)), M(load(yv.v, k)), xhat, tail, ch, nullptr);
+      if (sdy) e = e - sdy[ch] * inv_m - xhat * (sdyx[ch] * inv_m);
+      store(out.v, k, g * e);
+    }
+    store_vec<V>(dx, j, out);
+  }
+}
+
 template <int V, typename T, typename X, typename M>
 __global__ void backward_dx_fused_kernel(int64_t planes, int c, int64_t s, M inv_m, const T* dout, const X* y,
                                          const X* xs, const M* mean, const M* inv_std, const T* gamma,
@@ -305,6 +369,18 @@ void bn_normalize_fused(int n, int c, int64_t s, const T* x, const M* mean, cons
   if (planes == 0 || s == 0) return;
   using D = dev_t<T>;
   const BnTail<D> t{dev(tail.scale), dev(tail.bias), tail.relu};
+  if (s == 1 && c > 1) {  // channels last
+    constexpr int V = 16 / sizeof(T);
+    if (kernels::vector_width(c, sizeof(T), {x, x_saved, y}) > 1) {
+      CORTADO_LAUNCH_INDEXED_V(normalize_fused_rows_kernel, V, planes, stream, planes / V, c, dev(x), mean, inv_std,
+                               dev(gamma), dev(beta), t, dev(x_saved), dev(y));
+    } else {
+      CORTADO_LAUNCH_INDEXED_V(normalize_fused_rows_kernel, 1, planes, stream, planes, c, dev(x), mean, inv_std,
+                               dev(gamma), dev(beta), t, dev(x_saved), dev(y));
+    }
+    CORTADO_KERNEL_CHECK();
+    return;
+  }
   const int v = kernels::vector_width(s, sizeof(T), {x, x_saved, y});
   const dim3 grid = kernels::plane_grid(planes);
   if (v > 1) {
@@ -345,6 +421,17 @@ void bn_backward_dx_fused(int n, int c, int64_t s, const T* dout, const X* y, co
   const M inv_m = M(1) / M(double(n) * double(s));
   constexpr size_t widest = sizeof(T) > sizeof(X) ? sizeof(T) : sizeof(X);
   constexpr int V = static_cast<int>(16 / widest);
+  if (s == 1 && c > 1) {  // channels last
+    if (kernels::vector_width(c, widest, {dout, y, x_saved, dx}) > 1) {
+      CORTADO_LAUNCH_INDEXED_V(backward_dx_fused_rows_kernel, V, planes, stream, planes / V, c, inv_m, dev(dout),
+                               dev(y), dev(x_saved), mean, inv_std, dev(gamma), t, sdy, sdyx, dev(dx));
+    } else {
+      CORTADO_LAUNCH_INDEXED_V(backward_dx_fused_rows_kernel, 1, planes, stream, planes, c, inv_m, dev(dout), dev(y),
+                               dev(x_saved), mean, inv_std, dev(gamma), t, sdy, sdyx, dev(dx));
+    }
+    CORTADO_KERNEL_CHECK();
+    return;
+  }
   const dim3 grid = kernels::plane_grid(planes);
   if (kernels::vector_width(s, widest, {dout, y, x_saved, dx}) > 1) {
     backward_dx_fused_kernel<V, D, DX, M><<<grid, kernels::plane_block(s / V), 0, stream>>>(

@@ -41,11 +41,17 @@ void BiasLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top)
   const BroadcastView v =
       BroadcastAxes(*this, "bias_param", "bias", this->layer_param().bias_param().axis(), x, *bias(bottom));
   outer_ = v.outer, dim_ = v.dim, inner_ = v.inner;
+  channels_last_ = x.channels_last();
   if (top[0] != bottom[0]) top[0]->ReshapeLike(x);
 }
 
 template <typename Ftype, typename Btype>
 void BiasLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if (nchw_.Use(bottom, top)) {
+    nchw_.Forward(bottom, top, type_of<Ftype>(), false, nullptr,
+                  [&](const BlobVec& b, const BlobVec& t) { Forward_cpu(b, t); });
+    return;
+  }
   using M = math_t<Ftype>;
   const int64_t count = outer_ * dim_ * inner_;
   const M* xp = bottom[0]->template cpu_data<M>();
@@ -60,6 +66,11 @@ void BiasLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& 
 template <typename Ftype, typename Btype>
 void BiasLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                            const BlobVec& bottom) {
+  if (nchw_.Use(bottom, top)) {
+    nchw_.Backward(top, propagate_down, bottom, type_of<Ftype>(), type_of<Btype>(), false, nullptr,
+                   [&](const BlobVec& t, const BlobVec& b) { Backward_cpu(t, propagate_down, b); });
+    return;
+  }
   using M = math_t<Btype>;
   const int64_t count = outer_ * dim_ * inner_;
   const bool second = bottom.size() > 1;
@@ -88,7 +99,7 @@ void BiasLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& 
   const Ftype* x = bottom[0]->template gpu_data<Ftype>();
   const Ftype* b = bias(bottom)->template gpu_data<Ftype>();
   Ftype* y = top[0]->template mutable_gpu_data<Ftype>();
-  gpu::bias_forward<Ftype>(outer_, dim_, inner_, x, b, y, this->context().stream());
+  gpu::bias_forward<Ftype>(gpu_outer(), dim_, gpu_inner(), x, b, y, this->context().stream());
 }
 
 template <typename Ftype, typename Btype>
@@ -100,8 +111,8 @@ void BiasLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector
   const bool want_b = second ? propagate_down.size() > 1 && propagate_down[1] : this->param_propagate_down(0);
   const Btype* dy = top[0]->template gpu_diff<Btype>();
   if (want_b) {
-    gpu::bias_backward<Btype>(outer_, dim_, inner_, dy, !second, bias(bottom)->template mutable_gpu_diff<Btype>(),
-                              stream);
+    gpu::bias_backward<Btype>(gpu_outer(), dim_, gpu_inner(), dy, !second,
+                              bias(bottom)->template mutable_gpu_diff<Btype>(), stream);
   }
   if (!propagate_down.empty() && propagate_down[0] && top[0] != bottom[0]) {
     gpu_copy<Btype>(count, dy, bottom[0]->template mutable_gpu_diff<Btype>(), stream);

@@ -149,11 +149,70 @@ void launch_channel_reduce(const ChannelShape& s, const F& f, const Fin& fin, cu
   CORTADO_KERNEL_CHECK();
 }
 
+// Channels last (inner == 1, a channels-last blob seen as (N*H*W, C, 1)):
+// each channel's values are a column of an (outer, channels) matrix, and a
+// block per channel would read them with a stride of C. Here a block is
+// kRowTileChannels channels by kRowLanes rows: the threads of a warp read 32
+// neighbouring channels of one row (one coalesced load), each thread sums
+// its channel over every kRowLanes-th row of its part of the rows, and the
+// lanes are added in a fixed order. The partial sums have the layout of
+// channel_partial_kernel's, so channel_final_kernel finishes them.
+constexpr int kRowTileChannels = 32;
+constexpr int kRowLanes = kReduceThreads / kRowTileChannels;
+constexpr int64_t kRowsPerPart = 256;
+
+inline int row_reduce_parts(int64_t rows) {
+  int64_t parts = (rows + kRowsPerPart - 1) / kRowsPerPart;
+  return static_cast<int>(parts < 1 ? 1 : parts > kMaxParts ? kMaxParts : parts);
+}
+
+template <int K, typename A, typename F>
+__global__ void channel_rows_partial_kernel(ChannelShape s, int parts, F f, A* partial) {
+  __shared__ A shared[K][kRowLanes][kRowTileChannels];
+  const int64_t ch = int64_t(blockIdx.x) * kRowTileChannels + threadIdx.x;
+  const int64_t part = blockIdx.y;
+  const int64_t chunk = (s.outer + parts - 1) / parts;
+  const int64_t begin = part * chunk;
+  const int64_t end = begin + chunk < s.outer ? begin + chunk : s.outer;
+  A acc[K];
+  for (int q = 0; q < K; ++q) acc[q] = A(0);
+  if (ch < s.channels)
+    for (int64_t r = begin + threadIdx.y; r < end; r += kRowLanes) f.template add<1>(r * s.channels + ch, ch, acc);
+  for (int q = 0; q < K; ++q) shared[q][threadIdx.y][threadIdx.x] = acc[q];
+  __syncthreads();
+  if (threadIdx.y == 0 && ch < s.channels) {
+    for (int q = 0; q < K; ++q) {
+      A t = shared[q][0][threadIdx.x];
+      for (int l = 1; l < kRowLanes; ++l) t += shared[q][l][threadIdx.x];
+      partial[(ch * parts + part) * K + q] = t;
+    }
+  }
+}
+
+template <int K, typename A, typename F, typename Fin>
+void launch_channel_rows_reduce(const ChannelShape& s, const F& f, const Fin& fin, cudaStream_t stream) {
+  const int parts = row_reduce_parts(s.outer);
+  const size_t bytes = static_cast<size_t>(s.channels) * parts * K * sizeof(A);
+  std::unique_ptr<void, void (*)(void*)> scratch(cuda::device_alloc(bytes), &cuda::device_free);
+  A* partial = static_cast<A*>(scratch.get());
+  const dim3 grid(static_cast<unsigned>((s.channels + kRowTileChannels - 1) / kRowTileChannels),
+                  static_cast<unsigned>(parts));
+  channel_rows_partial_kernel<K, A><<<grid, dim3(kRowTileChannels, kRowLanes), 0, stream>>>(s, parts, f, partial);
+  CORTADO_KERNEL_CHECK();
+  channel_final_kernel<K, A><<<cuda::blocks_for(s.channels), cuda::kThreads, 0, stream>>>(s.channels, parts, partial,
+                                                                                          fin);
+  CORTADO_KERNEL_CHECK();
+}
+
 /// Sums f's K terms (operator()(j, ch, acc), one value at a time) over each
 /// channel of `s` and calls fin(channel, totals), all enqueued on `stream`.
 template <int K, typename A, typename F, typename Fin>
 void channel_reduce(const ChannelShape& s, const F& f, const Fin& fin, cudaStream_t stream) {
   if (s.channels <= 0) return;
+  if (s.inner == 1 && s.channels > 1) {
+    launch_channel_rows_reduce<K, A>(s, ScalarTerms<F>{f}, fin, stream);
+    return;
+  }
   launch_channel_reduce<K, 1, A>(s, ScalarTerms<F>{f}, fin, stream);
 }
 
@@ -164,6 +223,10 @@ template <int K, typename A, size_t Widest, typename F, typename Fin>
 void channel_reduce_vec(const ChannelShape& s, std::initializer_list<const void*> ptrs, const F& f, const Fin& fin,
                         cudaStream_t stream) {
   if (s.channels <= 0) return;
+  if (s.inner == 1 && s.channels > 1) {  // channels last: coalesced rows, one value a thread
+    launch_channel_rows_reduce<K, A>(s, f, fin, stream);
+    return;
+  }
   constexpr int VMax = static_cast<int>(16 / Widest);
   const int v = reduce_width(s.inner, Widest, ptrs);
   if (VMax > 1 && v == VMax) {

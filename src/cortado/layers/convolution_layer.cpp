@@ -274,6 +274,11 @@ void ConvolutionLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVe
 
 template <typename Ftype, typename Btype>
 void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if (nchw_.Use(bottom, top)) {
+    nchw_.Forward(bottom, top, type_of<Ftype>(), false, nullptr,
+                  [&](const BlobVec& b, const BlobVec& t) { Forward_cpu(b, t); });
+    return;
+  }
   using M = math_t<Ftype>;
   const ConvGemm gm = gemm();
   const ConvImage im = col_image();
@@ -337,6 +342,11 @@ void ConvolutionLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Bl
 template <typename Ftype, typename Btype>
 void ConvolutionLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                                   const BlobVec& bottom) {
+  if (nchw_.Use(bottom, top)) {
+    nchw_.Backward(top, propagate_down, bottom, type_of<Ftype>(), type_of<Btype>(), false, nullptr,
+                   [&](const BlobVec& t, const BlobVec& b) { Backward_cpu(t, propagate_down, b); });
+    return;
+  }
   using M = math_t<Btype>;
   const ConvGemm gm = gemm();
   const ConvImage im = col_image();
@@ -443,6 +453,11 @@ DeviceScratch scratch(size_t bytes) { return DeviceScratch(cuda::device_alloc(by
 
 template <typename Ftype, typename Btype>
 void ConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  if (nchw_.Use(bottom, top)) {
+    nchw_.Forward(bottom, top, type_of<Ftype>(), true, this->context().stream(),
+                  [&](const BlobVec& b, const BlobVec& t) { Forward_gpu(b, t); });
+    return;
+  }
   const ConvGemm gm = gemm();
   const ConvImage im = col_image();
   const int ohw = gm.n;
@@ -481,6 +496,11 @@ void ConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const Bl
 template <typename Ftype, typename Btype>
 void ConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                                   const BlobVec& bottom) {
+  if (nchw_.Use(bottom, top)) {
+    nchw_.Backward(top, propagate_down, bottom, type_of<Ftype>(), type_of<Btype>(), true, this->context().stream(),
+                   [&](const BlobVec& t, const BlobVec& b) { Backward_gpu(t, propagate_down, b); });
+    return;
+  }
   const ConvGemm gm = gemm();
   const ConvImage im = col_image();
   const int ohw = gm.n;

@@ -14,6 +14,8 @@
 
 #include "cortado/layers/bias_layer.hpp"
 #include "cortado/util/cuda.hpp"
+#include "cudnn_conv_graph.hpp"
+#include "cortado/util/gpu_math.hpp"
 
 namespace cortado {
 
@@ -116,6 +118,8 @@ const char* math_name(cudnnMathType_t m) {
 
 }  // namespace
 
+bool cudnn_graph_api() { return cudnn_graph::GraphApiEnabled(); }
+void set_cudnn_graph_api(bool on) { cudnn_graph::SetGraphApi(on); }
 size_t cudnn_workspace_limit() { return limit_value().load(); }
 void set_cudnn_workspace_limit(size_t bytes) { limit_value().store(bytes); }
 
@@ -136,6 +140,10 @@ struct CudnnConvPass {
   bool ready = false;
   Choice choice;
   cudnnMathType_t asked_math = CUDNN_DEFAULT_MATH;  // the type's math (the first one measured)
+  // The graph API's plan (CORTADO_CUDNN_API=graph; null: the legacy call)
+  // and what it is built from.
+  cudnn_graph::ConvSpec spec;
+  std::shared_ptr<const cudnn_graph::ConvPlan> graph;
 
   CudnnConvPass(int device, Op o, Type storage_type, Type math, int num_output, int channels, int group,
                 const ConvWindow& win)
@@ -160,6 +168,14 @@ struct CudnnConvPass {
     CORTADO_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, data, CUDNN_TENSOR_NCHW, num_output, channels / group, kh, kw));
     choice.math = math_type;
     asked_math = math_type;
+    spec.op = static_cast<cudnn_graph::ConvSpec::Op>(o);
+    spec.io = data;
+    spec.compute = compute;
+    spec.strict_fma = storage == FLOAT;
+    spec.device = device;
+    spec.k = num_output;
+    spec.group = group;
+    spec.kh = kh, spec.kw = kw, spec.ph = ph, spec.pw = pw, spec.sh = sh, spec.sw = sw, spec.dh = dh, spec.dw = dw;
     key = {device, op, static_cast<int>(data), static_cast<int>(compute), static_cast<int>(math_type),
            num_output, channels, group, kh, kw, ph, pw, sh, sw, dh, dw};
     geometry_keys = key.size();
@@ -174,15 +190,25 @@ struct CudnnConvPass {
   CudnnConvPass(const CudnnConvPass&) = delete;
   CudnnConvPass& operator=(const CudnnConvPass&) = delete;
 
-  // x (n, c, h, w), y (n, k, oh, ow); a new shape needs a new algorithm.
-  void Reshape(int n, int c, int h, int wd, int k, int oh, int ow) {
-    std::vector<int> shape{n, c, h, wd, k, oh, ow};
-    if (ready && std::equal(shape.begin(), shape.end(), key.begin() + geometry_keys)) return;
+  // x (n, c, h, w), y (n, k, oh, ow), in NCHW or (nhwc) NHWC with the
+  // filter in KRSC; a new shape or layout needs a new algorithm.
+  void Reshape(int n, int c, int h, int wd, int k, int oh, int ow, bool nhwc, int group, const ConvWindow& win) {
+    std::vector<int> shape{n, c, h, wd, k, oh, ow, nhwc ? 1 : 0};
+    if (ready && key.size() == geometry_keys + shape.size() &&
+        std::equal(shape.begin(), shape.end(), key.begin() + geometry_keys))
+      return;
     key.resize(geometry_keys);
     key.insert(key.end(), shape.begin(), shape.end());
     const cudnnDataType_t data = data_type(storage);
-    CORTADO_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, data, n, c, h, wd));
-    CORTADO_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, data, n, k, oh, ow));
+    const cudnnTensorFormat_t format = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    CORTADO_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, format, data, n, c, h, wd));
+    CORTADO_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, format, data, n, k, oh, ow));
+    CORTADO_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, data, format, k, c / group, win.kh, win.kw));
+    spec.n = n, spec.c = c, spec.h = h, spec.w = wd, spec.oh = oh, spec.ow = ow;
+    spec.nhwc = nhwc;
+    // The filter gradient accumulates into the diff, except in NHWC (a KRSC scratch).
+    spec.beta = op == kBackwardFilter && !nhwc ? 1.f : 0.f;
+    graph.reset();
     ready = false;
   }
 
@@ -194,6 +220,17 @@ struct CudnnConvPass {
   // kernels want channel counts that are multiples of 8, and for small or odd
   // counts (LeNet's 1 and 20) an FMA kernel on NCHW can be the faster one.
   void Choose(cudnnHandle_t handle, const void* a, const void* b, void* out) {
+    if (cudnn_graph::GraphApiEnabled()) {
+      std::string why;
+      graph = cudnn_graph::ConvPlan::Find(handle, spec, a, b, out, find_workspace_bytes(), &why);
+      if (graph) {
+        choice = Choice{-1, graph->workspace_bytes(), asked_math};
+        ready = true;
+        return;
+      }
+      LOG(WARNING) << "cuDNN's graph API has no plan for " << spec.describe() << " (" << why
+                   << "); the legacy call runs it";
+    }
     {
       std::lock_guard<std::mutex> lock(cache_mutex());
       auto it = cache().find(key);
@@ -296,9 +333,25 @@ void CuDNNConvolutionLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, cons
 template <typename Ftype, typename Btype>
 void CuDNNConvolutionLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
   ConvolutionLayer<Ftype, Btype>::Reshape(bottom, top);
+  // The layout plan (net_layout.hpp) gives a convolution's bottoms and tops
+  // one layout; NHWC runs on cuDNN's NHWC formats, the filter in KRSC.
+  nhwc_ = bottom[0]->layout() == Layout::NHWC;
+  for (const BlobVec* v : {&bottom, &top}) {
+    for (const Blob* b : *v) {
+      if ((b->layout() == Layout::NHWC) != nhwc_) {
+        this->field_error("bottom", "the bottoms and tops mix the NCHW and NHWC layouts (",
+                          layout_name(bottom[0]->layout()), " and ", layout_name(b->layout()), ")");
+      }
+    }
+  }
+  if (nhwc_) {
+    w_krsc_.ReshapeLike(*this->blobs_[0]);
+    w_krsc_.set_layout(Layout::NHWC);
+    dw_kcrs_.ReshapeLike(*this->blobs_[0]);
+  }
   for (CudnnConvPass* p : {fwd_.get(), bwd_data_.get(), bwd_filter_.get()}) {
     p->Reshape(this->num_, this->channels_, this->height_, this->width_, this->num_output_, this->out_h_,
-               this->out_w_);
+               this->out_w_, nhwc_, this->group_, this->win_);
   }
 }
 
@@ -308,16 +361,26 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, con
   const Type t = type_of<Ftype>();
   const int ohw = this->out_h_ * this->out_w_;
   const Ftype* w = this->blobs_[0]->template gpu_data<Ftype>();
+  if (nhwc_) {  // Caffe's KCRS weights as cuDNN's NHWC filter (KRSC), every pass: the weights change
+    NchwStandIns::Copy(*this->blobs_[0], &w_krsc_, NchwStandIns::kData, t, true, this->context().stream());
+    w = w_krsc_.template gpu_data<Ftype>();
+  }
   const Ftype* b = this->bias_term_ ? this->blobs_[1]->template gpu_data<Ftype>() : nullptr;
+  // The bias's view of y: (N, K, OH*OW), or (N*OH*OW, K, 1) in NHWC.
+  const int64_t b_outer = nhwc_ ? int64_t{this->num_} * ohw : this->num_, b_inner = nhwc_ ? 1 : ohw;
   CudnnConvPass& p = *fwd_;
   for (size_t i = 0; i < bottom.size(); ++i) {
     const Ftype* x = bottom[i]->template gpu_data<Ftype>();
     Ftype* y = top[i]->template mutable_gpu_data<Ftype>();
     if (!p.ready) p.Choose(handle, x, w, y);
-    CORTADO_CUDNN_CHECK(cudnnConvolutionForward(handle, scalar(t, 1), p.x, x, p.w, w, p.conv,
-                                                static_cast<cudnnConvolutionFwdAlgo_t>(p.choice.algo), p.workspace(),
-                                                p.choice.bytes, scalar(t, 0), p.y, y));
-    if (b) gpu::bias_forward<Ftype>(this->num_, this->num_output_, ohw, y, b, y, this->context().stream());
+    if (p.graph) {
+      p.graph->Execute(handle, x, w, y, p.workspace());
+    } else {
+      CORTADO_CUDNN_CHECK(cudnnConvolutionForward(handle, scalar(t, 1), p.x, x, p.w, w, p.conv,
+                                                  static_cast<cudnnConvolutionFwdAlgo_t>(p.choice.algo),
+                                                  p.workspace(), p.choice.bytes, scalar(t, 0), p.y, y));
+    }
+    if (b) gpu::bias_forward<Ftype>(b_outer, this->num_output_, b_inner, y, b, y, this->context().stream());
   }
 }
 
@@ -331,11 +394,22 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
   const bool do_b = this->bias_term_ && this->param_propagate_down(1);
   Btype* wd = do_w ? this->blobs_[0]->template mutable_gpu_diff<Btype>() : nullptr;
   Btype* bd = do_b ? this->blobs_[1]->template mutable_gpu_diff<Btype>() : nullptr;
+  cudaStream_t stream = this->context().stream();
+  const int64_t b_outer = nhwc_ ? int64_t{this->num_} * ohw : this->num_, b_inner = nhwc_ ? 1 : ohw;
+  // NHWC: the weights in KRSC (Btype) for the data gradient; the filter
+  // gradient computed in KRSC, moved to KCRS and added to the diff.
+  const Btype* w_b = nullptr;
+  const auto weights_b = [&] {
+    if (w_b) return w_b;
+    if (!nhwc_) return w_b = this->blobs_[0]->template gpu_data<Btype>();
+    NchwStandIns::Copy(*this->blobs_[0], &w_krsc_, NchwStandIns::kData, t, true, stream);
+    return w_b = w_krsc_.template gpu_data<Btype>();
+  };
   for (size_t i = 0; i < top.size(); ++i) {
     const bool do_x = i < propagate_down.size() && propagate_down[i];
     if (!do_w && !do_b && !do_x) continue;
     const Btype* dy = top[i]->template gpu_diff<Btype>();
-    if (do_b) gpu::bias_backward<Btype>(this->num_, this->num_output_, ohw, dy, true, bd, this->context().stream());
+    if (do_b) gpu::bias_backward<Btype>(b_outer, this->num_output_, b_inner, dy, true, bd, stream);
     if (do_w) {
       CudnnConvPass& p = *bwd_filter_;
       const Btype* x = bottom[i]->template gpu_data<Btype>();
@@ -344,18 +418,42 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
         DeviceScratch dw = scratch(this->blobs_[0]->count() * sizeof(Btype));
         p.Choose(handle, x, dy, dw.get());
       }
-      CORTADO_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-          handle, scalar(t, 1), p.x, x, p.y, dy, p.conv, static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.choice.algo),
-          p.workspace(), p.choice.bytes, scalar(t, 1), p.w, wd));
+      if (p.graph) {  // beta 1 in NCHW, 0 into the KRSC scratch in NHWC (the spec)
+        Btype* dw = nhwc_ ? w_krsc_.template mutable_gpu_diff<Btype>() : wd;
+        p.graph->Execute(handle, x, dy, dw, p.workspace());
+        if (nhwc_) {
+          NchwStandIns::Copy(w_krsc_, &dw_kcrs_, NchwStandIns::kDiff, t, true, stream);
+          gpu_add<Btype>(static_cast<int64_t>(dw_kcrs_.count()), dw_kcrs_.template gpu_diff<Btype>(), wd, wd,
+                         stream);
+        }
+      } else if (nhwc_) {
+        Btype* dw = w_krsc_.template mutable_gpu_diff<Btype>();
+        CORTADO_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+            handle, scalar(t, 1), p.x, x, p.y, dy, p.conv,
+            static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.choice.algo), p.workspace(), p.choice.bytes,
+            scalar(t, 0), p.w, dw));
+        NchwStandIns::Copy(w_krsc_, &dw_kcrs_, NchwStandIns::kDiff, t, true, stream);
+        gpu_add<Btype>(static_cast<int64_t>(dw_kcrs_.count()), dw_kcrs_.template gpu_diff<Btype>(), wd, wd, stream);
+      } else {
+        CORTADO_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+            handle, scalar(t, 1), p.x, x, p.y, dy, p.conv,
+            static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.choice.algo), p.workspace(), p.choice.bytes,
+            scalar(t, 1), p.w, wd));
+      }
     }
     if (do_x) {
       CudnnConvPass& p = *bwd_data_;
-      const Btype* w = this->blobs_[0]->template gpu_data<Btype>();
+      const Btype* w = weights_b();
       Btype* dx = bottom[i]->template mutable_gpu_diff<Btype>();
       if (!p.ready) p.Choose(handle, w, dy, dx);
-      CORTADO_CUDNN_CHECK(cudnnConvolutionBackwardData(
-          handle, scalar(t, 1), p.w, w, p.y, dy, p.conv, static_cast<cudnnConvolutionBwdDataAlgo_t>(p.choice.algo),
-          p.workspace(), p.choice.bytes, scalar(t, 0), p.x, dx));
+      if (p.graph) {
+        p.graph->Execute(handle, w, dy, dx, p.workspace());
+      } else {
+        CORTADO_CUDNN_CHECK(cudnnConvolutionBackwardData(
+            handle, scalar(t, 1), p.w, w, p.y, dy, p.conv,
+            static_cast<cudnnConvolutionBwdDataAlgo_t>(p.choice.algo), p.workspace(), p.choice.bytes, scalar(t, 0),
+            p.x, dx));
+      }
     }
   }
 }

@@ -24,6 +24,44 @@ std::vector<int64_t> RowMajorStrides(const std::vector<int>& shape) {
 
 }  // namespace
 
+PermuteStrides LayoutStrides(const std::vector<int>& shape, Layout from, Layout to) {
+  const int r = static_cast<int>(shape.size());
+  CORTADO_CHECK(r <= 8) << "a layout change of more than 8 axes";
+  // The memory order of the axes in NHWC: 0, 2, ..., r - 1, 1.
+  std::vector<int> order(r);
+  for (int i = 0; i < r; ++i) order[i] = i;
+  if (r > 2) {
+    for (int i = 1; i + 1 < r; ++i) order[i] = i + 1;
+    order[r - 1] = 1;
+  }
+  const auto memory_order = [&](Layout l) {
+    std::vector<int> o(r);
+    for (int i = 0; i < r; ++i) o[i] = l == Layout::NHWC ? order[i] : i;
+    return o;
+  };
+  const std::vector<int> src = memory_order(from), dst = memory_order(to);
+  std::vector<int> src_dims(r), dst_dims(r);
+  for (int i = 0; i < r; ++i) src_dims[i] = shape[src[i]], dst_dims[i] = shape[dst[i]];
+  const std::vector<int64_t> src_stride = RowMajorStrides(src_dims), dst_stride = RowMajorStrides(dst_dims);
+  std::vector<int64_t> axis_src_stride(r);  // stride of each shape axis in the source
+  for (int i = 0; i < r; ++i) axis_src_stride[src[i]] = src_stride[i];
+  PermuteStrides s;
+  s.axes = r;
+  for (int i = 0; i < r; ++i) {
+    s.out_stride[i] = dst_stride[i];
+    s.in_stride[i] = axis_src_stride[dst[i]];
+  }
+  return s;
+}
+
+void GatherValues(int64_t n, const PermuteStrides& s, Type t, const void* x, void* y) {
+  switch (type_size(t)) {
+    case 2: Gather(n, s, static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y)); break;
+    case 4: Gather(n, s, static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y)); break;
+    default: Gather(n, s, static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y)); break;
+  }
+}
+
 template <typename Ftype, typename Btype>
 void PermuteLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   const int n = bottom[0]->num_axes();
@@ -97,5 +135,49 @@ void PermuteLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vec
 #endif
 
 CORTADO_INSTANTIATE_LAYER(PermuteLayer);
+
+template <typename Ftype, typename Btype>
+void LayoutConvertLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  if (bottom[0] == top[0]) this->field_error("top", "LayoutConvert cannot be computed in place");
+  if (bottom[0]->num_axes() > 8) {
+    this->field_error("bottom", "LayoutConvert takes at most 8 axes, got shape ", bottom[0]->shape_string());
+  }
+  top[0]->ReshapeLike(*bottom[0]);
+  const Layout from = bottom[0]->layout(), to = top[0]->layout();
+  forward_ = LayoutStrides(bottom[0]->shape(), from, to);
+  backward_ = LayoutStrides(bottom[0]->shape(), to, from);
+}
+
+template <typename Ftype, typename Btype>
+void LayoutConvertLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  Gather(static_cast<int64_t>(top[0]->count()), forward_, bottom[0]->cpu_data<Ftype>(),
+         top[0]->mutable_cpu_data<Ftype>());
+}
+
+template <typename Ftype, typename Btype>
+void LayoutConvertLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                                    const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  Gather(static_cast<int64_t>(bottom[0]->count()), backward_, top[0]->cpu_diff<Btype>(),
+         bottom[0]->mutable_cpu_diff<Btype>());
+}
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void LayoutConvertLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  gpu::permute_gather(static_cast<int64_t>(top[0]->count()), forward_, bottom[0]->gpu_data<Ftype>(),
+                      top[0]->mutable_gpu_data<Ftype>(), this->context().stream());
+}
+
+template <typename Ftype, typename Btype>
+void LayoutConvertLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                                    const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  gpu::permute_gather(static_cast<int64_t>(bottom[0]->count()), backward_, top[0]->gpu_diff<Btype>(),
+                      bottom[0]->mutable_gpu_diff<Btype>(), this->context().stream());
+}
+#endif
+
+CORTADO_INSTANTIATE_LAYER(LayoutConvertLayer);
 
 }  // namespace cortado

@@ -137,10 +137,24 @@ void PoolingLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& t
   out_w_ = out_extent(width_, kw_, pw_, sw_, floor_);
   for (Blob* t : top) t->Reshape({num_, channels_, out_h_, out_w_});
   if (max_ || stochastic_) mask_.resize(top[0]->count());
+  for (const Blob* t : top) {
+    if (t->layout() != bottom[0]->layout()) {
+      this->field_error("top", "the top's layout (", layout_name(t->layout()), ") is not the bottom's (",
+                        layout_name(bottom[0]->layout()), ")");
+    }
+  }
+  if (bottom[0]->layout() == Layout::NHWC && (stochastic_ || top.size() > 1)) {
+    this->field_error("pooling_param.pool", "channels-last (NHWC) pooling is MAX or AVE with one top");
+  }
 }
 
 template <typename Ftype, typename Btype>
 void PoolingLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if (nchw_.Use(bottom, top)) {
+    nchw_.Forward(bottom, top, type_of<Ftype>(), false, nullptr,
+                  [&](const BlobVec& b, const BlobVec& t) { Forward_cpu(b, t); });
+    return;
+  }
   using M = math_t<Ftype>;
   const M* x = bottom[0]->template cpu_data<M>();
   MathBuffer<Ftype> yb(top[0]->template mutable_cpu_data<Ftype>(), top[0]->count(), false);
@@ -218,6 +232,11 @@ template <typename Ftype, typename Btype>
 void PoolingLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                               const BlobVec& bottom) {
   if (propagate_down.empty() || !propagate_down[0]) return;
+  if (nchw_.Use(bottom, top)) {
+    nchw_.Backward(top, propagate_down, bottom, type_of<Ftype>(), type_of<Btype>(), false, nullptr,
+                   [&](const BlobVec& t, const BlobVec& b) { Backward_cpu(t, propagate_down, b); });
+    return;
+  }
   using M = math_t<Btype>;
   const M* dy = top[0]->template cpu_diff<M>();
   MathBuffer<Btype> dxb(bottom[0]->template mutable_cpu_diff<Btype>(), bottom[0]->count(), false);
@@ -266,7 +285,8 @@ void PoolingLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vec
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype>
 void PoolingLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
-  const gpu::PoolWindow g{height_, width_, out_h_, out_w_, kh_, kw_, ph_, pw_, sh_, sw_};
+  const int nhwc = bottom[0]->layout() == Layout::NHWC ? channels_ : 0;  // Reshape checked MAX or AVE
+  const gpu::PoolWindow g{height_, width_, out_h_, out_w_, kh_, kw_, ph_, pw_, sh_, sw_, nhwc};
   const int64_t planes = static_cast<int64_t>(num_) * channels_;
   const Ftype* x = bottom[0]->template gpu_data<Ftype>();
   Ftype* y = top[0]->template mutable_gpu_data<Ftype>();
@@ -311,7 +331,8 @@ template <typename Ftype, typename Btype>
 void PoolingLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                               const BlobVec& bottom) {
   if (propagate_down.empty() || !propagate_down[0]) return;
-  const gpu::PoolWindow g{height_, width_, out_h_, out_w_, kh_, kw_, ph_, pw_, sh_, sw_};
+  const int nhwc = bottom[0]->layout() == Layout::NHWC ? channels_ : 0;
+  const gpu::PoolWindow g{height_, width_, out_h_, out_w_, kh_, kw_, ph_, pw_, sh_, sw_, nhwc};
   const int64_t planes = static_cast<int64_t>(num_) * channels_;
   const Btype* dy = top[0]->template gpu_diff<Btype>();
   Btype* dx = bottom[0]->template mutable_gpu_diff<Btype>();

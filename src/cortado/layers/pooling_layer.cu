@@ -18,6 +18,9 @@
 //   (h + PH) / SH -- and sums, in float (double for double), the diffs routed
 //   to it (MAX: mask == h*W + w; AVE: dy / pool size). One store per element,
 //   no atomics: the result does not depend on the schedule.
+// Channels last (PoolWindow.channels > 0; MAX and AVE): the same, each
+// thread one (n, pixel, c) element, the window's values C apart in memory,
+// so that a warp reads 32 neighbouring channels of each pixel at once.
 #include <cuda_fp16.h>
 
 #include "cortado/layers/pooling_layer.hpp"
@@ -86,17 +89,44 @@ __device__ __forceinline__ Position bottom_position(const PoolWindow& g, int64_t
   return position<I>(static_cast<I>(i), g.height, g.width);
 }
 
+// Element i of an array of rows x cols pixels per plane (the top or the
+// bottom), for the kernels that also run channels last (MAX and AVE; g.channels
+// > 0: the values of a pixel are C apart, element i is (n, row, col, c)):
+// the offset of its plane's pixel 0 in its own array and in the other one
+// (other_rows x other_cols pixels per plane), its row and column, and the
+// distance between two pixels in memory (1, or C channels last).
+struct Site {
+  int64_t base, other;
+  int row, col;
+  int64_t step;
+};
+template <typename I>
+__device__ __forceinline__ Site site(const PoolWindow& g, int64_t i, int rows, int cols, int other_rows,
+                                     int other_cols) {
+  if (g.channels == 0) {
+    const Position p = position<I>(static_cast<I>(i), rows, cols);
+    return {p.plane * rows * cols, p.plane * other_rows * other_cols, p.row, p.col, 1};
+  }
+  const I c = static_cast<I>(i) % static_cast<I>(g.channels);
+  const Position p = position<I>(static_cast<I>(i) / static_cast<I>(g.channels), rows, cols);  // plane: n
+  const int64_t ch = g.channels;
+  return {p.plane * rows * cols * ch + static_cast<int64_t>(c),
+          p.plane * other_rows * other_cols * ch + static_cast<int64_t>(c), p.row, p.col, ch};
+}
+
 template <typename I, typename T>
 __global__ void max_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y, int* mask, float* mask_top) {
   CORTADO_KERNEL_LOOP(i, n) {
-    const auto [plane, oy, ox] = top_position<I>(g, i);
-    const T* xp = x + plane * g.height * g.width;
+    const Site at = site<I>(g, i, g.out_h, g.out_w, g.height, g.width);
+    const int oy = at.row, ox = at.col;
+    const T* xp = x + at.other;
+    const int64_t step = at.step;
     const Win win = window(g, oy, ox);
     int best = win.h0 * g.width + win.w0;
-    auto best_v = load(xp, best);
+    auto best_v = load(xp, best * step);
     for (int h = win.h0; h < win.h1; ++h) {
       for (int w = win.w0; w < win.w1; ++w) {
-        const auto v = load(xp, h * g.width + w);
+        const auto v = load(xp, (h * g.width + w) * step);
         if (v > best_v) {
           best_v = v;
           best = h * g.width + w;
@@ -113,12 +143,12 @@ template <typename I, typename T>
 __global__ void ave_forward_kernel(int64_t n, PoolWindow g, const T* x, T* y) {
   using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
-    const auto [plane, oy, ox] = top_position<I>(g, i);
-    const T* xp = x + plane * g.height * g.width;
-    const Win win = window(g, oy, ox);
+    const Site at = site<I>(g, i, g.out_h, g.out_w, g.height, g.width);
+    const T* xp = x + at.other;
+    const Win win = window(g, at.row, at.col);
     A sum = 0;
     for (int h = win.h0; h < win.h1; ++h) {
-      for (int w = win.w0; w < win.w1; ++w) sum += load(xp, h * g.width + w);
+      for (int w = win.w0; w < win.w1; ++w) sum += load(xp, (h * g.width + w) * at.step);
     }
     store(y, i, sum / static_cast<A>(win.size));
   }
@@ -128,14 +158,15 @@ template <typename I, typename T>
 __global__ void max_backward_kernel(int64_t n, PoolWindow g, const T* dy, const int* mask, T* dx) {
   using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
-    const auto [plane, h, w] = bottom_position<I>(g, i);
-    const int64_t base = plane * g.out_h * g.out_w;
+    const Site at = site<I>(g, i, g.height, g.width, g.out_h, g.out_w);
+    const int h = at.row, w = at.col;
+    const int64_t base = at.other;
     const int self = h * g.width + w;
     const Cover cover = covering(g, h, w);
     A sum = 0;
     for (int oy = cover.oy0; oy < cover.oy1; ++oy) {
       for (int ox = cover.ox0; ox < cover.ox1; ++ox) {
-        const int64_t o = base + static_cast<int64_t>(oy) * g.out_w + ox;
+        const int64_t o = base + (static_cast<int64_t>(oy) * g.out_w + ox) * at.step;
         if (mask[o] == self) sum += load(dy, o);
       }
     }
@@ -147,14 +178,14 @@ template <typename I, typename T>
 __global__ void ave_backward_kernel(int64_t n, PoolWindow g, const T* dy, T* dx) {
   using A = dmath_t<T>;
   CORTADO_KERNEL_LOOP(i, n) {
-    const auto [plane, h, w] = bottom_position<I>(g, i);
-    const int64_t base = plane * g.out_h * g.out_w;
-    const Cover cover = covering(g, h, w);
+    const Site at = site<I>(g, i, g.height, g.width, g.out_h, g.out_w);
+    const int64_t base = at.other;
+    const Cover cover = covering(g, at.row, at.col);
     A sum = 0;
     for (int oy = cover.oy0; oy < cover.oy1; ++oy) {
       for (int ox = cover.ox0; ox < cover.ox1; ++ox) {
         const Win win = window(g, oy, ox);
-        sum += load(dy, base + static_cast<int64_t>(oy) * g.out_w + ox) / static_cast<A>(win.size);
+        sum += load(dy, base + (static_cast<int64_t>(oy) * g.out_w + ox) * at.step) / static_cast<A>(win.size);
       }
     }
     store(dx, i, sum);

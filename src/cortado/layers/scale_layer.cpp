@@ -89,6 +89,7 @@ void ScaleLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top
                       s.shape_string());
   }
   outer_ = v.outer, dim_ = v.dim, inner_ = v.inner;
+  channels_last_ = x.channels_last();
   if (top[0] != bottom[0]) top[0]->ReshapeLike(x);
   if (top[0] == bottom[0]) x_copy_.ReshapeLike(x);
 }
@@ -103,6 +104,11 @@ bool ScaleLayer<Ftype, Btype>::KeepsCopy(const BlobVec& bottom, const BlobVec& t
 template <typename Ftype, typename Btype>
 void ScaleLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   if (fused_away()) return;  // the BatchNorm before it computes y
+  if (nchw_.Use(bottom, top)) {
+    nchw_.Forward(bottom, top, type_of<Ftype>(), false, nullptr,
+                  [&](const BlobVec& b, const BlobVec& t) { Forward_cpu(b, t); });
+    return;
+  }
   using M = math_t<Ftype>;
   const int64_t count = outer_ * dim_ * inner_;
   copied_ = KeepsCopy(bottom, top);
@@ -136,6 +142,11 @@ template <typename Ftype, typename Btype>
 void ScaleLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                             const BlobVec& bottom) {
   if (fused_away()) return;
+  if (nchw_.Use(bottom, top)) {
+    nchw_.Backward(top, propagate_down, bottom, type_of<Ftype>(), type_of<Btype>(), false, nullptr,
+                   [&](const BlobVec& t, const BlobVec& b) { Backward_cpu(t, propagate_down, b); });
+    return;
+  }
   using M = math_t<Btype>;
   const bool second = bottom.size() > 1;
   // dy and dx may be one array (in place): the sums come first, and a plane
@@ -198,7 +209,7 @@ void ScaleLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec&
   const Ftype* s = scale(bottom)->template gpu_data<Ftype>();
   const Ftype* b = bias_term_ ? bias_blob(bottom)->template gpu_data<Ftype>() : nullptr;
   Ftype* y = top[0]->template mutable_gpu_data<Ftype>();
-  gpu::scale_forward<Ftype>(outer_, dim_, inner_, x, s, b, y, stream);
+  gpu::scale_forward<Ftype>(gpu_outer(), dim_, gpu_inner(), x, s, b, y, stream);
 }
 
 template <typename Ftype, typename Btype>
@@ -214,11 +225,12 @@ void ScaleLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vecto
     const Ftype* x = want_s ? saved_x(bottom, top).template gpu_data<Ftype>() : nullptr;
     Btype* ds = want_s ? scale(bottom)->template mutable_gpu_diff<Btype>() : nullptr;
     Btype* db = want_b ? bias_blob(bottom)->template mutable_gpu_diff<Btype>() : nullptr;
-    gpu::scale_backward_params<Btype, Ftype>(outer_, dim_, inner_, dy, x, ds, !second, db, stream);
+    gpu::scale_backward_params<Btype, Ftype>(gpu_outer(), dim_, gpu_inner(), dy, x, ds, !second, db, stream);
   }
   if (!propagate_down.empty() && propagate_down[0]) {
     const Btype* s = scale(bottom)->template gpu_data<Btype>();
-    gpu::scale_backward_dx<Btype>(outer_, dim_, inner_, dy, s, bottom[0]->template mutable_gpu_diff<Btype>(), stream);
+    gpu::scale_backward_dx<Btype>(gpu_outer(), dim_, gpu_inner(), dy, s, bottom[0]->template mutable_gpu_diff<Btype>(),
+                                  stream);
   }
 }
 #endif  // CORTADO_USE_CUDA

@@ -1,0 +1,407 @@
+// The Net's layout plan (net_layout.hpp): which blobs become channels last,
+// where the conversions go, and that an NHWC net computes what the NCHW net
+// computes (on the CPU in every type pair; on a GPU in 16 bits, with cuDNN's
+// NHWC convolutions).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cortado/context.hpp"
+#include "cortado/layers/cudnn_convolution_layer.hpp"
+#include "cortado/net.hpp"
+#include "cortado/net_layout.hpp"
+#include "cortado/util/cuda.hpp"
+#include "cortado/util/io.hpp"
+#include "cortado/util/rng.hpp"
+#include "test_util.hpp"
+
+namespace cortado {
+namespace {
+
+// Sets the plan's mode for one scope.
+class PlanMode {
+ public:
+  explicit PlanMode(LayoutPlanMode m) : old_(layout_plan_mode()) { set_layout_plan_mode(m); }
+  ~PlanMode() { set_layout_plan_mode(old_); }
+
+ private:
+  LayoutPlanMode old_;
+};
+
+// A residual block, an LRN (NCHW only) between two groups, a max pooling,
+// an out-of-place BatchNorm, a global average pooling and a classifier: two
+// NHWC groups, four conversions.
+const char* kNet = R"(
+  layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 6 dim: 6 } } }
+  layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+    convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 }
+                        bias_filler { type: "uniform" min: -0.2 max: 0.2 } } }
+  layer { name: "bn1" type: "BatchNorm" bottom: "conv1" top: "conv1" }
+  layer { name: "scale1" type: "Scale" bottom: "conv1" top: "conv1"
+    scale_param { bias_term: true filler { type: "uniform" min: 0.5 max: 1.5 } } }
+  layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+  layer { name: "conv2a" type: "Convolution" bottom: "conv1" top: "conv2a"
+    convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "relu2a" type: "ReLU" bottom: "conv2a" top: "relu2a" }
+  layer { name: "conv2b" type: "Convolution" bottom: "relu2a" top: "conv2b"
+    convolution_param { num_output: 4 kernel_size: 1 bias_term: false weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "bias2b" type: "Bias" bottom: "conv2b" top: "conv2b"
+    bias_param { filler { type: "uniform" min: -0.3 max: 0.3 } } }
+  layer { name: "sum2" type: "Eltwise" bottom: "conv1" bottom: "conv2b" top: "sum2" }
+  layer { name: "relu2" type: "ReLU" bottom: "sum2" top: "sum2" }
+  layer { name: "lrn2" type: "LRN" bottom: "sum2" top: "lrn2" lrn_param { local_size: 3 } }
+  layer { name: "pool2" type: "Pooling" bottom: "lrn2" top: "pool2"
+    pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+  layer { name: "conv3" type: "Convolution" bottom: "pool2" top: "conv3"
+    convolution_param { num_output: 5 kernel_size: 3 pad: 1 stride: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "bn3" type: "BatchNorm" bottom: "conv3" top: "bn3" }
+  layer { name: "pool3" type: "Pooling" bottom: "bn3" top: "pool3" pooling_param { pool: AVE global_pooling: true } }
+  layer { name: "ip" type: "InnerProduct" bottom: "pool3" top: "out"
+    inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.3 } } })";
+
+template <typename Ftype, typename Btype>
+NetParameter MakeNet(const std::string& text) {
+  NetParameter p;
+  ParseTextProto(text, "net.prototxt", &p);
+  p.set_default_forward_type(type_of<Ftype>());
+  p.set_default_backward_type(type_of<Btype>());
+  p.set_force_backward(true);
+  p.mutable_state()->set_phase(TRAIN);
+  return p;
+}
+
+// What Net::Prepare hands the plan: typed layers with their splits.
+NetParameter Prepared(NetParameter p) {
+  for (LayerParameter& lp : *p.mutable_layer()) {
+    if (!lp.has_forward_type()) lp.set_forward_type(p.default_forward_type());
+    if (!lp.has_backward_type()) lp.set_backward_type(p.default_backward_type());
+  }
+  std::vector<int> origin;
+  return InsertSplits(p, &origin);
+}
+
+int CountType(const NetParameter& p, const std::string& type) {
+  int n = 0;
+  for (const LayerParameter& lp : p.layer()) n += lp.type() == type;
+  return n;
+}
+
+const LayerParameter* LayerNamed(const NetParameter& p, const std::string& name) {
+  for (const LayerParameter& lp : p.layer())
+    if (lp.name() == name) return &lp;
+  return nullptr;
+}
+
+TEST(NetLayout, PlansGroupsAndConversions) {
+  NetParameter p = Prepared(MakeNet<float16, float16>(kNet));
+  const int layers = p.layer_size();
+  std::vector<int> origin;
+  const LayoutPlan plan = PlanLayouts(&p, true, &origin);
+  EXPECT_EQ(plan.groups, 2);
+  EXPECT_EQ(plan.conversions, 4) << p.DebugString();
+  EXPECT_EQ(CountType(p, "LayoutConvert"), 4);
+  EXPECT_EQ(p.layer_size(), layers + 4);
+  ASSERT_EQ(origin.size(), static_cast<size_t>(p.layer_size()));
+  // The Input keeps "data" NCHW (a caller fills it); conv1 reads its NHWC copy.
+  EXPECT_FALSE(plan.nhwc.count("data"));
+  EXPECT_TRUE(plan.nhwc.count("data/nhwc"));
+  EXPECT_EQ(LayerNamed(p, "conv1")->bottom(0), "data/nhwc");
+  for (const char* b : {"conv1", "conv2a", "relu2a", "conv2b", "sum2", "lrn2/nhwc", "pool2", "conv3", "bn3", "pool3"})
+    EXPECT_TRUE(plan.nhwc.count(b)) << b;
+  // The LRN and the classifier read NCHW copies; the LRN's top is NCHW and
+  // the second group reads its NHWC copy.
+  EXPECT_EQ(LayerNamed(p, "lrn2")->bottom(0), "sum2/nchw");
+  EXPECT_EQ(LayerNamed(p, "pool2")->bottom(0), "lrn2/nhwc");
+  EXPECT_EQ(LayerNamed(p, "ip")->bottom(0), "pool3/nchw");
+  for (const char* b : {"lrn2", "out", "sum2/nchw", "pool3/nchw"}) EXPECT_FALSE(plan.nhwc.count(b)) << b;
+  // A conversion sits right before its consumer, or right after its producer.
+  for (int i = 0; i < p.layer_size(); ++i) {
+    const LayerParameter& lp = p.layer(i);
+    if (lp.type() != "LayoutConvert") continue;
+    EXPECT_EQ(lp.forward_type(), FLOAT16);
+    const bool before = i + 1 < p.layer_size() && p.layer(i + 1).bottom(0) == lp.top(0);
+    const bool after = i > 0 && p.layer(i - 1).top(0) == lp.bottom(0);
+    EXPECT_TRUE(before || after) << lp.name();
+  }
+  EXPECT_EQ(LayoutPlanSummary(plan), str_cat(plan.nhwc.size(), " blobs NHWC in 2 groups, 4 layout conversions"));
+}
+
+TEST(NetLayout, LeavesNetsWithoutAGainAlone) {
+  const auto unplanned = [](const NetParameter& net, bool half_only, const std::string& why) {
+    NetParameter p = Prepared(net);
+    const std::string before = p.DebugString();
+    const LayoutPlan plan = PlanLayouts(&p, half_only);
+    EXPECT_EQ(plan.groups, 0) << why;
+    EXPECT_TRUE(plan.nhwc.empty()) << why;
+    EXPECT_EQ(p.DebugString(), before) << why;
+  };
+  // 16-bit layers only (the GPU's default): an FP32 net has no anchor.
+  unplanned(MakeNet<float, float>(kNet), true, "FP32 layers with half_only");
+  // Caffe's im2col engine gains nothing from NHWC: no anchor.
+  std::string caffe = kNet;
+  for (size_t at = 0; (at = caffe.find("convolution_param {", at)) != std::string::npos; at += 10)
+    caffe.insert(at + 19, " engine: CAFFE");
+  unplanned(MakeNet<float16, float16>(caffe), true, "the CAFFE engine");
+  // No convolution: a BatchNorm alone is capable, not an anchor.
+  unplanned(MakeNet<float16, float16>(R"(
+    layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 4 dim: 4 } } }
+    layer { name: "bn" type: "BatchNorm" bottom: "data" top: "bn" }
+    layer { name: "ip" type: "InnerProduct" bottom: "bn" top: "out" inner_product_param { num_output: 2 } })"),
+            true, "no convolution");
+}
+
+TEST(NetLayout, ForbiddenGroupsStayNchw) {
+  // The second group's blob "conv3" is an output of the net: what a caller
+  // reads stays NCHW. The first group is planned as before.
+  const std::string head(kNet, std::string(kNet).find("  layer { name: \"bn3\""));
+  NetParameter p = Prepared(MakeNet<float16, float16>(head));
+  LayoutPlan plan = PlanLayouts(&p, true);
+  EXPECT_EQ(plan.groups, 1);
+  EXPECT_FALSE(plan.nhwc.count("conv3"));
+  EXPECT_FALSE(plan.nhwc.count("pool2"));
+  EXPECT_TRUE(plan.nhwc.count("conv2a"));
+  EXPECT_EQ(plan.conversions, 2);  // after the Input, before lrn2
+  // An NCHW-only layer in place on a blob of the group (Dropout on conv3).
+  std::string text = kNet;
+  const std::string bn3 = "  layer { name: \"bn3\"";
+  text.insert(text.find(bn3), "  layer { name: \"drop\" type: \"Dropout\" bottom: \"conv3\" top: \"conv3\" }\n");
+  NetParameter q = Prepared(MakeNet<float16, float16>(text));
+  plan = PlanLayouts(&q, true);
+  EXPECT_EQ(plan.groups, 1);
+  EXPECT_FALSE(plan.nhwc.count("conv3"));
+  EXPECT_FALSE(plan.nhwc.count("bn3"));
+  EXPECT_EQ(plan.conversions, 2);  // after the Input, before lrn2
+}
+
+std::string ModelFile(const std::string& rel) { return std::string(CORTADO_TEST_DATA_DIR) + "/../models/" + rel; }
+
+// ResNet-50's two files in FP16: one group with every convolution,
+// BatchNorm and pooling, two conversions (after the data, before fc1000).
+TEST(NetLayout, ResNet50IsOneGroup) {
+  for (const char* m : {"resnet50/train_val_dummy_fp16.prototxt", "resnet50_nvcaffe/train_val_dummy_fp16.prototxt"}) {
+    NetParameter r;
+    ReadTextProto(ModelFile(m), &r);
+    r.mutable_state()->set_phase(TRAIN);
+    NetParameter p = Prepared(Net::FilterNet(r));
+    const LayoutPlan plan = PlanLayouts(&p, true);
+    EXPECT_EQ(plan.groups, 1) << m;
+    EXPECT_EQ(plan.conversions, 2) << m;
+    int convolutions = 0;
+    for (const LayerParameter& lp : p.layer()) {
+      if (lp.type() != "Convolution" && lp.type() != "BatchNorm" && lp.type() != "Pooling") continue;
+      convolutions += lp.type() == "Convolution";
+      for (const auto* names : {&lp.bottom(), &lp.top()})
+        for (const std::string& b : *names) EXPECT_TRUE(plan.nhwc.count(b)) << m << ": " << lp.name() << " " << b;
+    }
+    EXPECT_EQ(convolutions, 53) << m;
+  }
+}
+
+// ---- the values ------------------------------------------------------------------
+
+template <typename P>
+class NetLayoutTest : public ::testing::Test {};
+TYPED_TEST_SUITE(NetLayoutTest, test::AllPairs, test::PairNames);
+
+struct NetPair {
+  std::unique_ptr<Net> nhwc, nchw;
+};
+
+NetPair Build(const NetParameter& p, LayoutPlanMode mode, std::shared_ptr<const Context> ctx = nullptr) {
+  NetPair n;
+  {
+    PlanMode on(mode);
+    n.nhwc = std::make_unique<Net>(p, SourceInfo(), ctx);
+  }
+  {
+    PlanMode off(LayoutPlanMode::kOff);
+    n.nchw = std::make_unique<Net>(p, SourceInfo(), ctx);
+  }
+  EXPECT_EQ(n.nhwc->params().size(), n.nchw->params().size());
+  for (size_t i = 0; i < n.nhwc->params().size(); ++i)
+    test::SetData(n.nchw->params()[i].get(), test::GetData(*n.nhwc->params()[i]));
+  return n;
+}
+
+// Round r's forward and backward: inputs and output diffs from r alone.
+template <typename Btype>
+void Step(Net* net, int r) {
+  set_random_seed(1000 + r);
+  for (size_t i = 0; i < net->input_blobs().size(); ++i)
+    test::FillUniform(net->input_blobs()[i], -1.5, 1.5, 5 + 17 * static_cast<uint32_t>(r + i));
+  net->ClearParamDiffs();
+  net->Forward();
+  for (size_t o = 0; o < net->output_blobs().size(); ++o) {
+    Blob* top = net->output_blobs()[o];
+    if (net->blob_loss_weight(net->output_blob_indices()[o]) != 0) continue;
+    test::SetDiff(top, test::RandomVector(top->count(), 97 + static_cast<uint32_t>(o + 3 * r)), type_of<Btype>());
+  }
+  net->Backward();
+}
+
+// Forward and backward on both nets with the same inputs and output diffs.
+template <typename Btype>
+void RunBoth(NetPair* n, int rounds) {
+  for (int r = 0; r < rounds; ++r)
+    for (Net* net : {n->nhwc.get(), n->nchw.get()}) Step<Btype>(net, r);
+}
+
+// |a - b| <= tol * max(1, |b|) for each value.
+void ExpectClose(const std::vector<double>& a, const std::vector<double>& b, double tol, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  int failures = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::fabs(a[i] - b[i]) <= tol * std::max(1.0, std::fabs(b[i]))) continue;
+    if (++failures <= 5) ADD_FAILURE() << what << " index " << i << ": " << a[i] << " against " << b[i];
+  }
+}
+
+// On the CPU the NHWC net computes what the NCHW net computes, to the bit:
+// Convolution, BatchNorm, Scale, Bias and Pooling run their CPU code on NCHW
+// stand-ins, ReLU, Eltwise and Split work value by value, and the
+// conversions move values without arithmetic. Outputs, the input's
+// gradient, the parameters (BatchNorm's running statistics) and their
+// gradients, over two rounds.
+TYPED_TEST(NetLayoutTest, CpuNhwcNetMatchesNchw) {
+  using F = typename TypeParam::Ftype;
+  using B = typename TypeParam::Btype;
+  NetPair n = Build(MakeNet<F, B>(kNet), LayoutPlanMode::kAll);
+  const Net& a = *n.nhwc;
+  EXPECT_EQ(a.blob_by_name("conv1")->layout(), Layout::NHWC);
+  EXPECT_EQ(a.blob_by_name("bn3")->layout(), Layout::NHWC);
+  EXPECT_EQ(a.blob_by_name("pool2")->layout(), Layout::NHWC);
+  EXPECT_EQ(a.blob_by_name("data")->layout(), Layout::NCHW);
+  EXPECT_EQ(a.blob_by_name("lrn2")->layout(), Layout::NCHW);
+  EXPECT_EQ(a.blob_by_name("out")->layout(), Layout::NCHW);
+  EXPECT_EQ(n.nchw->blob_by_name("conv1")->layout(), Layout::NCHW);
+  int conversions = 0;
+  for (const auto& l : a.layers()) conversions += std::string(l->type()) == "LayoutConvert";
+  EXPECT_EQ(conversions, 4);
+
+  RunBoth<B>(&n, 2);
+  const Net& b = *n.nchw;
+
+  EXPECT_EQ(test::GetData(*a.output_blobs()[0]), test::GetData(*b.output_blobs()[0]));
+  EXPECT_EQ(test::GetDiff(*a.input_blobs()[0]), test::GetDiff(*b.input_blobs()[0]));
+  for (size_t i = 0; i < a.params().size(); ++i) {
+    EXPECT_EQ(test::GetData(*a.params()[i]), test::GetData(*b.params()[i])) << a.param_display_names()[i];
+    EXPECT_EQ(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i])) << a.param_display_names()[i];
+  }
+}
+
+// ResNet-50's NVCaffe file at batch 1 in FP32 on the CPU: the loss and
+// every weight gradient are the NCHW net's bits.
+TEST(NetLayout, CpuResNet50MatchesNchw) {
+  NetParameter p;
+  ReadTextProto(ModelFile("resnet50_nvcaffe/train_val_dummy_fp16.prototxt"), &p);
+  SetBatchSize(&p, 1);
+  p.mutable_state()->set_phase(TRAIN);
+  p.set_default_forward_type(FLOAT);
+  p.set_default_backward_type(FLOAT);
+  for (LayerParameter& lp : *p.mutable_layer()) {
+    lp.clear_forward_type();
+    lp.clear_backward_type();
+  }
+  NetPair n = Build(p, LayoutPlanMode::kAll);
+  RunBoth<float>(&n, 1);
+  const Net& a = *n.nhwc;
+  const Net& b = *n.nchw;
+
+  int conversions = 0;
+  for (const auto& l : a.layers()) conversions += std::string(l->type()) == "LayoutConvert";
+  EXPECT_EQ(conversions, 2);
+  EXPECT_EQ(a.blob_by_name("res5c")->layout(), Layout::NHWC);
+  ASSERT_EQ(a.output_blobs().size(), b.output_blobs().size());
+  for (size_t o = 0; o < a.output_blobs().size(); ++o)
+    EXPECT_EQ(test::GetData(*a.output_blobs()[o]), test::GetData(*b.output_blobs()[o])) << "output " << o;
+  for (size_t i = 0; i < a.params().size(); ++i)
+    EXPECT_EQ(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i])) << a.param_display_names()[i];
+}
+
+// ---- on a GPU ----------------------------------------------------------------------
+
+bool HaveDevice() {
+#ifdef CORTADO_USE_CUDA
+  return cuda::available();
+#else
+  return false;
+#endif
+}
+
+// FP16 on the GPU (the default mode's nets): cuDNN's NHWC convolutions, the
+// NHWC BatchNorm reductions and the conversions against the same net in
+// NCHW on the same GPU. Other algorithms sum in other orders: within a few
+// FP16 roundings. Also with conv2a on Caffe's engine (NCHW stand-ins on the
+// device) in the group that conv1 anchors.
+TEST(NetLayout, GpuNhwcNetMatchesNchw) {
+  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  for (const bool caffe_engine : {false, true}) {
+    test::ActiveGpuContext gpu;
+    std::string text = kNet;
+    if (caffe_engine) {
+      const size_t at = text.find("convolution_param {", text.find("name: \"conv2a\""));
+      text.insert(at + 19, " engine: CAFFE");
+    }
+    NetPair n = Build(MakeNet<float16, float16>(text), LayoutPlanMode::kGpuHalf, gpu.ctx);
+    EXPECT_EQ(n.nhwc->blob_by_name("conv1")->layout(), Layout::NHWC) << caffe_engine;
+    RunBoth<float16>(&n, 2);
+    const Net& a = *n.nhwc;
+    const Net& b = *n.nchw;
+    const double tol = 48 * type_epsilon<float16>();
+    ExpectClose(test::GetData(*a.output_blobs()[0]), test::GetData(*b.output_blobs()[0]), tol, "output");
+    ExpectClose(test::GetDiff(*a.input_blobs()[0]), test::GetDiff(*b.input_blobs()[0]), tol, "input diff");
+    for (size_t i = 0; i < a.params().size(); ++i)
+      ExpectClose(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i]), tol,
+                  "param diff " + a.param_display_names()[i]);
+  }
+}
+
+// cuDNN's graph API (cudnn_convolution_layer.hpp, CORTADO_CUDNN_API=graph)
+// against the legacy calls on the same GPU: FP16 in NCHW and in NHWC, FP32 in
+// NCHW (FMA math in both): outputs, input gradients and weight gradients
+// within a few roundings (other engines add in other orders).
+TEST(NetLayout, GpuGraphApiMatchesLegacy) {
+  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+#ifdef CORTADO_USE_CUDA
+  struct Restore {
+    bool was = cudnn_graph_api();
+    ~Restore() { set_cudnn_graph_api(was); }
+  } restore;
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool half = variant < 2, nhwc = variant == 1;
+    const std::string what = half ? (nhwc ? "FP16 NHWC" : "FP16 NCHW") : "FP32 NCHW";
+    test::ActiveGpuContext gpu;
+    const NetParameter p = half ? MakeNet<float16, float16>(kNet) : MakeNet<float, float>(kNet);
+    NetPair n;  // nhwc: the graph API's net, nchw: the legacy one
+    {
+      PlanMode mode(nhwc ? LayoutPlanMode::kGpuHalf : LayoutPlanMode::kOff);
+      n.nhwc = std::make_unique<Net>(p, SourceInfo(), gpu.ctx);
+      n.nchw = std::make_unique<Net>(p, SourceInfo(), gpu.ctx);
+    }
+    for (size_t i = 0; i < n.nhwc->params().size(); ++i)
+      test::SetData(n.nchw->params()[i].get(), test::GetData(*n.nhwc->params()[i]));
+    for (int r = 0; r < 2; ++r) {
+      set_cudnn_graph_api(true);  // the choices are made in the first round
+      if (half) Step<float16>(n.nhwc.get(), r); else Step<float>(n.nhwc.get(), r);
+      set_cudnn_graph_api(false);
+      if (half) Step<float16>(n.nchw.get(), r); else Step<float>(n.nchw.get(), r);
+    }
+    const double tol = half ? 48 * type_epsilon<float16>() : 1e-4;
+    const Net& a = *n.nhwc;
+    const Net& b = *n.nchw;
+    ExpectClose(test::GetData(*a.output_blobs()[0]), test::GetData(*b.output_blobs()[0]), tol, what + " output");
+    ExpectClose(test::GetDiff(*a.input_blobs()[0]), test::GetDiff(*b.input_blobs()[0]), tol, what + " input diff");
+    for (size_t i = 0; i < a.params().size(); ++i)
+      ExpectClose(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i]), tol,
+                  what + " param diff " + a.param_display_names()[i]);
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace cortado
