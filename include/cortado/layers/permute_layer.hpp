@@ -26,18 +26,29 @@ struct PermuteStrides {
   int64_t in_stride[8] = {};
 };
 
+/// The passes of Permute and LayoutConvert: forward gathers the bottom's
+/// values into the top through forward_, backward the top's diff into the
+/// bottom's through backward_ (the inverse), both set by the Reshape of the
+/// layer.
 template <typename Ftype, typename Btype>
-class PermuteLayer : public Layer<Ftype, Btype> {
-  CORTADO_LAYER_HEAD(Layer, "Permute", BlobRules().Bottoms(1).Tops(1))
+class GatherLayer : public Layer<Ftype, Btype> {
+ public:
+  using Layer<Ftype, Btype>::Layer;
+
+  CORTADO_LAYER_PASSES
+
+  PermuteStrides forward_, backward_;
+};
+
+template <typename Ftype, typename Btype>
+class PermuteLayer : public GatherLayer<Ftype, Btype> {
+  CORTADO_LAYER_HEAD(GatherLayer, "Permute", BlobRules().Bottoms(1).Tops(1))
   static constexpr int kMaxAxes = 8;
 
   CORTADO_LAYER_SETUP
 
-  CORTADO_LAYER_PASSES
-
  private:
   std::vector<int> order_;
-  PermuteStrides forward_, backward_;
 };
 
 /// The gather that moves the values of a blob of `shape` from layout `from`
@@ -56,16 +67,10 @@ void GatherValues(int64_t n, const PermuteStrides& s, Type t, const void* x, voi
 // Bottoms: 1. Tops: 1. No fields. In place: no. Exact (a copy in Ftype forward
 // and Btype backward).
 template <typename Ftype, typename Btype>
-class LayoutConvertLayer : public Layer<Ftype, Btype> {
-  CORTADO_LAYER_HEAD(Layer, "LayoutConvert", BlobRules().Bottoms(1).Tops(1))
+class LayoutConvertLayer : public GatherLayer<Ftype, Btype> {
+  CORTADO_LAYER_HEAD(GatherLayer, "LayoutConvert", BlobRules().Bottoms(1).Tops(1))
 
- public:
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
-
-  CORTADO_LAYER_PASSES
-
- private:
-  PermuteStrides forward_, backward_;
 };
 
 #ifdef CORTADO_USE_CUDA
