@@ -24,7 +24,9 @@
 #      (scripts/bench/resnet50_pytorch.py), 5 warm-up and 20 timed
 #      iterations each: images/s and peak memory (RESNET_TIMEOUT, 120 s a run);
 #      then resnet50_nvcaffe again with fuse_layers: false, the gain of the
-#      layer fusion (BatchNorm + ReLU, Eltwise SUM + ReLU in one pass)
+#      layer fusion (BatchNorm + ReLU, Eltwise SUM + ReLU in one pass), and
+#      with CORTADO_NHWC=1 (channels last, net_layout.hpp), then with
+#      CORTADO_CUDNN_API=graph as well (cuDNN's graph API)
 #   f. nvJPEG: images/s of bin/nvjpeg_decode (util/nvjpeg_batch.hpp) at batch
 #      NVJPEG_BATCH (256), FP16, random-resized crop 224 + mirror + mean, over
 #      1,024 ImageNet-like JPEGs made by scripts/bench/imagenet_jpegs.py
@@ -280,7 +282,9 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if
 trainer_time() {  # LOG SECONDS ARGS...
   local log=$1 secs=$2
   shift 2
-  timeout -k 10 "$(limit "$secs")" "${cortado_env[@]}" "$TRAINER" time --gpu="$GPU" "$@" >"$log" 2>&1
+  # RUN_ENV: VAR=value words for this run alone (unquoted on purpose: split into words)
+  # shellcheck disable=SC2086
+  timeout -k 10 "$(limit "$secs")" "${cortado_env[@]}" ${RUN_ENV:-} "$TRAINER" time --gpu="$GPU" "$@" >"$log" 2>&1
   local rc=$?
   [ $rc = 0 ] || { echo "gpu_check: exit status $rc$( [ $rc = 124 ] || [ $rc = 137 ] && echo ': TIMED OUT')" >>"$log"; return 1; }
   grep '^time:' "$log" | tail -1 | grep . || return 1
@@ -323,13 +327,19 @@ if [ $RUN_RESNET = 1 ] && [ $HAVE_GPU = 1 ]; then
   result[resnet]=PASS
   # The unfused run: the same net file with fuse_layers: false first.
   { echo "fuse_layers: false"; cat models/resnet50_nvcaffe/train_val_dummy_fp16.prototxt; } >"$LOG_DIR/resnet50_nvcaffe_unfused.prototxt"
-  for net in resnet50 resnet50_nvcaffe resnet50_nvcaffe_unfused; do
+  for net in resnet50 resnet50_nvcaffe resnet50_nvcaffe_unfused resnet50_nvcaffe_nhwc resnet50_nvcaffe_nhwc_graph; do
     log=$LOG_DIR/resnet_$net.log
     model=models/$net/train_val_dummy_fp16.prototxt solver=models/$net/solver_dummy_fp16.prototxt
-    if [ $net = resnet50_nvcaffe_unfused ]; then
-      model=$LOG_DIR/resnet50_nvcaffe_unfused.prototxt solver=models/resnet50_nvcaffe/solver_dummy_fp16.prototxt
-    fi
-    if out=$(trainer_time "$log" "$RESNET_TIMEOUT" --model="$model" \
+    run_env=""
+    case $net in
+      resnet50_nvcaffe_unfused)
+        model=$LOG_DIR/resnet50_nvcaffe_unfused.prototxt solver=models/resnet50_nvcaffe/solver_dummy_fp16.prototxt ;;
+      resnet50_nvcaffe_nhwc*)  # the layout plan (net_layout.hpp), then also cuDNN's graph API
+        model=models/resnet50_nvcaffe/train_val_dummy_fp16.prototxt solver=models/resnet50_nvcaffe/solver_dummy_fp16.prototxt
+        run_env="CORTADO_NHWC=1"
+        [ $net = resnet50_nvcaffe_nhwc_graph ] && run_env="$run_env CORTADO_CUDNN_API=graph" ;;
+    esac
+    if out=$(RUN_ENV=$run_env trainer_time "$log" "$RESNET_TIMEOUT" --model="$model" \
                --solver="$solver" --batch_size="$RESNET_BATCH" --iterations=20 --warmup=5); then
       reserved=$(grep -oE '[0-9.]+ MiB reserved from the device at most' "$log" | tail -1 | awk '{print $1}')
       resnet_line[$net]="$(kv images_per_s "$out") images/s synchronized per part, $(kv loop_images_per_s "$out") in the training loop, peak $(kv peak_mem_mib "$out") MiB live${reserved:+, $reserved MiB reserved} ($(kv total_ms_median "$out") ms/iter)"
@@ -465,6 +475,9 @@ stage_word() { [ -n "${result[$1]:-}" ] && echo "${result[$1]}" || echo "$2"; }
     echo "  Cortado models/resnet50_nvcaffe: ${resnet_line[resnet50_nvcaffe]}"
     echo "  ... with fuse_layers: false:     ${resnet_line[resnet50_nvcaffe_unfused]}"
     echo "  Fusion gain (fused/unfused):     $(ratio "${resnet_ips[resnet50_nvcaffe]:-}" "${resnet_ips[resnet50_nvcaffe_unfused]:-}")"
+    echo "  ... NHWC (CORTADO_NHWC=1):       ${resnet_line[resnet50_nvcaffe_nhwc]}"
+    echo "  ... NHWC and cuDNN's graph API:  ${resnet_line[resnet50_nvcaffe_nhwc_graph]}"
+    echo "  NHWC gain (loop, NHWC/NCHW):     $(ratio "${resnet_loop[resnet50_nvcaffe_nhwc]:-}" "${resnet_loop[resnet50_nvcaffe]:-}"), with the graph API $(ratio "${resnet_loop[resnet50_nvcaffe_nhwc_graph]:-}" "${resnet_loop[resnet50_nvcaffe]:-}")"
     echo "  PyTorch AMP channels_last:       ${resnet_line[pytorch]}"
     echo "  Cortado/PyTorch images/s:        resnet50 $(ratio "${resnet_ips[resnet50]:-}" "${resnet_ips[pytorch]:-}"), resnet50_nvcaffe $(ratio "${resnet_ips[resnet50_nvcaffe]:-}" "${resnet_ips[pytorch]:-}") (parts timed one by one)"
     echo "  the same, Cortado's training loop: resnet50 $(ratio "${resnet_loop[resnet50]:-}" "${resnet_ips[pytorch]:-}"), resnet50_nvcaffe $(ratio "${resnet_loop[resnet50_nvcaffe]:-}" "${resnet_ips[pytorch]:-}") (back to back, deferred steps and CUDA graphs)"
