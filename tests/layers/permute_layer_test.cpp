@@ -1,5 +1,6 @@
 #include "cortado/layers/permute_layer.hpp"
 
+#include "cortado/util/cuda.hpp"
 #include "test_util.hpp"
 
 namespace cortado {
@@ -91,6 +92,36 @@ TYPED_TEST(PermuteLayerTest, LayoutConvertMovesChannelsLast) {
     EXPECT_EQ(test::GetDiff(*y[0]), want) << shape_string(shape);
     EXPECT_EQ(test::GetDiff(*x[0]), Iota(count)) << shape_string(shape);
   }
+}
+
+// On a GPU, CopyLayout's batched transpose (and the gather where a batch
+// exceeds its grid) against the host's gather, both ways, for sizes that
+// are not multiples of its 32 x 32 tiles and for every element size.
+TEST(LayoutCopy, GpuTransposeMatchesHostGather) {
+#ifndef CORTADO_USE_CUDA
+  GTEST_SKIP() << "no CUDA backend in this build";
+#else
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
+  test::ActiveGpuContext gpu;
+  for (const Type t : {FLOAT16, FLOAT, DOUBLE}) {
+    const std::vector<std::vector<int>> shapes{{3, 37, 5, 7}, {2, 64, 33, 1}, {70000, 2, 3}, {2, 5, 3, 2, 2}};
+    for (const std::vector<int>& shape : shapes) {
+      for (const Layout from : {Layout::NCHW, Layout::NHWC}) {
+        const Layout to = from == Layout::NCHW ? Layout::NHWC : Layout::NCHW;
+        Blob x(shape, t), host(shape, t), dev(shape, t);
+        x.set_layout(from);
+        host.set_layout(to);
+        dev.set_layout(to);
+        test::FillUniform(&x, -100, 100, 7);
+        CopyLayout(shape, from, to, t, x.data().data_raw(t), host.data().mutable_data_raw(t), false, nullptr);
+        CopyLayout(shape, from, to, t, x.data().gpu_data_raw(t), dev.data().mutable_gpu_data_raw(t), true,
+                   gpu.ctx->stream());
+        CORTADO_CUDA_CHECK(cudaStreamSynchronize(gpu.ctx->stream()));
+        EXPECT_EQ(test::GetData(dev), test::GetData(host)) << type_name(t) << " " << shape_string(shape);
+      }
+    }
+  }
+#endif
 }
 
 TYPED_TEST(PermuteLayerTest, Errors) {

@@ -66,17 +66,33 @@ void GatherValues(int64_t n, const PermuteStrides& s, Type t, const void* x, voi
 // direction, read from the blobs' layouts at Reshape; equal layouts copy.
 // Bottoms: 1. Tops: 1. No fields. In place: no. Exact (a copy in Ftype forward
 // and Btype backward).
+// GPU: a batched tiled transpose (N matrices of C x S, or S x C), the
+// strided gather where the sizes do not fit its grid.
 template <typename Ftype, typename Btype>
-class LayoutConvertLayer : public GatherLayer<Ftype, Btype> {
-  CORTADO_LAYER_HEAD(GatherLayer, "LayoutConvert", BlobRules().Bottoms(1).Tops(1))
+class LayoutConvertLayer : public Layer<Ftype, Btype> {
+  CORTADO_LAYER_HEAD(Layer, "LayoutConvert", BlobRules().Bottoms(1).Tops(1))
 
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+  CORTADO_LAYER_PASSES
 };
+
+/// Copies the `count` values of a blob of `shape` from layout `from` (at x)
+/// to layout `to` (at y), as type t (a bit copy by its size), on the host or
+/// on the device on `stream` (a batched transpose there, or the gather).
+void CopyLayout(const std::vector<int>& shape, Layout from, Layout to, Type t, const void* x, void* y, bool gpu,
+                CUstream_st* stream);
 
 #ifdef CORTADO_USE_CUDA
 namespace gpu {
 template <typename T>
 void permute_gather(int64_t n, const PermuteStrides& s, const T* x, T* y, CUstream_st* stream);
+/// y = x transposed for each of `batch` (rows, cols) matrices of `bytes`-byte
+/// elements (a bit copy through shared-memory tiles). False, doing nothing,
+/// where the sizes exceed the grid (batch above 65535, a matrix of 2^31
+/// values or more) or the element size is not 2, 4 or 8.
+bool transpose_batched(int64_t batch, int64_t rows, int64_t cols, size_t bytes, const void* x, void* y,
+                       CUstream_st* stream);
 }  // namespace gpu
 #endif
 

@@ -29,24 +29,9 @@ bool NchwStandIns::any() const {
 void NchwStandIns::Copy(const Blob& from, Blob* to, Part part, Type t, bool gpu, CUstream_st* stream) {
   const Tensor& src = part == kData ? from.data() : from.diff();
   Tensor& dst = part == kData ? to->data() : to->diff();
-  const PermuteStrides s = LayoutStrides(from.shape(), from.layout(), to->layout());
-  const int64_t n = static_cast<int64_t>(from.count());
-  if (!gpu) {
-    GatherValues(n, s, t, src.data_raw(t), dst.mutable_data_raw(t));
-    return;
-  }
-#ifdef CORTADO_USE_CUDA
-  const void* x = src.gpu_data_raw(t);
-  void* y = dst.mutable_gpu_data_raw(t);
-  switch (type_size(t)) {  // a bit copy: any type of the size moves the values
-    case 2: gpu::permute_gather(n, s, static_cast<const float16*>(x), static_cast<float16*>(y), stream); break;
-    case 4: gpu::permute_gather(n, s, static_cast<const float*>(x), static_cast<float*>(y), stream); break;
-    default: gpu::permute_gather(n, s, static_cast<const double*>(x), static_cast<double*>(y), stream); break;
-  }
-#else
-  (void)stream;
-  CORTADO_CHECK(false) << "a device copy in a build without CUDA";
-#endif
+  const void* x = gpu ? src.gpu_data_raw(t) : src.data_raw(t);
+  void* y = gpu ? dst.mutable_gpu_data_raw(t) : dst.mutable_data_raw(t);
+  CopyLayout(from.shape(), from.layout(), to->layout(), t, x, y, gpu, stream);
 }
 
 void NchwStandIns::In(const std::vector<Blob*>& blobs, Part part, Type t, bool gpu, CUstream_st* stream,

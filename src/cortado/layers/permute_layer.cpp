@@ -137,6 +137,36 @@ void GatherLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vect
 CORTADO_INSTANTIATE_LAYER(GatherLayer);
 CORTADO_INSTANTIATE_LAYER(PermuteLayer);
 
+void CopyLayout(const std::vector<int>& shape, Layout from, Layout to, Type t, const void* x, void* y, bool gpu,
+                CUstream_st* stream) {
+  size_t count = 1;
+  for (int d : shape) count *= static_cast<size_t>(d);
+  const int64_t n = static_cast<int64_t>(count);
+#ifdef CORTADO_USE_CUDA
+  if (gpu && from != to && shape.size() > 2 && n > 0) {
+    // (N, C, S) <-> (N, S, C): N transposes of C x S (to NHWC) or S x C.
+    const int64_t batch = shape[0], c = shape[1], s = n / (batch * c);
+    const bool to_last = to == Layout::NHWC;
+    if (gpu::transpose_batched(batch, to_last ? c : s, to_last ? s : c, type_size(t), x, y, stream)) return;
+  }
+#endif
+  const PermuteStrides strides = LayoutStrides(shape, from, to);
+  if (!gpu) {
+    GatherValues(n, strides, t, x, y);
+    return;
+  }
+#ifdef CORTADO_USE_CUDA
+  switch (type_size(t)) {  // a bit copy: any type of the size moves the values
+    case 2: gpu::permute_gather(n, strides, static_cast<const float16*>(x), static_cast<float16*>(y), stream); break;
+    case 4: gpu::permute_gather(n, strides, static_cast<const float*>(x), static_cast<float*>(y), stream); break;
+    default: gpu::permute_gather(n, strides, static_cast<const double*>(x), static_cast<double*>(y), stream); break;
+  }
+#else
+  (void)stream;
+  CORTADO_CHECK(false) << "a device copy in a build without CUDA";
+#endif
+}
+
 template <typename Ftype, typename Btype>
 void LayoutConvertLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
   if (bottom[0] == top[0]) this->field_error("top", "LayoutConvert cannot be computed in place");
@@ -144,10 +174,37 @@ void LayoutConvertLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const Blob
     this->field_error("bottom", "LayoutConvert takes at most 8 axes, got shape ", bottom[0]->shape_string());
   }
   top[0]->ReshapeLike(*bottom[0]);
-  const Layout from = bottom[0]->layout(), to = top[0]->layout();
-  this->forward_ = LayoutStrides(bottom[0]->shape(), from, to);
-  this->backward_ = LayoutStrides(bottom[0]->shape(), to, from);
 }
+
+template <typename Ftype, typename Btype>
+void LayoutConvertLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  CopyLayout(bottom[0]->shape(), bottom[0]->layout(), top[0]->layout(), type_of<Ftype>(),
+             bottom[0]->cpu_data<Ftype>(), top[0]->mutable_cpu_data<Ftype>(), false, nullptr);
+}
+
+template <typename Ftype, typename Btype>
+void LayoutConvertLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                                    const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  CopyLayout(top[0]->shape(), top[0]->layout(), bottom[0]->layout(), type_of<Btype>(), top[0]->cpu_diff<Btype>(),
+             bottom[0]->mutable_cpu_diff<Btype>(), false, nullptr);
+}
+
+#ifdef CORTADO_USE_CUDA
+template <typename Ftype, typename Btype>
+void LayoutConvertLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  CopyLayout(bottom[0]->shape(), bottom[0]->layout(), top[0]->layout(), type_of<Ftype>(),
+             bottom[0]->gpu_data<Ftype>(), top[0]->mutable_gpu_data<Ftype>(), true, this->context().stream());
+}
+
+template <typename Ftype, typename Btype>
+void LayoutConvertLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                                    const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  CopyLayout(top[0]->shape(), top[0]->layout(), bottom[0]->layout(), type_of<Btype>(), top[0]->gpu_diff<Btype>(),
+             bottom[0]->mutable_gpu_diff<Btype>(), true, this->context().stream());
+}
+#endif
 
 CORTADO_INSTANTIATE_LAYER(LayoutConvertLayer);
 

@@ -19,9 +19,53 @@ __global__ void permute_gather_kernel(int64_t n, PermuteStrides s, const T* x, T
   }
 }
 
+// A batch of (rows, cols) matrices transposed into (cols, rows): 32 x 32
+// tiles through shared memory (one column of padding against bank
+// conflicts), reads and writes both along rows of 32 neighbours; U is an
+// unsigned integer of the element's size (a bit copy).
+constexpr int kTile = 32, kTileRows = 8;
+template <typename U>
+__global__ void transpose_kernel(int rows, int cols, const U* x, U* y) {
+  __shared__ U tile[kTile][kTile + 1];
+  const int64_t base = int64_t(blockIdx.z) * rows * cols;
+  const int c0 = blockIdx.x * kTile, r0 = blockIdx.y * kTile;
+  for (int j = threadIdx.y; j < kTile; j += kTileRows) {
+    const int r = r0 + j, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) tile[j][threadIdx.x] = x[base + int64_t(r) * cols + c];
+  }
+  __syncthreads();
+  for (int j = threadIdx.y; j < kTile; j += kTileRows) {
+    const int c = c0 + j, r = r0 + threadIdx.x;
+    if (c < cols && r < rows) y[base + int64_t(c) * rows + r] = tile[threadIdx.x][j];
+  }
+}
+
+template <typename U>
+void launch_transpose(int64_t batch, int64_t rows, int64_t cols, const void* x, void* y, CUstream_st* stream) {
+  const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile),
+                  static_cast<unsigned>(batch));
+  transpose_kernel<U><<<grid, dim3(kTile, kTileRows), 0, stream>>>(static_cast<int>(rows), static_cast<int>(cols),
+                                                                   static_cast<const U*>(x), static_cast<U*>(y));
+  CORTADO_KERNEL_CHECK();
+}
+
 }  // namespace
 
 namespace gpu {
+
+bool transpose_batched(int64_t batch, int64_t rows, int64_t cols, size_t bytes, const void* x, void* y,
+                       CUstream_st* stream) {
+  if (batch <= 0 || rows <= 0 || cols <= 0) return true;
+  if (batch > 65535 || (rows + kTile - 1) / kTile > 65535 || (cols + kTile - 1) / kTile > (int64_t(1) << 31) - 1 ||
+      rows * cols > (int64_t(1) << 31) - 1)
+    return false;
+  switch (bytes) {
+    case 2: launch_transpose<uint16_t>(batch, rows, cols, x, y, stream); return true;
+    case 4: launch_transpose<uint32_t>(batch, rows, cols, x, y, stream); return true;
+    case 8: launch_transpose<uint64_t>(batch, rows, cols, x, y, stream); return true;
+  }
+  return false;
+}
 
 template <typename T>
 void permute_gather(int64_t n, const PermuteStrides& s, const T* x, T* y, CUstream_st* stream) {
