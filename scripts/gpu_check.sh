@@ -26,7 +26,8 @@
 #      then resnet50_nvcaffe again with fuse_layers: false, the gain of the
 #      layer fusion (BatchNorm + ReLU, Eltwise SUM + ReLU in one pass), and
 #      with CORTADO_NHWC=1 (channels last, net_layout.hpp), then with
-#      CORTADO_CUDNN_API=graph as well (cuDNN's graph API)
+#      CORTADO_CUDNN_BN=1 (cuDNN's NHWC BatchNorm) or CORTADO_CUDNN_API=graph
+#      (cuDNN's graph API) as well
 #   f. nvJPEG: images/s of bin/nvjpeg_decode (util/nvjpeg_batch.hpp) at batch
 #      NVJPEG_BATCH (256), FP16, random-resized crop 224 + mirror + mean, over
 #      1,024 ImageNet-like JPEGs made by scripts/bench/imagenet_jpegs.py
@@ -327,7 +328,8 @@ if [ $RUN_RESNET = 1 ] && [ $HAVE_GPU = 1 ]; then
   result[resnet]=PASS
   # The unfused run: the same net file with fuse_layers: false first.
   { echo "fuse_layers: false"; cat models/resnet50_nvcaffe/train_val_dummy_fp16.prototxt; } >"$LOG_DIR/resnet50_nvcaffe_unfused.prototxt"
-  for net in resnet50 resnet50_nvcaffe resnet50_nvcaffe_unfused resnet50_nvcaffe_nhwc resnet50_nvcaffe_nhwc_graph; do
+  for net in resnet50 resnet50_nvcaffe resnet50_nvcaffe_unfused resnet50_nvcaffe_nhwc resnet50_nvcaffe_nhwc_bn \
+             resnet50_nvcaffe_nhwc_graph; do
     log=$LOG_DIR/resnet_$net.log
     model=models/$net/train_val_dummy_fp16.prototxt solver=models/$net/solver_dummy_fp16.prototxt
     run_env=""
@@ -337,6 +339,7 @@ if [ $RUN_RESNET = 1 ] && [ $HAVE_GPU = 1 ]; then
       resnet50_nvcaffe_nhwc*)  # the layout plan (net_layout.hpp), then also cuDNN's graph API
         model=models/resnet50_nvcaffe/train_val_dummy_fp16.prototxt solver=models/resnet50_nvcaffe/solver_dummy_fp16.prototxt
         run_env="CORTADO_NHWC=1"
+        [ $net = resnet50_nvcaffe_nhwc_bn ] && run_env="$run_env CORTADO_CUDNN_BN=1"
         [ $net = resnet50_nvcaffe_nhwc_graph ] && run_env="$run_env CORTADO_CUDNN_API=graph" ;;
     esac
     if out=$(RUN_ENV=$run_env trainer_time "$log" "$RESNET_TIMEOUT" --model="$model" \
@@ -476,8 +479,9 @@ stage_word() { [ -n "${result[$1]:-}" ] && echo "${result[$1]}" || echo "$2"; }
     echo "  ... with fuse_layers: false:     ${resnet_line[resnet50_nvcaffe_unfused]}"
     echo "  Fusion gain (fused/unfused):     $(ratio "${resnet_ips[resnet50_nvcaffe]:-}" "${resnet_ips[resnet50_nvcaffe_unfused]:-}")"
     echo "  ... NHWC (CORTADO_NHWC=1):       ${resnet_line[resnet50_nvcaffe_nhwc]}"
+    echo "  ... NHWC and cuDNN's BatchNorm:  ${resnet_line[resnet50_nvcaffe_nhwc_bn]}"
     echo "  ... NHWC and cuDNN's graph API:  ${resnet_line[resnet50_nvcaffe_nhwc_graph]}"
-    echo "  NHWC gain (loop, NHWC/NCHW):     $(ratio "${resnet_loop[resnet50_nvcaffe_nhwc]:-}" "${resnet_loop[resnet50_nvcaffe]:-}"), with the graph API $(ratio "${resnet_loop[resnet50_nvcaffe_nhwc_graph]:-}" "${resnet_loop[resnet50_nvcaffe]:-}")"
+    echo "  Gains over NCHW (loop):          NHWC $(ratio "${resnet_loop[resnet50_nvcaffe_nhwc]:-}" "${resnet_loop[resnet50_nvcaffe]:-}"), with cuDNN's BatchNorm $(ratio "${resnet_loop[resnet50_nvcaffe_nhwc_bn]:-}" "${resnet_loop[resnet50_nvcaffe]:-}"), with the graph API $(ratio "${resnet_loop[resnet50_nvcaffe_nhwc_graph]:-}" "${resnet_loop[resnet50_nvcaffe]:-}")"
     echo "  PyTorch AMP channels_last:       ${resnet_line[pytorch]}"
     echo "  Cortado/PyTorch images/s:        resnet50 $(ratio "${resnet_ips[resnet50]:-}" "${resnet_ips[pytorch]:-}"), resnet50_nvcaffe $(ratio "${resnet_ips[resnet50_nvcaffe]:-}" "${resnet_ips[pytorch]:-}") (parts timed one by one)"
     echo "  the same, Cortado's training loop: resnet50 $(ratio "${resnet_loop[resnet50]:-}" "${resnet_ips[pytorch]:-}"), resnet50_nvcaffe $(ratio "${resnet_loop[resnet50_nvcaffe]:-}" "${resnet_ips[pytorch]:-}") (back to back, deferred steps and CUDA graphs)"

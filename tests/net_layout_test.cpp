@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cortado/context.hpp"
+#include "cortado/layers/batch_norm_layer.hpp"
 #include "cortado/layers/cudnn_convolution_layer.hpp"
 #include "cortado/net.hpp"
 #include "cortado/net_layout.hpp"
@@ -399,6 +400,47 @@ TEST(NetLayout, GpuGraphApiMatchesLegacy) {
     for (size_t i = 0; i < a.params().size(); ++i)
       ExpectClose(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i]), tol,
                   what + " param diff " + a.param_display_names()[i]);
+  }
+#endif
+}
+
+// cuDNN's fused NHWC BatchNorm (CORTADO_CUDNN_BN=1) against the layer's own
+// kernels in the same NHWC FP16 net on the same GPU: bn1 with its fused Scale
+// and ReLU, bn3 alone. Outputs, gradients and the running statistics within
+// a few FP16 roundings (cuDNN rounds once where the fused chain rounds as the
+// unfused layers store).
+TEST(NetLayout, GpuCudnnBatchNormMatchesOwnKernels) {
+  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+#ifdef CORTADO_USE_CUDA
+  struct Restore {
+    bool was = cudnn_batch_norm();
+    ~Restore() { set_cudnn_batch_norm(was); }
+  } restore;
+  test::ActiveGpuContext gpu;
+  NetPair n;  // nhwc: cuDNN's BatchNorm, nchw: the own kernels (both NHWC)
+  {
+    PlanMode mode(LayoutPlanMode::kGpuHalf);
+    n.nhwc = std::make_unique<Net>(MakeNet<float16, float16>(kNet), SourceInfo(), gpu.ctx);
+    n.nchw = std::make_unique<Net>(MakeNet<float16, float16>(kNet), SourceInfo(), gpu.ctx);
+  }
+  for (size_t i = 0; i < n.nhwc->params().size(); ++i)
+    test::SetData(n.nchw->params()[i].get(), test::GetData(*n.nhwc->params()[i]));
+  for (int r = 0; r < 2; ++r) {
+    set_cudnn_batch_norm(true);
+    Step<float16>(n.nhwc.get(), r);
+    set_cudnn_batch_norm(false);
+    Step<float16>(n.nchw.get(), r);
+  }
+  const Net& a = *n.nhwc;
+  const Net& b = *n.nchw;
+  const double tol = 48 * type_epsilon<float16>();
+  ExpectClose(test::GetData(*a.output_blobs()[0]), test::GetData(*b.output_blobs()[0]), tol, "output");
+  ExpectClose(test::GetDiff(*a.input_blobs()[0]), test::GetDiff(*b.input_blobs()[0]), tol, "input diff");
+  for (size_t i = 0; i < a.params().size(); ++i) {
+    ExpectClose(test::GetData(*a.params()[i]), test::GetData(*b.params()[i]), tol,
+                "param " + a.param_display_names()[i]);
+    ExpectClose(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i]), tol,
+                "param diff " + a.param_display_names()[i]);
   }
 #endif
 }

@@ -73,6 +73,7 @@
 // blob once per pass instead of three times.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "cortado/layer.hpp"
@@ -115,6 +116,16 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
   int gpu_num() const { return channels_last_ ? static_cast<int>(num_ * spatial_) : num_; }
   int64_t gpu_spatial() const { return channels_last_ ? 1 : spatial_; }
   NchwPasses nchw_;
+  // cuDNN's NHWC kernels (cudnn_batch_norm.hpp, CORTADO_CUDNN_BN=1) for a
+  // channels-last FLOAT16 layer out of place with batch statistics: whether
+  // they apply to the current shape, whether the last forward used them,
+  // their state (shared_ptr: the type is the .cpp's), and float copies of
+  // the parameter gradients they write.
+  bool UseCudnn(const BlobVec& bottom, const BlobVec& top) const;
+  void CudnnParams(const float** gamma, const float** beta);
+  bool cudnn_ran_ = false;
+  std::shared_ptr<void> cudnn_;
+  Blob cudnn_dgamma_{FLOAT}, cudnn_dbeta_{FLOAT}, cudnn_ones_{FLOAT}, cudnn_zeros_{FLOAT};
   bool NeedsXhat() const;  // whether the backward needs xhat
 
   LayerBase* affine_ = nullptr;  // a fused Scale (its blobs: s, and b with bias_term)
@@ -130,6 +141,12 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
 };
 
 #ifdef CORTADO_USE_CUDA
+/// Whether channels-last FLOAT16 BatchNorms train through cuDNN's fused NHWC
+/// kernels (CORTADO_CUDNN_BN=1; off by default until measured on a GPU),
+/// and the switch (tests).
+bool cudnn_batch_norm();
+void set_cudnn_batch_norm(bool on);
+
 namespace gpu {
 // Launchers of batch_norm_layer.cu. T is the storage type, M its math type
 // (float for float16, T otherwise); x is (N, C, S).
@@ -163,6 +180,17 @@ void bn_backward_reduce(int n, int c, int64_t s, const T* dy, const X* x_saved, 
 template <typename T, typename X, typename M>
 void bn_backward_dx(int n, int c, int64_t s, const T* dy, const X* x_saved, const M* mean, const M* inv_std,
                     const T* gamma, const M* sdy, const M* sdyx, T* dx, CUstream_st* stream);
+
+/// From a batch's mean and inv_std = 1 / sqrt(var + eps) (cuDNN's saved
+/// statistics): run_mean = maf * run_mean + mean, run_var = maf * run_var +
+/// unbias * (1 / inv_std^2 - eps), and (thread 0) run_factor = maf *
+/// run_factor + 1, as bn_batch_stats updates them.
+template <typename M>
+void bn_running_from_saved(int c, double eps, double maf, double unbias, const M* mean, const M* inv_std,
+                           M* run_mean, M* run_var, M* run_factor, CUstream_st* stream);
+/// diff[c] += d[c] (d in float), rounded once to T.
+template <typename T>
+void bn_add_param_diff(int c, const float* d, T* diff, CUstream_st* stream);
 
 /// What a fused chain adds around the normalization (layer_fusion.hpp), as
 /// the fused kernels see it: a Scale's s and b (scale null: no Scale; bias

@@ -11,6 +11,7 @@
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/math_buffer.hpp"
 #include "cortado/util/plane_math.hpp"
+#include "cudnn_batch_norm.hpp"
 
 namespace cortado {
 
@@ -337,10 +338,64 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
 }
 
 #ifdef CORTADO_USE_CUDA
+bool cudnn_batch_norm() { return cudnn_bn::Enabled(); }
+void set_cudnn_batch_norm(bool on) { cudnn_bn::SetEnabled(on); }
+
+template <typename Ftype, typename Btype>
+void BatchNormLayer<Ftype, Btype>::CudnnParams(const float** gamma, const float** beta) {
+  // cuDNN's scale and bias in float: scale_bias's, a fused Scale's, else 1 and 0.
+  const auto constant = [this](Blob* b, float v) {
+    if (static_cast<int>(b->count()) != channels_) {
+      b->Reshape({channels_});
+      std::vector<float> host(channels_, v);
+      std::copy(host.begin(), host.end(), b->template mutable_cpu_data<float>());
+    }
+    return b->template gpu_data<float>();
+  };
+  if (scale_bias_) {
+    *gamma = this->blobs_[3]->template gpu_data<float>();
+    *beta = this->blobs_[4]->template gpu_data<float>();
+  } else if (affine_) {
+    *gamma = affine_->blobs()[0]->template gpu_data<float>();
+    *beta = affine_->blobs().size() > 1 ? affine_->blobs()[1]->template gpu_data<float>()
+                                        : constant(&cudnn_zeros_, 0.f);
+  } else {
+    *gamma = constant(&cudnn_ones_, 1.f);
+    *beta = constant(&cudnn_zeros_, 0.f);
+  }
+}
+
+template <typename Ftype, typename Btype>
+bool BatchNormLayer<Ftype, Btype>::UseCudnn(const BlobVec& bottom, const BlobVec& top) const {
+  return std::is_same_v<Ftype, float16> && std::is_same_v<Btype, float16> && cudnn_bn::Enabled() &&
+         channels_last_ && bottom[0]->num_axes() == 4 && !use_global_stats_ && top[0] != bottom[0];
+}
+
 template <typename Ftype, typename Btype>
 void BatchNormLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   using M = MF;
   CUstream_st* stream = this->context().stream();
+  cudnn_ran_ = false;
+  if constexpr (std::is_same_v<M, float>) {
+    if (UseCudnn(bottom, top)) {
+      if (!cudnn_) cudnn_ = std::make_shared<cudnn_bn::CudnnBatchNorm>();
+      auto* bn = static_cast<cudnn_bn::CudnnBatchNorm*>(cudnn_.get());
+      const Blob& b = *bottom[0];
+      bn->Reshape(b.shape(0), b.shape(1), b.shape(2), b.shape(3), relu_);
+      const float *gamma, *beta;
+      CudnnParams(&gamma, &beta);
+      bn->Forward(this->context().cudnn(), b.template gpu_data<Ftype>(), top[0]->template mutable_gpu_data<Ftype>(),
+                  gamma, beta, eps_, mean_.template mutable_gpu_data<M>(), inv_std_.template mutable_gpu_data<M>());
+      const double m = static_cast<double>(num_) * spatial_;
+      gpu::bn_running_from_saved<M>(channels_, eps_, maf_, m > 1 ? m / (m - 1) : 1.0, mean_.template gpu_data<M>(),
+                                    inv_std_.template gpu_data<M>(), this->blobs_[0]->template mutable_gpu_data<M>(),
+                                    this->blobs_[1]->template mutable_gpu_data<M>(),
+                                    this->blobs_[2]->template mutable_gpu_data<M>(), stream);
+      saved_ = false;
+      cudnn_ran_ = true;
+      return;
+    }
+  }
   M* mean = mean_.template mutable_gpu_data<M>();
   M* inv_std = inv_std_.template mutable_gpu_data<M>();
   M* run_mean = this->blobs_[0]->template mutable_gpu_data<M>();
@@ -385,6 +440,27 @@ void BatchNormLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::v
   const bool dg = scale_bias_ && this->param_propagate_down(3);
   const bool db = scale_bias_ && this->param_propagate_down(4);
   const bool dx_wanted = !propagate_down.empty() && propagate_down[0];
+  if constexpr (std::is_same_v<M, float>) {
+    if (cudnn_ran_ && dx_wanted) {  // cuDNN writes dx; without it the kernels below use its statistics
+      auto* bn = static_cast<cudnn_bn::CudnnBatchNorm*>(cudnn_.get());
+      const float *gamma, *beta;
+      CudnnParams(&gamma, &beta);
+      cudnn_dgamma_.Reshape({channels_});
+      cudnn_dbeta_.Reshape({channels_});
+      float* dgamma = cudnn_dgamma_.template mutable_gpu_data<float>();
+      float* dbeta = cudnn_dbeta_.template mutable_gpu_data<float>();
+      bn->Backward(this->context().cudnn(), x_saved, top[0]->template gpu_data<Ftype>(), dy,
+                   bottom[0]->template mutable_gpu_diff<Btype>(), gamma, beta, dgamma, dbeta, eps_, mean, inv_std);
+      // The parameters' gradients: BatchNorm's own (scale_bias) or its fused Scale's.
+      const bool want_s = affine_ && affine_->param_propagate_down(0);
+      const bool want_b = affine_ && affine_->blobs().size() > 1 && affine_->param_propagate_down(1);
+      Blob* g = dg ? this->blobs_[3].get() : want_s ? affine_->blobs()[0].get() : nullptr;
+      Blob* b = db ? this->blobs_[4].get() : want_b ? affine_->blobs()[1].get() : nullptr;
+      if (g) gpu::bn_add_param_diff<Btype>(channels_, dgamma, g->template mutable_gpu_diff<Btype>(), stream);
+      if (b) gpu::bn_add_param_diff<Btype>(channels_, dbeta, b->template mutable_gpu_diff<Btype>(), stream);
+      return;
+    }
+  }
   if (affine_ || relu_) {
     // The fused chain (layer_fusion.hpp): the same two passes, dy formed from
     // the top's diff in each.

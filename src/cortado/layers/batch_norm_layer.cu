@@ -358,9 +358,48 @@ __global__ void backward_dx_fused_kernel(int64_t planes, int c, int64_t s, M inv
   }
 }
 
+template <typename M>
+__global__ void running_from_saved_kernel(int c, M eps, M maf, M unbias, const M* mean, const M* inv_std,
+                                          M* run_mean, M* run_var, M* run_factor) {
+  CORTADO_KERNEL_LOOP(i, c) {
+    const M v = max(M(1) / (inv_std[i] * inv_std[i]) - eps, M(0));
+    run_mean[i] = maf * run_mean[i] + mean[i];
+    run_var[i] = maf * run_var[i] + unbias * v;
+    if (i == 0) run_factor[0] = maf * run_factor[0] + M(1);
+  }
+}
+
+template <typename T>
+__global__ void add_param_diff_kernel(int c, const float* d, T* diff) {
+  CORTADO_KERNEL_LOOP(i, c) store(diff, i, dmath_t<T>(load(diff, i)) + dmath_t<T>(d[i]));
+}
+
 }  // namespace
 
 namespace gpu {
+
+template <typename M>
+void bn_running_from_saved(int c, double eps, double maf, double unbias, const M* mean, const M* inv_std,
+                           M* run_mean, M* run_var, M* run_factor, CUstream_st* stream) {
+  if (c <= 0) return;
+  running_from_saved_kernel<M><<<cuda::blocks_for(c), cuda::kThreads, 0, stream>>>(
+      c, M(eps), M(maf), M(unbias), mean, inv_std, run_mean, run_var, run_factor);
+  CORTADO_KERNEL_CHECK();
+}
+template void bn_running_from_saved<float>(int, double, double, double, const float*, const float*, float*, float*,
+                                           float*, CUstream_st*);
+template void bn_running_from_saved<double>(int, double, double, double, const double*, const double*, double*,
+                                            double*, double*, CUstream_st*);
+
+template <typename T>
+void bn_add_param_diff(int c, const float* d, T* diff, CUstream_st* stream) {
+  if (c <= 0) return;
+  add_param_diff_kernel<<<cuda::blocks_for(c), cuda::kThreads, 0, stream>>>(c, d, dev(diff));
+  CORTADO_KERNEL_CHECK();
+}
+#define CORTADO_INSTANTIATE_BN_ADD(T) template void bn_add_param_diff<T>(int, const float*, T*, CUstream_st*);
+CORTADO_FOR_EACH_STORAGE_TYPE(CORTADO_INSTANTIATE_BN_ADD)
+#undef CORTADO_INSTANTIATE_BN_ADD
 
 template <typename T, typename M>
 void bn_normalize_fused(int n, int c, int64_t s, const T* x, const M* mean, const M* inv_std, const T* gamma,

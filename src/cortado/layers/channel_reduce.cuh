@@ -176,8 +176,12 @@ __global__ void channel_rows_partial_kernel(ChannelShape s, int parts, F f, A* p
   const int64_t end = begin + chunk < s.outer ? begin + chunk : s.outer;
   A acc[K];
   for (int q = 0; q < K; ++q) acc[q] = A(0);
-  if (ch < s.channels)
+  // Unrolled so that several rows' loads are in flight per thread (the
+  // terms still add in row order).
+  if (ch < s.channels) {
+#pragma unroll 4
     for (int64_t r = begin + threadIdx.y; r < end; r += kRowLanes) f.template add<1>(r * s.channels + ch, ch, acc);
+  }
   for (int q = 0; q < K; ++q) shared[q][threadIdx.y][threadIdx.x] = acc[q];
   __syncthreads();
   if (threadIdx.y == 0 && ch < s.channels) {

@@ -1,0 +1,101 @@
+// BatchNorm through cuDNN's NHWC kernels (cudnn_batch_norm.hpp).
+#include "cudnn_batch_norm.hpp"
+
+#ifdef CORTADO_USE_CUDA
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "cortado/common.hpp"
+#include "cortado/util/cuda.hpp"
+
+namespace cortado {
+namespace cudnn_bn {
+
+namespace {
+std::atomic<bool>& enabled() {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("CORTADO_CUDNN_BN");
+    if (!e || !*e || std::strcmp(e, "0") == 0) return false;
+    if (std::strcmp(e, "1") == 0) return true;
+    throw Error(str_cat("CORTADO_CUDNN_BN = '", e, "': expected 0 or 1"));
+  }()};
+  return on;
+}
+constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+const float kOne = 1.f, kZero = 0.f;
+using Device = std::unique_ptr<void, void (*)(void*)>;
+}  // namespace
+
+bool Enabled() { return enabled().load(); }
+void SetEnabled(bool on) { enabled().store(on); }
+
+CudnnBatchNorm::CudnnBatchNorm() {
+  CORTADO_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_));
+  CORTADO_CUDNN_CHECK(cudnnCreateTensorDescriptor(&param_));
+  CORTADO_CUDNN_CHECK(cudnnCreateActivationDescriptor(&act_));
+  CORTADO_CUDNN_CHECK(cudnnSetActivationDescriptor(act_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+}
+
+CudnnBatchNorm::~CudnnBatchNorm() {
+  cudnnDestroyTensorDescriptor(x_);
+  cudnnDestroyTensorDescriptor(param_);
+  cudnnDestroyActivationDescriptor(act_);
+}
+
+void CudnnBatchNorm::Reshape(int n, int c, int h, int w, bool relu) {
+  const int shape[5] = {n, c, h, w, relu ? 1 : 0};
+  if (std::equal(shape, shape + 5, shape_)) return;
+  std::copy(shape, shape + 5, shape_);
+  CORTADO_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, n, c, h, w));
+  CORTADO_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(param_, x_, kMode));
+  relu_ = relu;
+  channels_ = c;
+  reserve_bytes_ = 0;  // sized again at the next forward
+}
+
+void* CudnnBatchNorm::Reserve(cudnnHandle_t handle) {
+  size_t bytes = 0;
+  CORTADO_CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, kMode, ops(), act(), x_, &bytes));
+  if (!reserve_ || bytes > reserve_bytes_) {
+    reserve_ = Device(bytes ? cuda::device_alloc(bytes) : nullptr, &cuda::device_free);
+    reserve_bytes_ = bytes;
+  }
+  return reserve_.get();
+}
+
+void CudnnBatchNorm::Forward(cudnnHandle_t handle, const void* x, void* y, const float* gamma, const float* beta,
+                             double eps, float* mean, float* inv_std) {
+  size_t ws = 0;
+  CORTADO_CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, kMode, ops(), x_, nullptr, x_,
+                                                                               param_, act(), &ws));
+  void* reserve = Reserve(handle);
+  if (running_count_ < static_cast<size_t>(channels_)) {
+    running_ = Device(cuda::device_alloc(2 * sizeof(float) * channels_), &cuda::device_free);
+    running_count_ = static_cast<size_t>(channels_);
+  }
+  float* running = static_cast<float*>(running_.get());
+  // A factor of 0 leaves cuDNN's running statistics as they are: the layer
+  // keeps Caffe's own (mean and variance sums with a scale factor).
+  CORTADO_CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
+      handle, kMode, ops(), &kOne, &kZero, x_, x, nullptr, nullptr, x_, y, param_, gamma, beta, 0.0, running,
+      running + channels_, eps, mean, inv_std, act(), cuda::stream_workspace(ws), ws, reserve, reserve_bytes_));
+}
+
+void CudnnBatchNorm::Backward(cudnnHandle_t handle, const void* x, const void* y, const void* dy, void* dx,
+                              const float* gamma, const float* beta, float* dgamma, float* dbeta, double eps,
+                              const float* mean, const float* inv_std) {
+  size_t ws = 0;
+  CORTADO_CUDNN_CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+      handle, kMode, ops(), x_, relu_ ? x_ : nullptr, x_, nullptr, x_, param_, act(), &ws));
+  CORTADO_CHECK(reserve_) << "cuDNN BatchNorm backward before its forward";
+  CORTADO_CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
+      handle, kMode, ops(), &kOne, &kZero, &kOne, &kZero, x_, x, relu_ ? x_ : nullptr, relu_ ? y : nullptr, x_, dy,
+      nullptr, nullptr, x_, dx, param_, gamma, beta, dgamma, dbeta, eps, mean, inv_std, act(),
+      cuda::stream_workspace(ws), ws, reserve_.get(), reserve_bytes_));
+}
+
+}  // namespace cudnn_bn
+}  // namespace cortado
+#endif  // CORTADO_USE_CUDA

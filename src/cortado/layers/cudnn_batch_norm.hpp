@@ -1,0 +1,65 @@
+#pragma once
+// BatchNorm's training passes through cuDNN's fused NHWC kernels
+// (cudnnBatchNormalizationForwardTrainingEx / BackwardEx, the persistent
+// spatial mode, with the ReLU fused where the layer's chain has one), for a
+// channels-last FLOAT16 BatchNorm out of place when CORTADO_CUDNN_BN=1
+// (batch_norm_layer.hpp says where it applies). cuDNN writes the batch's
+// mean and 1 / sqrt(var + eps), which the layer keeps as its own
+// statistics; the running statistics stay Caffe's (the layer updates them
+// from those). Internal to the library (CUDA builds).
+
+#include "cortado/config.hpp"
+
+#ifdef CORTADO_USE_CUDA
+#include <cudnn.h>
+
+#include <cstddef>
+#include <memory>
+
+namespace cortado {
+namespace cudnn_bn {
+
+/// CORTADO_CUDNN_BN: "1" on, "0" or unset off (until it has been measured
+/// on a GPU); the setter for tests.
+bool Enabled();
+void SetEnabled(bool on);
+
+class CudnnBatchNorm {
+ public:
+  CudnnBatchNorm();
+  ~CudnnBatchNorm();
+  CudnnBatchNorm(const CudnnBatchNorm&) = delete;
+  CudnnBatchNorm& operator=(const CudnnBatchNorm&) = delete;
+
+  /// x and y (n, c, h, w) NHWC FLOAT16, the ReLU fused or not (nothing
+  /// changes when they are the last call's).
+  void Reshape(int n, int c, int h, int w, bool relu);
+  /// y = [relu](gamma * (x - mean) * inv_std + beta) with the batch's mean
+  /// and inv_std (float, C) written; gamma and beta float (C).
+  void Forward(cudnnHandle_t handle, const void* x, void* y, const float* gamma, const float* beta, double eps,
+               float* mean, float* inv_std);
+  /// dx (overwritten) and dgamma, dbeta (float, C, overwritten) from dy, x,
+  /// y (read where the ReLU is fused) and the forward's statistics.
+  void Backward(cudnnHandle_t handle, const void* x, const void* y, const void* dy, void* dx, const float* gamma,
+                const float* beta, float* dgamma, float* dbeta, double eps, const float* mean,
+                const float* inv_std);
+
+ private:
+  cudnnBatchNormOps_t ops() const { return relu_ ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION : CUDNN_BATCHNORM_OPS_BN; }
+  cudnnActivationDescriptor_t act() const { return relu_ ? act_ : nullptr; }
+  void* Reserve(cudnnHandle_t handle);
+
+  cudnnTensorDescriptor_t x_ = nullptr, param_ = nullptr;
+  cudnnActivationDescriptor_t act_ = nullptr;
+  bool relu_ = false;
+  int channels_ = 0;
+  int shape_[5] = {-1, -1, -1, -1, -1};  // n, c, h, w, relu of the descriptors
+  std::unique_ptr<void, void (*)(void*)> reserve_{nullptr, nullptr};
+  size_t reserve_bytes_ = 0;
+  std::unique_ptr<void, void (*)(void*)> running_{nullptr, nullptr};  // cuDNN's running statistics: unused
+  size_t running_count_ = 0;
+};
+
+}  // namespace cudnn_bn
+}  // namespace cortado
+#endif  // CORTADO_USE_CUDA
