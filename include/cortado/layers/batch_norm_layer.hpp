@@ -123,6 +123,7 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
   // the parameter gradients they write.
   bool UseCudnn(const BlobVec& bottom, const BlobVec& top) const;
   void CudnnParams(const float** gamma, const float** beta);
+  bool ForwardCudnn(const BlobVec& bottom, const BlobVec& top);  // false: cuDNN refused the shape
   bool cudnn_ran_ = false;
   std::shared_ptr<void> cudnn_;
   Blob cudnn_dgamma_{FLOAT}, cudnn_dbeta_{FLOAT}, cudnn_ones_{FLOAT}, cudnn_zeros_{FLOAT};

@@ -372,29 +372,34 @@ bool BatchNormLayer<Ftype, Btype>::UseCudnn(const BlobVec& bottom, const BlobVec
 }
 
 template <typename Ftype, typename Btype>
+bool BatchNormLayer<Ftype, Btype>::ForwardCudnn(const BlobVec& bottom, const BlobVec& top) {
+  using M = float;
+  if (!cudnn_) cudnn_ = std::make_shared<cudnn_bn::CudnnBatchNorm>();
+  auto* bn = static_cast<cudnn_bn::CudnnBatchNorm*>(cudnn_.get());
+  const Blob& b = *bottom[0];
+  bn->Reshape(b.shape(0), b.shape(1), b.shape(2), b.shape(3), relu_);
+  const float *gamma, *beta;
+  CudnnParams(&gamma, &beta);
+  if (!bn->Forward(this->context().cudnn(), b.template gpu_data<Ftype>(), top[0]->template mutable_gpu_data<Ftype>(),
+                   gamma, beta, eps_, mean_.template mutable_gpu_data<M>(), inv_std_.template mutable_gpu_data<M>()))
+    return false;  // cuDNN does not take the shape: the own kernels run it
+  const double m = static_cast<double>(num_) * spatial_;
+  gpu::bn_running_from_saved<M>(channels_, eps_, maf_, m > 1 ? m / (m - 1) : 1.0, mean_.template gpu_data<M>(),
+                                inv_std_.template gpu_data<M>(), this->blobs_[0]->template mutable_gpu_data<M>(),
+                                this->blobs_[1]->template mutable_gpu_data<M>(),
+                                this->blobs_[2]->template mutable_gpu_data<M>(), this->context().stream());
+  saved_ = false;
+  cudnn_ran_ = true;
+  return true;
+}
+
+template <typename Ftype, typename Btype>
 void BatchNormLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   using M = MF;
   CUstream_st* stream = this->context().stream();
   cudnn_ran_ = false;
   if constexpr (std::is_same_v<M, float>) {
-    if (UseCudnn(bottom, top)) {
-      if (!cudnn_) cudnn_ = std::make_shared<cudnn_bn::CudnnBatchNorm>();
-      auto* bn = static_cast<cudnn_bn::CudnnBatchNorm*>(cudnn_.get());
-      const Blob& b = *bottom[0];
-      bn->Reshape(b.shape(0), b.shape(1), b.shape(2), b.shape(3), relu_);
-      const float *gamma, *beta;
-      CudnnParams(&gamma, &beta);
-      bn->Forward(this->context().cudnn(), b.template gpu_data<Ftype>(), top[0]->template mutable_gpu_data<Ftype>(),
-                  gamma, beta, eps_, mean_.template mutable_gpu_data<M>(), inv_std_.template mutable_gpu_data<M>());
-      const double m = static_cast<double>(num_) * spatial_;
-      gpu::bn_running_from_saved<M>(channels_, eps_, maf_, m > 1 ? m / (m - 1) : 1.0, mean_.template gpu_data<M>(),
-                                    inv_std_.template gpu_data<M>(), this->blobs_[0]->template mutable_gpu_data<M>(),
-                                    this->blobs_[1]->template mutable_gpu_data<M>(),
-                                    this->blobs_[2]->template mutable_gpu_data<M>(), stream);
-      saved_ = false;
-      cudnn_ran_ = true;
-      return;
-    }
+    if (UseCudnn(bottom, top) && ForwardCudnn(bottom, top)) return;
   }
   M* mean = mean_.template mutable_gpu_data<M>();
   M* inv_std = inv_std_.template mutable_gpu_data<M>();

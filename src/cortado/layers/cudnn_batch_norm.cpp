@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <glog/logging.h>
+
 #include "cortado/common.hpp"
 #include "cortado/util/cuda.hpp"
 
@@ -48,6 +50,7 @@ void CudnnBatchNorm::Reshape(int n, int c, int h, int w, bool relu) {
   const int shape[5] = {n, c, h, w, relu ? 1 : 0};
   if (std::equal(shape, shape + 5, shape_)) return;
   std::copy(shape, shape + 5, shape_);
+  unsupported_ = false;
   CORTADO_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, n, c, h, w));
   CORTADO_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(param_, x_, kMode));
   relu_ = relu;
@@ -65,11 +68,19 @@ void* CudnnBatchNorm::Reserve(cudnnHandle_t handle) {
   return reserve_.get();
 }
 
-void CudnnBatchNorm::Forward(cudnnHandle_t handle, const void* x, void* y, const float* gamma, const float* beta,
+bool CudnnBatchNorm::Forward(cudnnHandle_t handle, const void* x, void* y, const float* gamma, const float* beta,
                              double eps, float* mean, float* inv_std) {
+  if (unsupported_) return false;
   size_t ws = 0;
-  CORTADO_CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, kMode, ops(), x_, nullptr, x_,
-                                                                               param_, act(), &ws));
+  const cudnnStatus_t s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, kMode, ops(), x_, nullptr,
+                                                                                   x_, param_, act(), &ws);
+  if (s == CUDNN_STATUS_NOT_SUPPORTED || s == CUDNN_STATUS_BAD_PARAM) {
+    LOG(WARNING) << "cuDNN's NHWC BatchNorm does not take " << shape_[0] << "x" << shape_[1] << "x" << shape_[2]
+                 << "x" << shape_[3] << " (" << cudnnGetErrorString(s) << "): the layer's own kernels run it";
+    unsupported_ = true;
+    return false;
+  }
+  CORTADO_CUDNN_CHECK(s);
   void* reserve = Reserve(handle);
   if (running_count_ < static_cast<size_t>(channels_)) {
     running_ = Device(cuda::device_alloc(2 * sizeof(float) * channels_), &cuda::device_free);
@@ -81,6 +92,7 @@ void CudnnBatchNorm::Forward(cudnnHandle_t handle, const void* x, void* y, const
   CORTADO_CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
       handle, kMode, ops(), &kOne, &kZero, x_, x, nullptr, nullptr, x_, y, param_, gamma, beta, 0.0, running,
       running + channels_, eps, mean, inv_std, act(), cuda::stream_workspace(ws), ws, reserve, reserve_bytes_));
+  return true;
 }
 
 void CudnnBatchNorm::Backward(cudnnHandle_t handle, const void* x, const void* y, const void* dy, void* dx,

@@ -35,8 +35,9 @@ class CudnnBatchNorm {
   /// changes when they are the last call's).
   void Reshape(int n, int c, int h, int w, bool relu);
   /// y = [relu](gamma * (x - mean) * inv_std + beta) with the batch's mean
-  /// and inv_std (float, C) written; gamma and beta float (C).
-  void Forward(cudnnHandle_t handle, const void* x, void* y, const float* gamma, const float* beta, double eps,
+  /// and inv_std (float, C) written; gamma and beta float (C). False, with a
+  /// warning once per shape, where cuDNN does not take the shape.
+  bool Forward(cudnnHandle_t handle, const void* x, void* y, const float* gamma, const float* beta, double eps,
                float* mean, float* inv_std);
   /// dx (overwritten) and dgamma, dbeta (float, C, overwritten) from dy, x,
   /// y (read where the ReLU is fused) and the forward's statistics.
@@ -54,6 +55,7 @@ class CudnnBatchNorm {
   bool relu_ = false;
   int channels_ = 0;
   int shape_[5] = {-1, -1, -1, -1, -1};  // n, c, h, w, relu of the descriptors
+  bool unsupported_ = false;              // cuDNN refused that shape
   std::unique_ptr<void, void (*)(void*)> reserve_{nullptr, nullptr};
   size_t reserve_bytes_ = 0;
   std::unique_ptr<void, void (*)(void*)> running_{nullptr, nullptr};  // cuDNN's running statistics: unused
