@@ -156,7 +156,7 @@ TEST(NetLayout, LeavesNetsWithoutAGainAlone) {
             true, "no convolution");
 }
 
-TEST(NetLayout, ForbiddenGroupsStayNchw) {
+TEST(NetLayout, OutputsStayNchwAndInPlaceLayersComputeOnACopy) {
   // The second group's blob "conv3" is an output of the net: what a caller
   // reads stays NCHW. The first group is planned as before.
   const std::string head(kNet, std::string(kNet).find("  layer { name: \"bn3\""));
@@ -167,16 +167,22 @@ TEST(NetLayout, ForbiddenGroupsStayNchw) {
   EXPECT_FALSE(plan.nhwc.count("pool2"));
   EXPECT_TRUE(plan.nhwc.count("conv2a"));
   EXPECT_EQ(plan.conversions, 2);  // after the Input, before lrn2
-  // An NCHW-only layer in place on a blob of the group (Dropout on conv3).
+  // An NCHW-only layer in place on a blob of the group (Dropout on conv3)
+  // computes in place on an NCHW copy, and the group reads an NHWC copy of
+  // its result.
   std::string text = kNet;
   const std::string bn3 = "  layer { name: \"bn3\"";
   text.insert(text.find(bn3), "  layer { name: \"drop\" type: \"Dropout\" bottom: \"conv3\" top: \"conv3\" }\n");
   NetParameter q = Prepared(MakeNet<float16, float16>(text));
   plan = PlanLayouts(&q, true);
-  EXPECT_EQ(plan.groups, 1);
-  EXPECT_FALSE(plan.nhwc.count("conv3"));
-  EXPECT_FALSE(plan.nhwc.count("bn3"));
-  EXPECT_EQ(plan.conversions, 2);  // after the Input, before lrn2
+  EXPECT_EQ(plan.groups, 2);
+  EXPECT_EQ(plan.conversions, 6);  // the four of kNet, and around the Dropout
+  EXPECT_TRUE(plan.nhwc.count("conv3"));
+  EXPECT_EQ(LayerNamed(q, "drop")->bottom(0), "conv3/nchw");
+  EXPECT_EQ(LayerNamed(q, "drop")->top(0), "conv3/nchw");
+  EXPECT_FALSE(plan.nhwc.count("conv3/nchw"));
+  EXPECT_EQ(LayerNamed(q, "bn3")->bottom(0), "conv3/nhwc");
+  EXPECT_TRUE(plan.nhwc.count("conv3/nhwc"));
 }
 
 std::string ModelFile(const std::string& rel) { return std::string(CORTADO_TEST_DATA_DIR) + "/../models/" + rel; }
@@ -293,6 +299,59 @@ TYPED_TEST(NetLayoutTest, CpuNhwcNetMatchesNchw) {
     EXPECT_EQ(test::GetData(*a.params()[i]), test::GetData(*b.params()[i])) << a.param_display_names()[i];
     EXPECT_EQ(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i])) << a.param_display_names()[i];
   }
+}
+
+// A Dropout in place on an NHWC blob draws its mask over the NCHW copy, in
+// the NCHW net's order: the same bits.
+TYPED_TEST(NetLayoutTest, CpuInPlaceDropoutComputesOnAnNchwCopy) {
+  using F = typename TypeParam::Ftype;
+  using B = typename TypeParam::Btype;
+  std::string text = kNet;
+  const std::string bn3 = "  layer { name: \"bn3\"";
+  text.insert(text.find(bn3), "  layer { name: \"drop\" type: \"Dropout\" bottom: \"conv3\" top: \"conv3\" }\n");
+  NetPair n = Build(MakeNet<F, B>(text), LayoutPlanMode::kAll);
+  EXPECT_EQ(n.nhwc->blob_by_name("conv3/nchw")->layout(), Layout::NCHW);
+  EXPECT_EQ(n.nhwc->blob_by_name("conv3/nhwc")->layout(), Layout::NHWC);
+  RunBoth<B>(&n, 2);
+  EXPECT_EQ(test::GetData(*n.nhwc->output_blobs()[0]), test::GetData(*n.nchw->output_blobs()[0]));
+  EXPECT_EQ(test::GetDiff(*n.nhwc->input_blobs()[0]), test::GetDiff(*n.nchw->input_blobs()[0]));
+}
+
+// Concat and Slice along the channels keep a group NHWC (runs of channels
+// per pixel): an inception-like branch and a split, the same bits as NCHW.
+TYPED_TEST(NetLayoutTest, CpuConcatAndSliceStayNhwc) {
+  using F = typename TypeParam::Ftype;
+  using B = typename TypeParam::Btype;
+  const char* net = R"(
+    layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 5 dim: 5 } } }
+    layer { name: "conv_a" type: "Convolution" bottom: "data" top: "a"
+      convolution_param { num_output: 4 kernel_size: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+    layer { name: "conv_b" type: "Convolution" bottom: "data" top: "b"
+      convolution_param { num_output: 3 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+    layer { name: "cat" type: "Concat" bottom: "a" bottom: "b" top: "cat" }
+    layer { name: "conv_c" type: "Convolution" bottom: "cat" top: "c"
+      convolution_param { num_output: 6 kernel_size: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+    layer { name: "slice" type: "Slice" bottom: "c" top: "s1" top: "s2" slice_param { slice_point: 2 } }
+    layer { name: "conv_d" type: "Convolution" bottom: "s1" top: "d"
+      convolution_param { num_output: 3 kernel_size: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+    layer { name: "conv_e" type: "Convolution" bottom: "s2" top: "e"
+      convolution_param { num_output: 3 kernel_size: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+    layer { name: "sum" type: "Eltwise" bottom: "d" bottom: "e" top: "sum" }
+    layer { name: "pool" type: "Pooling" bottom: "sum" top: "pool" pooling_param { pool: AVE global_pooling: true } }
+    layer { name: "ip" type: "InnerProduct" bottom: "pool" top: "out"
+      inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.3 } } })";
+  NetPair n = Build(MakeNet<F, B>(net), LayoutPlanMode::kAll);
+  const Net& a = *n.nhwc;
+  for (const char* blob : {"cat", "s1", "s2", "sum"}) EXPECT_EQ(a.blob_by_name(blob)->layout(), Layout::NHWC) << blob;
+  int conversions = 0;
+  for (const auto& l : a.layers()) conversions += std::string(l->type()) == "LayoutConvert";
+  EXPECT_EQ(conversions, 2);  // after the Input, before the classifier
+  RunBoth<B>(&n, 2);
+  const Net& b = *n.nchw;
+  EXPECT_EQ(test::GetData(*a.output_blobs()[0]), test::GetData(*b.output_blobs()[0]));
+  EXPECT_EQ(test::GetDiff(*a.input_blobs()[0]), test::GetDiff(*b.input_blobs()[0]));
+  for (size_t i = 0; i < a.params().size(); ++i)
+    EXPECT_EQ(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i])) << a.param_display_names()[i];
 }
 
 // ResNet-50's NVCaffe file at batch 1 in FP32 on the CPU: the loss and

@@ -14,19 +14,22 @@
 // 2. The blobs that a layer of the last three roles reads or writes must
 //    share its layout: they join one group (by blob name, so an in-place
 //    chain is one blob).
-// 3. A group becomes NHWC when an anchor touches it and nothing forbids it:
-//    an NCHW-only layer computing in place on one of its blobs, or one of its
-//    blobs being an output of the net (what a caller reads stays NCHW).
+// 3. A group becomes NHWC when an anchor touches it and none of its blobs
+//    is an output of the net (what a caller reads stays NCHW).
 // 4. Where an NCHW-only layer meets an NHWC group, a LayoutConvert layer
 //    (permute_layer.hpp) is inserted: after an NCHW-only producer of blob b,
-//    "b/nhwc" = b in NHWC, read by the group's layers in place of b (b keeps
-//    the producer's values under its name); before an NCHW-only consumer of
-//    an NHWC blob b, "b/nchw" = b in NCHW, read by that consumer. A
-//    conversion takes the NCHW-only layer's types.
+//    right before the first group layer that reads b, "b/nhwc" = b in NHWC,
+//    read by the group's layers in place of b (b keeps the producer's values
+//    under its name; no conversion where only NCHW-only layers read b); before an NCHW-only consumer of
+//    an NHWC blob b, "b/nchw" = b in NCHW, read by that consumer (or b
+//    itself where it holds an NCHW producer's values). An NCHW-only layer in
+//    place on an NHWC blob b (a Dropout) computes in place on "b/nchw", and
+//    "b/nhwc" follows it. A conversion takes the NCHW-only layer's types.
 //
 // ResNet-50: every Convolution, BatchNorm, Scale, ReLU, Eltwise, Split and
 // Pooling blob is NHWC (one group); two conversions, after the Data layer
-// and before the classifier.
+// and before the classifier. GoogLeNet: three groups (its LRNs are NCHW
+// only), Concat joining the branches along the channels.
 //
 // The plan runs in Net::Prepare after InsertSplits and BatchNormOutOfPlace.
 // Whether it runs: LayoutPlanMode, from the environment variable

@@ -123,6 +123,15 @@ LayoutRole ScaleLayout(const LayerParameter& p) {
   const ScaleParameter& s = p.scale_param();
   return p.bottom_size() == 1 && s.axis() == 1 && s.num_axes() == 1 ? kNhwcCapable : kNchwOnly;
 }
+// Along the channels (axis 1): runs of channels, in either order.
+LayoutRole ConcatLayout(const LayerParameter& p) {
+  const ConcatParameter& c = p.concat_param();
+  return (c.has_concat_dim() ? static_cast<int>(c.concat_dim()) : c.axis()) == 1 ? kNhwcCapable : kNchwOnly;
+}
+LayoutRole SliceLayout(const LayerParameter& p) {
+  const SliceParameter& c = p.slice_param();
+  return (c.has_slice_dim() ? static_cast<int>(c.slice_dim()) : c.axis()) == 1 ? kNhwcCapable : kNchwOnly;
+}
 // MAX and AVE with one top (no argmax top, whose indexes are NCHW's).
 LayoutRole PoolingLayout(const LayerParameter& p) {
   return p.pooling_param().pool() != PoolingParameter::STOCHASTIC && p.top_size() == 1 ? kNhwcCapable : kNchwOnly;
@@ -141,7 +150,7 @@ const Entry kRegistry[] = {
     {"BatchReindex", &MakeLayer<BatchReindexLayer>},
     {"Bias", &MakeLayer<BiasLayer>, Traits().layout(&BiasLayout)},
     {"Clip", &MakeLayer<ClipLayer>, Traits().layout(&AnyLayout)},
-    {"Concat", &MakeLayer<ConcatLayer>},
+    {"Concat", &MakeLayer<ConcatLayer>, Traits().layout(&ConcatLayout)},
     {"ContrastiveLoss", &MakeLayer<ContrastiveLossLayer>},
     {"Convolution", &MakeConvolution, Traits().gemm().reads_top(&Never).layout(&ConvolutionLayout)},
     {"Crop", &MakeLayer<CropLayer>},
@@ -186,7 +195,7 @@ const Entry kRegistry[] = {
     {"Sigmoid", &MakeLayer<SigmoidLayer>, Traits().layout(&AnyLayout)},
     {"SigmoidCrossEntropyLoss", &MakeLayer<SigmoidCrossEntropyLossLayer>},
     {"Silence", &MakeLayer<SilenceLayer>},
-    {"Slice", &MakeLayer<SliceLayer>},
+    {"Slice", &MakeLayer<SliceLayer>, Traits().layout(&SliceLayout)},
     {"Softmax", &MakeLayer<SoftmaxLayer>},
     {"SoftmaxWithLoss", &MakeLayer<SoftmaxWithLossLayer>},
     {"Split", &MakeLayer<SplitLayer>, Traits().layout(&AnyLayout)},

@@ -107,7 +107,6 @@ LayoutPlan PlanLayouts(NetParameter* param, bool half_only, std::vector<int>* or
         const int g = groups.group_of(b);
         if (g < 0) continue;
         if (role[i] == kNhwcAnchor) anchored[g] = true;
-        if (role[i] == kNchwOnly && Contains(lp.bottom(), b) && Contains(lp.top(), b)) forbidden[g] = true;
       }
     }
   }
@@ -153,45 +152,77 @@ LayoutPlan PlanLayouts(NetParameter* param, bool half_only, std::vector<int>* or
   for (const auto& [name, id] : groups.names()) {
     if (nhwc(name)) plan.nhwc.insert(name);
   }
-  std::map<std::string, std::string> renamed;  // NCHW-only producers' tops -> their NHWC copies
-  const auto current = [&](const std::string& b) {
-    auto it = renamed.find(b);
-    return it == renamed.end() ? b : it->second;
+  // After an NCHW-only layer writes blob b (out of place, or in place on an
+  // NCHW copy of it): nchw_name[b], its NCHW values, which NCHW-only layers
+  // read without a conversion (until a group layer writes b in place), and
+  // pending[b], the conversion to NHWC made when a group layer first reads
+  // b (none when only NCHW-only layers do: a conversion is never a second
+  // consumer of a blob, nor an output of the net); renamed[b], that NHWC
+  // copy, read by the group's layers from then on.
+  struct Pending {
+    std::string values;  // the NCHW blob
+    LayerParameter like;  // its writer: the conversion's types
+    int origin;
   };
+  std::map<std::string, Pending> pending;
+  std::map<std::string, std::string> renamed, nchw_name;
   NetParameter out(*param);
   out.clear_layer();
   std::vector<int> from;
+  const auto group_name = [&](const std::string& b) {  // what a group layer reads for b
+    auto p = pending.find(b);
+    if (p != pending.end()) {
+      const std::string to = fresh(&all_names, b + "/nhwc");
+      *out.add_layer() = convert(p->second.like, p->second.values, to);
+      from.push_back(p->second.origin);
+      plan.nhwc.insert(to);
+      renamed[b] = to;
+      pending.erase(p);
+    }
+    auto it = renamed.find(b);
+    return it == renamed.end() ? b : it->second;
+  };
   for (int i = 0; i < n; ++i) {
     LayerParameter lp = param->layer(i);
+    const LayerParameter& original = param->layer(i);
     if (role[i] != kNchwOnly) {
-      for (std::string& b : *lp.mutable_bottom()) b = current(b);
-      for (std::string& t : *lp.mutable_top()) t = current(t);
+      for (std::string& b : *lp.mutable_bottom()) b = group_name(b);
+      for (std::string& t : *lp.mutable_top()) t = group_name(t);
+      for (const std::string& t : original.top())
+        if (Contains(original.bottom(), t)) nchw_name.erase(t);  // written in place: the NCHW values are stale
       *out.add_layer() = lp;
       from.push_back(i);
       continue;
     }
+    std::map<std::string, std::string> in_place;  // an in-place blob -> the NCHW copy the layer computes on
     for (std::string& b : *lp.mutable_bottom()) {
-      if (!nhwc(b) || renamed.count(b)) continue;  // a renamed blob holds its NCHW producer's values
-      const std::string to = fresh(&all_names, b + "/nchw");
-      *out.add_layer() = convert(lp, current(b), to);
-      from.push_back(i);
-      b = to;
+      if (!nhwc(b)) continue;
+      const std::string name = b;
+      auto known = nchw_name.find(name);
+      if (known != nchw_name.end()) {
+        b = known->second;
+      } else {
+        b = fresh(&all_names, name + "/nchw");
+        *out.add_layer() = convert(lp, group_name(name), b);
+        from.push_back(i);
+      }
+      if (Contains(original.top(), name)) in_place[name] = b;
     }
-    std::vector<LayerParameter> after;
-    for (const std::string& t : lp.top()) {
-      if (!nhwc(t) || Contains(lp.bottom(), t)) continue;  // in place: the group was forbidden
-      const std::string to = fresh(&all_names, t + "/nhwc");
-      after.push_back(convert(lp, t, to));
-      renamed[t] = to;
-      plan.nhwc.erase(t);
-      plan.nhwc.insert(to);
+    for (std::string& t : *lp.mutable_top()) {
+      if (!nhwc(t)) continue;
+      const std::string name = t;
+      auto ip = in_place.find(name);
+      if (ip != in_place.end()) {
+        t = ip->second;  // in place on the NCHW copy; name keeps its earlier (NHWC) values
+      } else {
+        plan.nhwc.erase(name);  // the layer's own NCHW output
+      }
+      renamed.erase(name);  // an earlier NHWC copy is stale now
+      nchw_name[name] = t;
+      pending[name] = Pending{t, lp, i};
     }
     *out.add_layer() = lp;
     from.push_back(i);
-    for (LayerParameter& c : after) {
-      *out.add_layer() = c;
-      from.push_back(i);
-    }
   }
   *param = out;
   if (origin) *origin = from;

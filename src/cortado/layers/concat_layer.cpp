@@ -41,6 +41,14 @@ void ConcatLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& to
   top[0]->Reshape(shape);
   outer_ = static_cast<int64_t>(bottom[0]->count(0, axis_));
   inner_ = static_cast<int64_t>(bottom[0]->count(axis_ + 1));
+  if (top[0]->layout() == Layout::NHWC && top[0]->num_axes() > 2) {
+    // Channels last (net_layout.hpp): each (n, spatial) is a row of channels,
+    // so the rows to copy are N * S long runs of each blob's channels (the
+    // same copies, exact, on the CPU and the GPU).
+    if (axis_ != 1) this->field_error("concat_param.axis", "a channels-last blob concats along axis 1 only");
+    outer_ *= inner_;
+    inner_ = 1;
+  }
 }
 
 template <typename Ftype, typename Btype>
