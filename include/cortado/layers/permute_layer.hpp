@@ -26,29 +26,18 @@ struct PermuteStrides {
   int64_t in_stride[8] = {};
 };
 
-/// The passes of Permute and LayoutConvert: forward gathers the bottom's
-/// values into the top through forward_, backward the top's diff into the
-/// bottom's through backward_ (the inverse), both set by the Reshape of the
-/// layer.
 template <typename Ftype, typename Btype>
-class GatherLayer : public Layer<Ftype, Btype> {
- public:
-  using Layer<Ftype, Btype>::Layer;
-
-  CORTADO_LAYER_PASSES
-
-  PermuteStrides forward_, backward_;
-};
-
-template <typename Ftype, typename Btype>
-class PermuteLayer : public GatherLayer<Ftype, Btype> {
-  CORTADO_LAYER_HEAD(GatherLayer, "Permute", BlobRules().Bottoms(1).Tops(1))
+class PermuteLayer : public Layer<Ftype, Btype> {
+  CORTADO_LAYER_HEAD(Layer, "Permute", BlobRules().Bottoms(1).Tops(1))
   static constexpr int kMaxAxes = 8;
 
   CORTADO_LAYER_SETUP
 
+  CORTADO_LAYER_PASSES
+
  private:
   std::vector<int> order_;
+  PermuteStrides forward_, backward_;
 };
 
 /// The gather that moves the values of a blob of `shape` from layout `from`

@@ -95,24 +95,24 @@ void PermuteLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& t
   for (size_t i = 0; i < in.size(); ++i) out[i] = in[order_[i]];
   top[0]->Reshape(out);
   const std::vector<int64_t> in_stride = RowMajorStrides(in), out_stride = RowMajorStrides(out);
-  this->forward_.axes = this->backward_.axes = static_cast<int>(in.size());
+  forward_.axes = backward_.axes = static_cast<int>(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
-    this->forward_.out_stride[i] = out_stride[i];
-    this->forward_.in_stride[i] = in_stride[order_[i]];
-    this->backward_.out_stride[order_[i]] = in_stride[order_[i]];
-    this->backward_.in_stride[order_[i]] = out_stride[i];
+    forward_.out_stride[i] = out_stride[i];
+    forward_.in_stride[i] = in_stride[order_[i]];
+    backward_.out_stride[order_[i]] = in_stride[order_[i]];
+    backward_.in_stride[order_[i]] = out_stride[i];
   }
 }
 
 template <typename Ftype, typename Btype>
-void GatherLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+void PermuteLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   Gather(static_cast<int64_t>(top[0]->count()), forward_, bottom[0]->cpu_data<Ftype>(),
          top[0]->mutable_cpu_data<Ftype>());
 }
 
 template <typename Ftype, typename Btype>
-void GatherLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                                             const BlobVec& bottom) {
+void PermuteLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                              const BlobVec& bottom) {
   if (!propagate_down[0]) return;
   Gather(static_cast<int64_t>(bottom[0]->count()), backward_, top[0]->cpu_diff<Btype>(),
          bottom[0]->mutable_cpu_diff<Btype>());
@@ -120,21 +120,20 @@ void GatherLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vect
 
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype>
-void GatherLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+void PermuteLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   gpu::permute_gather(static_cast<int64_t>(top[0]->count()), forward_, bottom[0]->gpu_data<Ftype>(),
                       top[0]->mutable_gpu_data<Ftype>(), this->context().stream());
 }
 
 template <typename Ftype, typename Btype>
-void GatherLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                                             const BlobVec& bottom) {
+void PermuteLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                              const BlobVec& bottom) {
   if (!propagate_down[0]) return;
   gpu::permute_gather(static_cast<int64_t>(bottom[0]->count()), backward_, top[0]->gpu_diff<Btype>(),
                       bottom[0]->mutable_gpu_diff<Btype>(), this->context().stream());
 }
 #endif
 
-CORTADO_INSTANTIATE_LAYER(GatherLayer);
 CORTADO_INSTANTIATE_LAYER(PermuteLayer);
 
 void CopyLayout(const std::vector<int>& shape, Layout from, Layout to, Type t, const void* x, void* y, bool gpu,
