@@ -228,17 +228,7 @@ __global__ void normalize_fused_kernel(int64_t planes, int c, int64_t s, const T
   for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
     const int ch = static_cast<int>(p % c);
     const M mu = mean[ch], is = inv_std[ch];
-    TailMath<T, M> f;
-    f.relu = tail.relu;
-    if (gamma) {
-      f.scale_bias = true;
-      f.a = load(gamma, ch);
-      f.b = load(beta, ch);
-    } else if (tail.scale) {
-      f.affine = true;
-      f.a = load(tail.scale, ch);
-      f.b = tail.bias ? M(load(tail.bias, ch)) : M(0);
-    }
+    const TailMath<T, M> f = tail_of<T, M>(gamma, beta, tail, ch);
     const int64_t base = p * s;
     for (int64_t i = int64_t(threadIdx.x) * V; i < s; i += int64_t(blockDim.x) * V) {
       const VecOf<T, V> in = load_vec<V>(x, base + i);  // read before y (which may be x) is written
