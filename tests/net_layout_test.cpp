@@ -86,6 +86,13 @@ NetParameter Prepared(NetParameter p) {
   return InsertSplits(p, &origin);
 }
 
+// The LayoutConvert layers of a built net.
+int Conversions(const Net& net) {
+  int n = 0;
+  for (const auto& l : net.layers()) n += std::string(l->type()) == "LayoutConvert";
+  return n;
+}
+
 int CountType(const NetParameter& p, const std::string& type) {
   int n = 0;
   for (const LayerParameter& lp : p.layer()) n += lp.type() == type;
@@ -286,9 +293,7 @@ TYPED_TEST(NetLayoutTest, CpuNhwcNetMatchesNchw) {
   EXPECT_EQ(a.blob_by_name("lrn2")->layout(), Layout::NCHW);
   EXPECT_EQ(a.blob_by_name("out")->layout(), Layout::NCHW);
   EXPECT_EQ(n.nchw->blob_by_name("conv1")->layout(), Layout::NCHW);
-  int conversions = 0;
-  for (const auto& l : a.layers()) conversions += std::string(l->type()) == "LayoutConvert";
-  EXPECT_EQ(conversions, 4);
+  EXPECT_EQ(Conversions(a), 4);
 
   RunBoth<B>(&n, 2);
   const Net& b = *n.nchw;
@@ -343,9 +348,7 @@ TYPED_TEST(NetLayoutTest, CpuConcatAndSliceStayNhwc) {
   NetPair n = Build(MakeNet<F, B>(net), LayoutPlanMode::kAll);
   const Net& a = *n.nhwc;
   for (const char* blob : {"cat", "s1", "s2", "sum"}) EXPECT_EQ(a.blob_by_name(blob)->layout(), Layout::NHWC) << blob;
-  int conversions = 0;
-  for (const auto& l : a.layers()) conversions += std::string(l->type()) == "LayoutConvert";
-  EXPECT_EQ(conversions, 2);  // after the Input, before the classifier
+  EXPECT_EQ(Conversions(a), 2);  // after the Input, before the classifier
   RunBoth<B>(&n, 2);
   const Net& b = *n.nchw;
   EXPECT_EQ(test::GetData(*a.output_blobs()[0]), test::GetData(*b.output_blobs()[0]));
@@ -372,9 +375,7 @@ TEST(NetLayout, CpuResNet50MatchesNchw) {
   const Net& a = *n.nhwc;
   const Net& b = *n.nchw;
 
-  int conversions = 0;
-  for (const auto& l : a.layers()) conversions += std::string(l->type()) == "LayoutConvert";
-  EXPECT_EQ(conversions, 2);
+  EXPECT_EQ(Conversions(a), 2);
   EXPECT_EQ(a.blob_by_name("res5c")->layout(), Layout::NHWC);
   ASSERT_EQ(a.output_blobs().size(), b.output_blobs().size());
   for (size_t o = 0; o < a.output_blobs().size(); ++o)

@@ -55,25 +55,13 @@ void CudnnBatchNorm::Reshape(int n, int c, int h, int w, bool relu) {
   CORTADO_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(param_, x_, kMode));
   relu_ = relu;
   channels_ = c;
-  reserve_bytes_ = 0;  // sized again at the next forward
+  sized_ = false;  // the sizes of the new shape at the next forward
 }
 
-void* CudnnBatchNorm::Reserve(cudnnHandle_t handle) {
-  size_t bytes = 0;
-  CORTADO_CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, kMode, ops(), act(), x_, &bytes));
-  if (!reserve_ || bytes > reserve_bytes_) {
-    reserve_ = Device(bytes ? cuda::device_alloc(bytes) : nullptr, &cuda::device_free);
-    reserve_bytes_ = bytes;
-  }
-  return reserve_.get();
-}
-
-bool CudnnBatchNorm::Forward(cudnnHandle_t handle, const void* x, void* y, const float* gamma, const float* beta,
-                             double eps, float* mean, float* inv_std) {
-  if (unsupported_) return false;
-  size_t ws = 0;
-  const cudnnStatus_t s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, kMode, ops(), x_, nullptr,
-                                                                                   x_, param_, act(), &ws);
+bool CudnnBatchNorm::Size(cudnnHandle_t handle) {
+  if (sized_) return true;
+  const cudnnStatus_t s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+      handle, kMode, ops(), x_, nullptr, x_, param_, act(), &forward_ws_);
   if (s == CUDNN_STATUS_NOT_SUPPORTED || s == CUDNN_STATUS_BAD_PARAM) {
     LOG(WARNING) << "cuDNN's NHWC BatchNorm does not take " << shape_[0] << "x" << shape_[1] << "x" << shape_[2]
                  << "x" << shape_[3] << " (" << cudnnGetErrorString(s) << "): the layer's own kernels run it";
@@ -81,31 +69,43 @@ bool CudnnBatchNorm::Forward(cudnnHandle_t handle, const void* x, void* y, const
     return false;
   }
   CORTADO_CUDNN_CHECK(s);
-  void* reserve = Reserve(handle);
+  CORTADO_CUDNN_CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+      handle, kMode, ops(), x_, relu_ ? x_ : nullptr, x_, nullptr, x_, param_, act(), &backward_ws_));
+  size_t bytes = 0;
+  CORTADO_CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, kMode, ops(), act(), x_, &bytes));
+  if (bytes > reserve_bytes_) {
+    reserve_ = Device(cuda::device_alloc(bytes), &cuda::device_free);
+    reserve_bytes_ = bytes;
+  }
   if (running_count_ < static_cast<size_t>(channels_)) {
     running_ = Device(cuda::device_alloc(2 * sizeof(float) * channels_), &cuda::device_free);
     running_count_ = static_cast<size_t>(channels_);
   }
+  sized_ = true;
+  return true;
+}
+
+bool CudnnBatchNorm::Forward(cudnnHandle_t handle, const void* x, void* y, const float* gamma, const float* beta,
+                             double eps, float* mean, float* inv_std) {
+  if (unsupported_ || !Size(handle)) return false;
   float* running = static_cast<float*>(running_.get());
   // A factor of 0 leaves cuDNN's running statistics as they are: the layer
   // keeps Caffe's own (mean and variance sums with a scale factor).
   CORTADO_CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
       handle, kMode, ops(), &kOne, &kZero, x_, x, nullptr, nullptr, x_, y, param_, gamma, beta, 0.0, running,
-      running + channels_, eps, mean, inv_std, act(), cuda::stream_workspace(ws), ws, reserve, reserve_bytes_));
+      running + channels_, eps, mean, inv_std, act(), cuda::stream_workspace(forward_ws_), forward_ws_,
+      reserve_.get(), reserve_bytes_));
   return true;
 }
 
 void CudnnBatchNorm::Backward(cudnnHandle_t handle, const void* x, const void* y, const void* dy, void* dx,
                               const float* gamma, const float* beta, float* dgamma, float* dbeta, double eps,
                               const float* mean, const float* inv_std) {
-  size_t ws = 0;
-  CORTADO_CUDNN_CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
-      handle, kMode, ops(), x_, relu_ ? x_ : nullptr, x_, nullptr, x_, param_, act(), &ws));
-  CORTADO_CHECK(reserve_) << "cuDNN BatchNorm backward before its forward";
+  CORTADO_CHECK(sized_) << "cuDNN BatchNorm backward before its forward";
   CORTADO_CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
       handle, kMode, ops(), &kOne, &kZero, &kOne, &kZero, x_, x, relu_ ? x_ : nullptr, relu_ ? y : nullptr, x_, dy,
       nullptr, nullptr, x_, dx, param_, gamma, beta, dgamma, dbeta, eps, mean, inv_std, act(),
-      cuda::stream_workspace(ws), ws, reserve_.get(), reserve_bytes_));
+      cuda::stream_workspace(backward_ws_), backward_ws_, reserve_.get(), reserve_bytes_));
 }
 
 }  // namespace cudnn_bn

@@ -48,7 +48,9 @@ class CudnnBatchNorm {
  private:
   cudnnBatchNormOps_t ops() const { return relu_ ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION : CUDNN_BATCHNORM_OPS_BN; }
   cudnnActivationDescriptor_t act() const { return relu_ ? act_ : nullptr; }
-  void* Reserve(cudnnHandle_t handle);
+  // The workspaces and the reserve space of the shape (once per shape);
+  // false where cuDNN does not take it.
+  bool Size(cudnnHandle_t handle);
 
   cudnnTensorDescriptor_t x_ = nullptr, param_ = nullptr;
   cudnnActivationDescriptor_t act_ = nullptr;
@@ -56,6 +58,8 @@ class CudnnBatchNorm {
   int channels_ = 0;
   int shape_[5] = {-1, -1, -1, -1, -1};  // n, c, h, w, relu of the descriptors
   bool unsupported_ = false;              // cuDNN refused that shape
+  bool sized_ = false;                    // the sizes below are the shape's
+  size_t forward_ws_ = 0, backward_ws_ = 0;
   std::unique_ptr<void, void (*)(void*)> reserve_{nullptr, nullptr};
   size_t reserve_bytes_ = 0;
   std::unique_ptr<void, void (*)(void*)> running_{nullptr, nullptr};  // cuDNN's running statistics: unused

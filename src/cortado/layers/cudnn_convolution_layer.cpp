@@ -396,15 +396,10 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
   Btype* bd = do_b ? this->blobs_[1]->template mutable_gpu_diff<Btype>() : nullptr;
   cudaStream_t stream = this->context().stream();
   const int64_t b_outer = nhwc_ ? int64_t{this->num_} * ohw : this->num_, b_inner = nhwc_ ? 1 : ohw;
-  // NHWC: the weights in KRSC (Btype) for the data gradient; the filter
-  // gradient computed in KRSC, moved to KCRS and added to the diff.
-  const Btype* w_b = nullptr;
-  const auto weights_b = [&] {
-    if (w_b) return w_b;
-    if (!nhwc_) return w_b = this->blobs_[0]->template gpu_data<Btype>();
-    NchwStandIns::Copy(*this->blobs_[0], &w_krsc_, NchwStandIns::kData, t, true, stream);
-    return w_b = w_krsc_.template gpu_data<Btype>();
-  };
+  // NHWC: the data gradient reads the forward's KRSC weights (converted to
+  // Btype by the tensor where the types differ; the weights have not changed
+  // since); the filter gradient is computed in KRSC, moved to KCRS and added
+  // to the diff.
   for (size_t i = 0; i < top.size(); ++i) {
     const bool do_x = i < propagate_down.size() && propagate_down[i];
     if (!do_w && !do_b && !do_x) continue;
@@ -443,7 +438,7 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
     }
     if (do_x) {
       CudnnConvPass& p = *bwd_data_;
-      const Btype* w = weights_b();
+      const Btype* w = nhwc_ ? w_krsc_.template gpu_data<Btype>() : this->blobs_[0]->template gpu_data<Btype>();
       Btype* dx = bottom[i]->template mutable_gpu_diff<Btype>();
       if (!p.ready) p.Choose(handle, w, dy, dx);
       if (p.graph) {
