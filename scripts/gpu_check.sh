@@ -36,7 +36,9 @@
 #      was packed with NVJPEG_LIB)
 #   b. compute-sanitizer memcheck on one iteration (after one warm-up) of
 #      `trainer time` on models/resnet50/train_val_dummy_fp16.prototxt at
-#      batch 8 (MEMCHECK_TIMEOUT, 240 s, or what is left); SKIPPED where
+#      batch 8 (MEMCHECK_TIMEOUT, 240 s, or what is left), with the
+#      VAR=value words of MEMCHECK_ENV (say "CORTADO_NHWC=1
+#      CORTADO_CUDNN_BN=1" for the channels-last paths); SKIPPED where
 #      compute-sanitizer is not found. Last, as its time is the hardest to
 #      foresee (cuDNN's algorithm search runs under the sanitizer too)
 #   e. a summary of a dozen lines, printed last and written to
@@ -431,10 +433,11 @@ elif [ $RUN_MEMCHECK = 1 ]; then
     memcheck_line="SKIPPED: compute-sanitizer not found (PATH, CUDA_HOME, /usr/local/cuda*)"
     say "b. memcheck $memcheck_line"
   else
-    say "b. memcheck: $SANITIZER on ResNet-50 FP16 batch 8, 1 iteration (log: $LOG_DIR/memcheck.log)"
+    say "b. memcheck: $SANITIZER on ResNet-50 FP16 batch 8, 1 iteration${MEMCHECK_ENV:+, $MEMCHECK_ENV} (log: $LOG_DIR/memcheck.log)"
     ts=$(date +%s)
     mlimit=$(limit "$MEMCHECK_TIMEOUT")
-    timeout -k 10 "$mlimit" "${cortado_env[@]}" "$SANITIZER" --tool memcheck --leak-check no \
+    # shellcheck disable=SC2086  # MEMCHECK_ENV: VAR=value words, split on purpose
+    timeout -k 10 "$mlimit" "${cortado_env[@]}" ${MEMCHECK_ENV:-} "$SANITIZER" --tool memcheck --leak-check no \
       --report-api-errors no --print-limit 20 --error-exitcode 9 \
       "$TRAINER" time --model=models/resnet50/train_val_dummy_fp16.prototxt --gpu="$GPU" --batch_size=8 \
       --iterations=1 --warmup=1 >"$LOG_DIR/memcheck.log" 2>&1
@@ -444,7 +447,7 @@ elif [ $RUN_MEMCHECK = 1 ]; then
     if [ $rc = 124 ] || [ $rc = 137 ]; then
       memcheck_line="TIMED OUT after $mlimit s (rerun alone: --no-tests --no-bench, MEMCHECK_TIMEOUT=400)"; result[memcheck]=FAIL failed=1
     elif [ $rc = 0 ] && [ "${errors:-x}" = 0 ]; then
-      memcheck_line="0 errors (ResNet-50 FP16, batch 8, 1 iteration, $took s)"; result[memcheck]=PASS
+      memcheck_line="0 errors (ResNet-50 FP16, batch 8, 1 iteration${MEMCHECK_ENV:+, $MEMCHECK_ENV}, $took s)"; result[memcheck]=PASS
     else
       memcheck_line="FAILED: ${errors:-?} errors, exit status $rc (first: $(grep -m1 -E '^========= (Invalid|Uninitialized|Program hit|Error)' "$LOG_DIR/memcheck.log" | sed 's/^========= //'))"
       result[memcheck]=FAIL failed=1

@@ -85,11 +85,12 @@ class CuDNNConvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
   // Forward in Ftype; backward data and backward filter in Btype.
   std::unique_ptr<detail::CudnnConvPass> fwd_, bwd_data_, bwd_filter_;
   // NHWC (the layout plan, net_layout.hpp): the bottoms and tops in NHWC,
-  // the weights moved to cuDNN's KRSC filter each pass (w_krsc_ data; its
-  // diff holds the filter gradient in KRSC), dw_kcrs_'s diff that gradient
-  // back in Caffe's order before it is added to the parameter's diff.
+  // the weights moved to cuDNN's KRSC filter each pass (w_krsc_), and the
+  // parameter's diff moved to KRSC (dw_krsc_), accumulated into by cuDNN
+  // (beta 1, one rounding as in NCHW) and moved back. Typed, so that no
+  // buffer of another type is made.
   bool nhwc_ = false;
-  Blob w_krsc_, dw_kcrs_;
+  Blob w_krsc_{type_of<Ftype>()}, dw_krsc_{type_of<Btype>()};
 };
 #endif  // CORTADO_USE_CUDA
 

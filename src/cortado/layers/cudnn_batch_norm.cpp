@@ -56,29 +56,44 @@ void CudnnBatchNorm::Reshape(int n, int c, int h, int w, bool relu) {
   relu_ = relu;
   channels_ = c;
   sized_ = false;  // the sizes of the new shape at the next forward
+  ran_ = false;
+}
+
+bool CudnnBatchNorm::Refused(cudnnStatus_t s) {
+  if (s != CUDNN_STATUS_NOT_SUPPORTED && s != CUDNN_STATUS_BAD_PARAM) return false;
+  LOG(WARNING) << "cuDNN's NHWC BatchNorm does not take " << shape_[0] << "x" << shape_[1] << "x" << shape_[2]
+               << "x" << shape_[3] << " (" << cudnnGetErrorString(s) << "): the layer's own kernels run it";
+  unsupported_ = true;
+  return true;
 }
 
 bool CudnnBatchNorm::Size(cudnnHandle_t handle) {
   if (sized_) return true;
-  const cudnnStatus_t s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-      handle, kMode, ops(), x_, nullptr, x_, param_, act(), &forward_ws_);
-  if (s == CUDNN_STATUS_NOT_SUPPORTED || s == CUDNN_STATUS_BAD_PARAM) {
-    LOG(WARNING) << "cuDNN's NHWC BatchNorm does not take " << shape_[0] << "x" << shape_[1] << "x" << shape_[2]
-                 << "x" << shape_[3] << " (" << cudnnGetErrorString(s) << "): the layer's own kernels run it";
-    unsupported_ = true;
-    return false;
-  }
+  // Each query may refuse the shape (the ReLU-fused variant, say): the
+  // layer's kernels then run it.
+  cudnnStatus_t s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, kMode, ops(), x_, nullptr, x_,
+                                                                             param_, act(), &forward_ws_);
+  if (Refused(s)) return false;
   CORTADO_CUDNN_CHECK(s);
-  CORTADO_CUDNN_CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
-      handle, kMode, ops(), x_, relu_ ? x_ : nullptr, x_, nullptr, x_, param_, act(), &backward_ws_));
+  s = cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, kMode, ops(), x_, relu_ ? x_ : nullptr, x_, nullptr,
+                                                        x_, param_, act(), &backward_ws_);
+  if (Refused(s)) return false;
+  CORTADO_CUDNN_CHECK(s);
   size_t bytes = 0;
-  CORTADO_CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, kMode, ops(), act(), x_, &bytes));
+  s = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, kMode, ops(), act(), x_, &bytes);
+  if (Refused(s)) return false;
+  CORTADO_CUDNN_CHECK(s);
   if (bytes > reserve_bytes_) {
     reserve_ = Device(cuda::device_alloc(bytes), &cuda::device_free);
     reserve_bytes_ = bytes;
   }
   if (running_count_ < static_cast<size_t>(channels_)) {
+    // Read (with factor 0) though never used: zeros, so that nothing reads
+    // uninitialized memory.
     running_ = Device(cuda::device_alloc(2 * sizeof(float) * channels_), &cuda::device_free);
+    cudaStream_t stream = nullptr;
+    CORTADO_CUDNN_CHECK(cudnnGetStream(handle, &stream));
+    CORTADO_CUDA_CHECK(cudaMemsetAsync(running_.get(), 0, 2 * sizeof(float) * channels_, stream));
     running_count_ = static_cast<size_t>(channels_);
   }
   sized_ = true;
@@ -91,10 +106,13 @@ bool CudnnBatchNorm::Forward(cudnnHandle_t handle, const void* x, void* y, const
   float* running = static_cast<float*>(running_.get());
   // A factor of 0 leaves cuDNN's running statistics as they are: the layer
   // keeps Caffe's own (mean and variance sums with a scale factor).
-  CORTADO_CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
+  const cudnnStatus_t s = cudnnBatchNormalizationForwardTrainingEx(
       handle, kMode, ops(), &kOne, &kZero, x_, x, nullptr, nullptr, x_, y, param_, gamma, beta, 0.0, running,
       running + channels_, eps, mean, inv_std, act(), cuda::stream_workspace(forward_ws_), forward_ws_,
-      reserve_.get(), reserve_bytes_));
+      reserve_.get(), reserve_bytes_);
+  if (!ran_ && Refused(s)) return false;  // the first call of a shape checks it; nothing was written
+  CORTADO_CUDNN_CHECK(s);
+  ran_ = true;
   return true;
 }
 

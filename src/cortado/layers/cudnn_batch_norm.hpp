@@ -59,6 +59,9 @@ class CudnnBatchNorm {
   int shape_[5] = {-1, -1, -1, -1, -1};  // n, c, h, w, relu of the descriptors
   bool unsupported_ = false;              // cuDNN refused that shape
   bool sized_ = false;                    // the sizes below are the shape's
+  bool ran_ = false;                      // a forward of the shape has run
+  // Whether s is cuDNN refusing the shape (then logged, unsupported_ set).
+  bool Refused(cudnnStatus_t s);
   size_t forward_ws_ = 0, backward_ws_ = 0;
   std::unique_ptr<void, void (*)(void*)> reserve_{nullptr, nullptr};
   size_t reserve_bytes_ = 0;

@@ -240,7 +240,10 @@ ConvPlan::~ConvPlan() {
 
 std::shared_ptr<const ConvPlan> ConvPlan::Find(cudnnHandle_t handle, const ConvSpec& spec, const void* a,
                                                const void* b, void* out, size_t workspace_limit, std::string* why) {
-  const std::vector<int64_t> key = spec.key();
+  // A plan is finalized with a handle: cached per handle (a Context's, used
+  // on its stream), so that no plan serves another handle or thread.
+  std::vector<int64_t> key = spec.key();
+  key.push_back(static_cast<int64_t>(reinterpret_cast<intptr_t>(handle)));
   {
     std::lock_guard<std::mutex> lock(cache_mutex());
     auto it = cache().find(key);
@@ -283,7 +286,12 @@ std::shared_ptr<const ConvPlan> ConvPlan::Find(cudnnHandle_t handle, const ConvS
     for (int64_t i = 0; i < got && static_cast<int>(candidates.size()) < kMaxMeasured; ++i) {
       try {
         int64_t engine = -1;
-        const bool strict = StrictFma(raw[i], &engine);
+        bool strict = true;
+        try {
+          strict = StrictFma(raw[i], &engine);
+        } catch (const BackendFailure&) {
+          if (spec.strict_fma) throw;  // unknown notes: only a net that needs strict FMA skips the engine
+        }
         if (spec.strict_fma && !strict) continue;
         Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
         plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)

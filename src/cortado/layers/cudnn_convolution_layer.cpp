@@ -207,7 +207,7 @@ struct CudnnConvPass {
     spec.n = n, spec.c = c, spec.h = h, spec.w = wd, spec.oh = oh, spec.ow = ow;
     spec.nhwc = nhwc;
     // The filter gradient accumulates into the diff, except in NHWC (a KRSC scratch).
-    spec.beta = op == kBackwardFilter && !nhwc ? 1.f : 0.f;
+    spec.beta = op == kBackwardFilter ? 1.f : 0.f;
     graph.reset();
     ready = false;
   }
@@ -345,9 +345,10 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const B
     }
   }
   if (nhwc_) {
-    w_krsc_.ReshapeLike(*this->blobs_[0]);
-    w_krsc_.set_layout(Layout::NHWC);
-    dw_kcrs_.ReshapeLike(*this->blobs_[0]);
+    for (Blob* b : {&w_krsc_, &dw_krsc_}) {
+      b->ReshapeLike(*this->blobs_[0]);
+      b->set_layout(Layout::NHWC);
+    }
   }
   for (CudnnConvPass* p : {fwd_.get(), bwd_data_.get(), bwd_filter_.get()}) {
     p->Reshape(this->num_, this->channels_, this->height_, this->width_, this->num_output_, this->out_h_,
@@ -398,8 +399,8 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
   const int64_t b_outer = nhwc_ ? int64_t{this->num_} * ohw : this->num_, b_inner = nhwc_ ? 1 : ohw;
   // NHWC: the data gradient reads the forward's KRSC weights (converted to
   // Btype by the tensor where the types differ; the weights have not changed
-  // since); the filter gradient is computed in KRSC, moved to KCRS and added
-  // to the diff.
+  // since); the filter gradient accumulates into the diff moved to KRSC,
+  // which is then moved back.
   for (size_t i = 0; i < top.size(); ++i) {
     const bool do_x = i < propagate_down.size() && propagate_down[i];
     if (!do_w && !do_b && !do_x) continue;
@@ -413,28 +414,20 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
         DeviceScratch dw = scratch(this->blobs_[0]->count() * sizeof(Btype));
         p.Choose(handle, x, dy, dw.get());
       }
-      if (p.graph) {  // beta 1 in NCHW, 0 into the KRSC scratch in NHWC (the spec)
-        Btype* dw = nhwc_ ? w_krsc_.template mutable_gpu_diff<Btype>() : wd;
+      Btype* dw = wd;
+      if (nhwc_) {  // the diff as KRSC, accumulated into there
+        NchwStandIns::Copy(*this->blobs_[0], &dw_krsc_, NchwStandIns::kDiff, t, true, stream);
+        dw = dw_krsc_.template mutable_gpu_diff<Btype>();
+      }
+      if (p.graph) {  // beta 1 (the spec)
         p.graph->Execute(handle, x, dy, dw, p.workspace());
-        if (nhwc_) {
-          NchwStandIns::Copy(w_krsc_, &dw_kcrs_, NchwStandIns::kDiff, t, true, stream);
-          gpu_add<Btype>(static_cast<int64_t>(dw_kcrs_.count()), dw_kcrs_.template gpu_diff<Btype>(), wd, wd,
-                         stream);
-        }
-      } else if (nhwc_) {
-        Btype* dw = w_krsc_.template mutable_gpu_diff<Btype>();
-        CORTADO_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-            handle, scalar(t, 1), p.x, x, p.y, dy, p.conv,
-            static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.choice.algo), p.workspace(), p.choice.bytes,
-            scalar(t, 0), p.w, dw));
-        NchwStandIns::Copy(w_krsc_, &dw_kcrs_, NchwStandIns::kDiff, t, true, stream);
-        gpu_add<Btype>(static_cast<int64_t>(dw_kcrs_.count()), dw_kcrs_.template gpu_diff<Btype>(), wd, wd, stream);
       } else {
         CORTADO_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
             handle, scalar(t, 1), p.x, x, p.y, dy, p.conv,
             static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.choice.algo), p.workspace(), p.choice.bytes,
-            scalar(t, 1), p.w, wd));
+            scalar(t, 1), p.w, dw));
       }
+      if (nhwc_) NchwStandIns::Copy(dw_krsc_, this->blobs_[0].get(), NchwStandIns::kDiff, t, true, stream);
     }
     if (do_x) {
       CudnnConvPass& p = *bwd_data_;
