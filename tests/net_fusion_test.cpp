@@ -68,6 +68,35 @@ const char* kEltwise3 = R"(
     eltwise_param { coeff: 1 coeff: 0.5 coeff: -1 coeff: 2 } }
   layer { name: "relu" type: "ReLU" bottom: "sum" top: "sum" })";
 
+// ResNet's branch2c: conv -> BatchNorm (scale_bias, out of place) -> the
+// residual add of the shortcut "a" (computed before) -> ReLU in place.
+const char* kResidual = R"(
+  layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 6 dim: 5 } } }
+  layer { name: "conv1" type: "Convolution" bottom: "data" top: "a"
+    convolution_param { num_output: 4 kernel_size: 1 weight_filler { type: "gaussian" std: 0.5 } } }
+  layer { name: "conv2" type: "Convolution" bottom: "data" top: "b"
+    convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.4 } } }
+  layer { name: "bn2" type: "BatchNorm" bottom: "b" top: "bn"
+    batch_norm_param { scale_bias: true scale_filler { type: "uniform" min: 0.5 max: 1.5 }
+                       bias_filler { type: "uniform" min: -0.5 max: 0.5 } } }
+  layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "bn" top: "c" }
+  layer { name: "relu" type: "ReLU" bottom: "c" top: "c" })";
+
+// The same with BVLC's BatchNorm + Scale in place, the chain's blob the
+// Eltwise's first bottom.
+const char* kResidualScale = R"(
+  layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 6 dim: 5 } } }
+  layer { name: "conv1" type: "Convolution" bottom: "data" top: "a"
+    convolution_param { num_output: 4 kernel_size: 1 weight_filler { type: "gaussian" std: 0.5 } } }
+  layer { name: "conv2" type: "Convolution" bottom: "data" top: "b"
+    convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.4 } } }
+  layer { name: "bn2" type: "BatchNorm" bottom: "b" top: "b" }
+  layer { name: "scale2" type: "Scale" bottom: "b" top: "b"
+    scale_param { bias_term: true filler { type: "uniform" min: 0.5 max: 1.5 }
+                  bias_filler { type: "uniform" min: -0.5 max: 0.5 } } }
+  layer { name: "sum" type: "Eltwise" bottom: "b" bottom: "a" top: "c" }
+  layer { name: "relu" type: "ReLU" bottom: "c" top: "c" })";
+
 template <typename P>
 NetParameter MakeNet(const std::string& text, bool fuse, Phase phase = TRAIN) {
   NetParameter p;
@@ -276,7 +305,73 @@ TYPED_TEST(NetFusionTest, OnlyWhenHeadAndTailAgreeOnBackward) {
   Compare<TypeParam>(n, 0);
 }
 
+// The residual add joins a BatchNorm chain right before it; not after a
+// ReLU (kBlock's bn2: the sum keeps its own ReLU), not with a layer between
+// them, not with other coefficients.
+TYPED_TEST(NetFusionTest, ResidualAddJoinsTheBatchNormChainBeforeIt) {
+  NetPair n = Build<TypeParam>(kResidual);
+  EXPECT_EQ(FusedInto(*n.fused, "sum"), "bn2");
+  EXPECT_EQ(FusedInto(*n.fused, "relu"), "bn2");
+  EXPECT_EQ(FusedInto(*n.plain, "sum"), "");
+  NetPair m = Build<TypeParam>(kResidualScale);
+  EXPECT_EQ(FusedInto(*m.fused, "scale2"), "bn2");
+  EXPECT_EQ(FusedInto(*m.fused, "sum"), "bn2");
+  EXPECT_EQ(FusedInto(*m.fused, "relu"), "bn2");
+  // conv1 moved between the BatchNorm and the sum: the sum is its own head.
+  std::string between = kResidual;
+  const size_t conv1 = between.find("  layer { name: \"conv1\"");
+  const size_t conv2 = between.find("  layer { name: \"conv2\"");
+  const std::string conv1_text = between.substr(conv1, conv2 - conv1);
+  between.erase(conv1, conv2 - conv1);
+  between.insert(between.find("  layer { name: \"sum\""), conv1_text);
+  NetPair b = Build<TypeParam>(between);
+  EXPECT_EQ(FusedInto(*b.fused, "sum"), "");
+  EXPECT_EQ(FusedInto(*b.fused, "relu"), "sum");
+  Run<TypeParam>(&b);
+  Compare<TypeParam>(b, 0);
+  // Coefficients other than 1: not a residual add.
+  NetPair c =
+      Build<TypeParam>(Replaced(kResidual, "top: \"c\" }", "top: \"c\" eltwise_param { coeff: 1 coeff: 0.5 } }"));
+  EXPECT_EQ(FusedInto(*c.fused, "sum"), "");
+  EXPECT_EQ(FusedInto(*c.fused, "relu"), "sum");
+  Run<TypeParam>(&c);
+  Compare<TypeParam>(c, 0);
+}
+
 // ---- fused against unfused ------------------------------------------------------------
+
+TYPED_TEST(NetFusionTest, BatchNormResidualReLUMatchesUnfused) {
+  for (const char* text : {kResidual, kResidualScale}) {
+    NetPair n = Build<TypeParam>(text);
+    EXPECT_EQ(FusedInto(*n.fused, "sum"), "bn2");
+    Run<TypeParam>(&n);
+    Compare<TypeParam>(n, 0);
+  }
+  // Without the ReLU, and without a gradient for the shortcut.
+  const std::string residual = kResidual;
+  NetPair plain_sum = Build<TypeParam>(residual.substr(0, residual.find("  layer { name: \"relu\"")));
+  EXPECT_EQ(FusedInto(*plain_sum.fused, "sum"), "bn2");
+  Run<TypeParam>(&plain_sum);
+  Compare<TypeParam>(plain_sum, 0);
+  NetPair no_shortcut_diff = Build<TypeParam>(
+      Replaced(kResidual, "top: \"c\" }", "top: \"c\" propagate_down: false propagate_down: true }"));
+  EXPECT_EQ(FusedInto(*no_shortcut_diff.fused, "sum"), "bn2");
+  Run<TypeParam>(&no_shortcut_diff);
+  Compare<TypeParam>(no_shortcut_diff, 0);
+}
+
+TYPED_TEST(NetFusionTest, TestPhaseResidualMatchesUnfused) {
+  NetPair n = Build<TypeParam>(kResidualScale, TEST, nullptr);
+  EXPECT_EQ(FusedInto(*n.fused, "sum"), "bn2");
+  for (Net* net : {n.fused.get(), n.plain.get()}) {
+    auto& blobs = net->layer_by_name("bn2")->blobs();
+    test::FillUniform(blobs[0].get(), -0.5, 0.5, 5);
+    test::FillUniform(blobs[1].get(), 0.5, 2, 6);
+    test::SetData(blobs[2].get(), {1.5});
+  }
+  Run<TypeParam>(&n, 1);
+  Compare<TypeParam>(n, 0);
+}
 
 TYPED_TEST(NetFusionTest, BatchNormScaleBiasReLUMatchesUnfused) {
   NetPair n = Build<TypeParam>(kBnScaleBias);
@@ -424,6 +519,10 @@ TYPED_TEST(NetFusionTest, GpuBatchNormScaleReLU) {
 }
 TYPED_TEST(NetFusionTest, GpuEltwiseSumReLU) {
   CompareOnGpu<TypeParam>(kEltwise, GpuUlps(test::is_half_pair<TypeParam>()));
+}
+TYPED_TEST(NetFusionTest, GpuBatchNormResidualReLU) {
+  CompareOnGpu<TypeParam>(kResidual, GpuUlps(test::is_half_pair<TypeParam>()));
+  CompareOnGpu<TypeParam>(kResidualScale, GpuUlps(test::is_half_pair<TypeParam>()));
 }
 TYPED_TEST(NetFusionTest, GpuEltwiseSumReLUFourBottoms) {
   CompareOnGpu<TypeParam>(kEltwise3, GpuUlps(test::is_half_pair<TypeParam>()));

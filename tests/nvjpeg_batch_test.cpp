@@ -313,6 +313,64 @@ TEST(NvjpegBatchDecoderTest, FilesTheEngineOrTheGpuDoNotTake) {
   EXPECT_EQ(CompareWithCpu<float>(p, TRAIN, files, {4, 1}), expected_fallbacks);
 }
 
+// One batch decoded on the device into host memory, each record's generator
+// seeded as CompareWithCpu seeds it.
+template <typename T>
+std::vector<T> DecodeToHost(NvjpegBatchDecoder* gpu, const std::vector<std::string>& files, int64_t per_image) {
+  std::vector<std::mt19937> gens;
+  std::vector<std::mt19937*> rngs;
+  for (size_t i = 0; i < files.size(); ++i) {
+    gens.emplace_back(static_cast<std::mt19937::result_type>(record_rng_seed(7, static_cast<int64_t>(i))));
+  }
+  for (auto& g : gens) rngs.push_back(&g);
+  const std::vector<std::string_view> views(files.begin(), files.end());
+  const int64_t count = per_image * static_cast<int64_t>(files.size());
+  T* out = nullptr;
+  EXPECT_EQ(cudaMalloc(&out, sizeof(T) * static_cast<size_t>(count)), cudaSuccess);
+  gpu->Decode<T>(views, rngs, out, count, nullptr);
+  std::vector<T> got(static_cast<size_t>(count));
+  EXPECT_EQ(cudaMemcpy(got.data(), out, sizeof(T) * got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(out);
+  return got;
+}
+
+// A Data layer's channels-last batch (set_channels_last): the values of the
+// planar batch at (h, w, c), for the records the GPU transforms (crop and
+// random-resized crop) and for one the CPU transforms (a gray file).
+TEST(NvjpegBatchDecoderTest, ChannelsLastMovesTheValues) {
+  std::string why;
+  if (!NvjpegBatchDecoder::Available(&why)) GTEST_SKIP() << why;
+  for (const bool resized : {false, true}) {
+    TransformationParameter p = CropMirrorMeanScale(40);
+    p.set_force_color(true);
+    if (resized) p.set_rand_crop_area_lower(0.25f);
+    std::vector<std::string> files = Photos(3, Chroma444());
+    test::JpegOptions gray;
+    gray.gray = true;
+    files.push_back(test::EncodeJpeg(test::PhotoPixels(96, 128, 10), 96, 128, gray));
+    const int64_t pixels = 40 * 40, per_image = 3 * pixels;
+    NvjpegBatchDecoder planar(p, TRAIN, "data"), last(p, TRAIN, "data");
+    last.set_channels_last(true);
+    const std::vector<float16> a = DecodeToHost<float16>(&planar, files, per_image);
+    const std::vector<float16> b = DecodeToHost<float16>(&last, files, per_image);
+    EXPECT_EQ(planar.cpu_fallbacks(), 1);
+    EXPECT_EQ(last.cpu_fallbacks(), 1);
+    int failures = 0;
+    for (size_t n = 0; n < files.size(); ++n) {
+      for (int64_t c = 0; c < 3; ++c) {
+        for (int64_t i = 0; i < pixels; ++i) {
+          const float want = a[static_cast<size_t>(static_cast<int64_t>(n) * per_image + c * pixels + i)];
+          const float got = b[static_cast<size_t>(static_cast<int64_t>(n) * per_image + i * 3 + c)];
+          if (got != want && ++failures <= 5) {
+            ADD_FAILURE() << "resized " << resized << ", record " << n << " channel " << c << " pixel " << i << ": "
+                          << got << " against " << want;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(NvjpegBatchDecoderTest, TooSmallOutputIsAnError) {
   std::string why;
   if (!NvjpegBatchDecoder::Available(&why)) GTEST_SKIP() << why;

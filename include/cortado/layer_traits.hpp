@@ -41,7 +41,10 @@
 //   layout. kNhwcCapable: its bottoms and tops may be NHWC, and it computes
 //   the same values (BatchNorm, Scale and Bias over the channel axis).
 //   kNhwcAnchor: capable, and faster in NHWC on a GPU (Convolution), the
-//   reason a plan turns a blob NHWC at all.
+//   reason a plan turns a blob NHWC at all. kNhwcSource: a layer without
+//   bottoms that writes its first top in the layout the plan gives it (Data
+//   and ImageData, DummyData with a constant filler), so that no conversion
+//   follows it; its other tops are NCHW only.
 
 #include <string>
 
@@ -49,7 +52,7 @@ namespace cortado {
 
 class LayerParameter;
 
-enum LayoutRole { kNchwOnly = 0, kAnyLayout = 1, kNhwcCapable = 2, kNhwcAnchor = 3 };
+enum LayoutRole { kNchwOnly = 0, kAnyLayout = 1, kNhwcCapable = 2, kNhwcAnchor = 3, kNhwcSource = 4 };
 
 struct LayerTraits {
   const char* shard_param = nullptr;

@@ -17,7 +17,12 @@
 //   - and the head accepts it after the tails it has (AbsorbTail: BatchNorm
 //     takes a Scale only without scale_bias and before a ReLU; Eltwise only
 //     SUM takes a ReLU).
-// The first layer touching the blob that fails these ends the chain. Every
+// The first layer touching the blob that fails these ends the chain. One tail
+// is not in place: the residual add (kResidualAdd, an Eltwise SUM of the
+// chain's blob and one other blob), taken only right after a chain of
+// consecutive layers, with the head's types, no loss weight and the head's
+// need for backward (and a gradient for the chain's blob when so); the chain
+// goes on in place on the Eltwise's top. Every
 // phase is fused alike: a TEST net's BatchNorm (global statistics) with its
 // Scale and ReLU is one pass too.
 // The tails stay in the net (names, blobs, parameters, log lines, `trainer

@@ -7,13 +7,15 @@
 // memory (Blob::layout), where that pays and the layers allow it:
 //
 // 1. Each layer has a role (layer_traits.hpp, LayerLayoutRole): NCHW only,
-//    any layout (value by value), NHWC capable, or an NHWC anchor (the cuDNN
-//    Convolution). Where the plan asks for 16-bit layers only (the GPU
+//    any layout (value by value), NHWC capable, an NHWC anchor (the cuDNN
+//    Convolution), or a source (a data layer that writes its first top in
+//    either layout; its other tops, the labels, are NCHW only). Where the plan asks for 16-bit layers only (the GPU
 //    default), a capable or anchor layer whose forward or backward type is
 //    not FLOAT16 or BFLOAT16 counts as NCHW only.
-// 2. The blobs that a layer of the last three roles reads or writes must
-//    share its layout: they join one group (by blob name, so an in-place
-//    chain is one blob).
+// 2. The blobs that a layer of the capable, anchor or any-layout roles
+//    reads or writes must share its layout: they join one group (by blob
+//    name, so an in-place chain is one blob). A source's first top is in
+//    the group of its readers.
 // 3. A group becomes NHWC when an anchor touches it and none of its blobs
 //    is an output of the net (what a caller reads stays NCHW).
 // 4. Where an NCHW-only layer meets an NHWC group, a LayoutConvert layer
@@ -27,8 +29,8 @@
 //    "b/nhwc" follows it. A conversion takes the NCHW-only layer's types.
 //
 // ResNet-50: every Convolution, BatchNorm, Scale, ReLU, Eltwise, Split and
-// Pooling blob is NHWC (one group); two conversions, after the Data layer
-// and before the classifier. GoogLeNet: three groups (its LRNs are NCHW
+// Pooling blob is NHWC (one group), and so is the Data layer's batch; one
+// conversion, before the classifier. GoogLeNet: three groups (its LRNs are NCHW
 // only), Concat joining the branches along the channels.
 //
 // The plan runs in Net::Prepare after InsertSplits and BatchNormOutOfPlace.

@@ -136,6 +136,13 @@ LayoutRole SliceLayout(const LayerParameter& p) {
 LayoutRole PoolingLayout(const LayerParameter& p) {
   return p.pooling_param().pool() != PoolingParameter::STOCHASTIC && p.top_size() == 1 ? kNhwcCapable : kNchwOnly;
 }
+LayoutRole NhwcSource(const LayerParameter&) { return kNhwcSource; }
+// A constant filler gives the same values in either layout; a random one
+// would put its draws in other places than the NCHW net's.
+LayoutRole DummyDataLayout(const LayerParameter& p) {
+  const DummyDataParameter& d = p.dummy_data_param();
+  return d.data_filler_size() == 0 || d.data_filler(0).type() == "constant" ? kNhwcSource : kNchwOnly;
+}
 LayoutRole BiasLayout(const LayerParameter& p) {
   const BiasParameter& b = p.bias_param();
   return p.bottom_size() == 1 && b.axis() == 1 && b.num_axes() == 1 ? kNhwcCapable : kNchwOnly;
@@ -154,10 +161,10 @@ const Entry kRegistry[] = {
     {"ContrastiveLoss", &MakeLayer<ContrastiveLossLayer>},
     {"Convolution", &MakeConvolution, Traits().gemm().reads_top(&Never).layout(&ConvolutionLayout)},
     {"Crop", &MakeLayer<CropLayer>},
-    {"Data", &MakeLayer<DataLayer>, Traits().shard("data_param").batch("data_param")},
+    {"Data", &MakeLayer<DataLayer>, Traits().shard("data_param").batch("data_param").layout(NhwcSource)},
     {"Deconvolution", &MakeLayer<DeconvolutionLayer>, Traits().gemm().reads_top(&Never)},
     {"Dropout", &MakeLayer<DropoutLayer>},
-    {"DummyData", &MakeLayer<DummyDataLayer>, Traits().batch("dummy_data_param")},
+    {"DummyData", &MakeLayer<DummyDataLayer>, Traits().batch("dummy_data_param").layout(DummyDataLayout)},
     {"ELU", &MakeLayer<ELULayer>, Traits().layout(&AnyLayout)},
     {"Eltwise", &MakeLayer<EltwiseLayer>,
      Traits().reads_top(&EltwiseReadsTop).sums_into_bottom(&EltwiseSums).layout(&AnyLayout)},
@@ -170,7 +177,7 @@ const Entry kRegistry[] = {
     {"HDF5Output", &MakeLayer<HDF5OutputLayer>, Traits().rank_file("hdf5_output_param")},
     {"HingeLoss", &MakeLayer<HingeLossLayer>},
     {"Im2col", &MakeLayer<Im2colLayer>},
-    {"ImageData", &MakeLayer<ImageDataLayer>, Traits().shard("image_data_param")},
+    {"ImageData", &MakeLayer<ImageDataLayer>, Traits().shard("image_data_param").layout(NhwcSource)},
     {"InfogainLoss", &MakeLayer<InfogainLossLayer>},
     {"InnerProduct", &MakeLayer<InnerProductLayer>, Traits().gemm().reads_top(&Never)},
     {"Input", &MakeLayer<InputLayer>, Traits().net_input().batch("input_param")},

@@ -26,10 +26,30 @@ std::vector<FusedChain> FuseLayers(const Net& net) {
     if (!head || head->fused_away() || tops[h].size() != 1 || head_layer->loss(0) != 0) continue;
     const Blob* blob = tops[h][0];
     FusedChain chain{h, {}};
+    int last = h;            // the chain's last layer
+    bool contiguous = true;  // its layers are h, h + 1, ..., last
     for (int k = h + 1; k < n; ++k) {
       if (!touches(bottoms[k], blob) && !touches(tops[k], blob)) continue;
       LayerBase* tail_layer = layers[k].get();
       auto* tail = dynamic_cast<FusableLayer*>(tail_layer);
+      if (tail && tail->fusion_role() == FusionRole::kResidualAdd) {
+        // The residual add: the layer right after a chain of consecutive
+        // layers (so its other bottom was computed before the head), adding
+        // the blob to that other blob, into a top of its own.
+        if (!contiguous || k != last + 1 || tail->fused_away() || bottoms[k].size() != 2 || tops[k].size() != 1) break;
+        const int mine = bottoms[k][0] == blob ? 0 : 1, other = 1 - mine;
+        Blob* out = tops[k][0];
+        const bool fits = bottoms[k][mine] == blob && bottoms[k][other] != blob && out != blob &&
+                          out != bottoms[k][other] && tail_layer->forward_type() == head_layer->forward_type() &&
+                          tail_layer->backward_type() == head_layer->backward_type() && tail_layer->loss(0) == 0 &&
+                          need[k] == need[h] && (!need[k] || bottom_need[k][mine]);
+        if (!fits || !head->AbsorbResidual(tail_layer, bottoms[k][other], out, need[k] && bottom_need[k][other])) break;
+        tail->set_fused_into(head_layer->name());
+        chain.tails.push_back(k);
+        last = k;
+        blob = out;  // the chain goes on in place on the sum
+        continue;
+      }
       const bool in_place = bottoms[k].size() == 1 && tops[k].size() == 1 && bottoms[k][0] == blob &&
                             tops[k][0] == blob;
       const bool fits = tail && !tail->fused_away() && in_place && tail->fusion_role() != FusionRole::kNone &&
@@ -39,6 +59,8 @@ std::vector<FusedChain> FuseLayers(const Net& net) {
       if (!fits || !head->AbsorbTail(tail->fusion_role(), tail_layer)) break;
       tail->set_fused_into(head_layer->name());
       chain.tails.push_back(k);
+      contiguous = contiguous && k == last + 1;
+      last = k;
     }
     if (!chain.tails.empty()) chains.push_back(std::move(chain));
   }

@@ -89,6 +89,11 @@ LayoutPlan PlanLayouts(NetParameter* param, bool half_only, std::vector<int>* or
     }
     all_names.insert(lp.top().begin(), lp.top().end());
     if (r == kNchwOnly) continue;
+    if (r == kNhwcSource) {  // its first top only, in a group of its own until a reader joins it
+      if (lp.bottom_size() == 0 && lp.top_size() > 0) groups.id(lp.top(0));
+      else role[i] = kNchwOnly;
+      continue;
+    }
     int first = -1;
     for (const auto* names : {&lp.bottom(), &lp.top()}) {
       for (const std::string& b : *names) {
@@ -185,7 +190,7 @@ LayoutPlan PlanLayouts(NetParameter* param, bool half_only, std::vector<int>* or
   for (int i = 0; i < n; ++i) {
     LayerParameter lp = param->layer(i);
     const LayerParameter& original = param->layer(i);
-    if (role[i] != kNchwOnly) {
+    if (role[i] != kNchwOnly && role[i] != kNhwcSource) {
       for (std::string& b : *lp.mutable_bottom()) b = group_name(b);
       for (std::string& t : *lp.mutable_top()) t = group_name(t);
       for (const std::string& t : original.top())
@@ -210,6 +215,7 @@ LayoutPlan PlanLayouts(NetParameter* param, bool half_only, std::vector<int>* or
     }
     for (std::string& t : *lp.mutable_top()) {
       if (!nhwc(t)) continue;
+      if (role[i] == kNhwcSource && &t == &lp.top(0)) continue;  // written in the group's layout
       const std::string name = t;
       auto ip = in_place.find(name);
       if (ip != in_place.end()) {

@@ -63,9 +63,18 @@
 //     stored(xhat), db_c += sum dz accumulate into them (as far as that
 //     layer's param_propagate_down says), and the gradient reaching the
 //     formulas above is dy = stored_B(dz * s_c);
+//   then the residual add right after (kResidualAdd: an Eltwise SUM of this
+//     chain's top and another blob r into a top of its own, `sum`; only
+//     without a ReLU before it, and not for a channels-last blob on the CPU,
+//     whose passes go through NCHW stand-ins): z becomes stored(z) + r, the
+//     chain writes sum instead of its top (which is then never written),
+//     and in the backward dr = dz (r's diff, when r needs a gradient; written
+//     by the first pass, which then always runs), with dz the gradient
+//     reaching the Scale;
 //   then a ReLU (kReLU): out = max(0, stored(z)) (z = y without a Scale), and
 //     dz = out > 0 ? dout : 0, the test read from the top's data (the ReLU's
-//     output, which is what in place leaves) as Btype.
+//     output, which is what in place leaves) as Btype. With the residual add
+//     "the top" is sum, from there on.
 // stored() rounds to Ftype, stored_B to Btype: the points where the unfused
 // layers store their results, so that the CPU result is the unfused one
 // bit for bit. xhat is recomputed from x (or its copy) in the backward, so a
@@ -93,6 +102,11 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
   /// applies a ReLU.
   const LayerBase* fused_scale() const { return affine_; }
   bool fused_relu() const { return relu_; }
+  /// Takes the residual add right after the chain (below; refused after a
+  /// ReLU, or for a channels-last blob on the CPU).
+  bool AbsorbResidual(LayerBase* tail, Blob* other, Blob* out, bool other_diff) override;
+  /// The blob a fused residual add adds (null: none).
+  const Blob* fused_residual() const { return residual_; }
 
   CORTADO_LAYER_SETUP
   /// Whether the last forward kept a copy of its input (tests, diagnostics).
@@ -131,6 +145,13 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
 
   LayerBase* affine_ = nullptr;  // a fused Scale (its blobs: s, and b with bias_term)
   bool relu_ = false;            // a fused ReLU
+  // A fused residual add: the blob it adds, its top (what the chain writes
+  // and reads the gradient from instead of top[0]), and whether the added
+  // blob gets a gradient.
+  Blob* residual_ = nullptr;
+  Blob* residual_out_ = nullptr;
+  bool residual_diff_ = false;
+  Blob* chain_out(const BlobVec& top) const { return residual_out_ ? residual_out_ : top[0]; }
   bool KeepsCopy(const BlobVec& bottom, const BlobVec& top) const;
 
   bool saved_ = false;             // whether the last forward filled x_saved_
@@ -201,9 +222,12 @@ struct BnTail {
   const T* scale = nullptr;
   const T* bias = nullptr;
   bool relu = false;
+  const T* residual = nullptr;  // a fused residual add's other blob (forward)
+  T* residual_diff = nullptr;   // its gradient (backward; null: not wanted)
 };
 /// bn_normalize followed by the tail: z = scale ? stored(xhat) * s + b :
-/// (gamma ? gamma * xhat + beta : xhat); y = relu ? max(0, stored(z)) : z.
+/// (gamma ? gamma * xhat + beta : xhat); z = stored(z) + residual with a
+/// residual; y = relu ? max(0, stored(z)) : z.
 /// One plane (n, c) per block: the channel is found once per plane, and
 /// planes whose length and pointers allow it move 16 bytes per load.
 template <typename T, typename M>
@@ -213,7 +237,9 @@ void bn_normalize_fused(int n, int c, int64_t s, const T* x, const M* mean, cons
 /// is masked by the ReLU (y > 0, y the top's data in X read as T) and, with a
 /// Scale, gives ds_c += sum dz * stored_X(xhat) (ds non-null), db_c += sum dz
 /// (db non-null) and dy = stored(dz * s_c); then sdy, sdyx, dgamma, dbeta as
-/// bn_backward_reduce computes them from dy.
+/// bn_backward_reduce computes them from dy. With tail.residual_diff, also
+/// writes the masked gradient there (the residual's gradient; it may be
+/// dout's memory: masking it again changes nothing).
 template <typename T, typename X, typename M>
 void bn_backward_reduce_fused(int n, int c, int64_t s, const T* dout, const X* y, const X* x_saved, const M* mean,
                               const M* inv_std, BnTail<T> tail, M* sdy, M* sdyx, T* dgamma, T* dbeta, T* ds,

@@ -84,6 +84,10 @@
 //
 // Backward: none (no bottoms; AllowForceBackward is false).
 //
+// Layout: where the Net's layout plan (net_layout.hpp) makes top[0] channels
+// last, the workers write each record (H', W', C) (the same values, moved),
+// so that no conversion follows the layer; the labels are unchanged.
+//
 // GPU (a net on a CUDA device): every worker owns a non-blocking stream of
 // the device. A worker transforms its batch into pinned host memory
 // (SyncedMemory with pinned_host), copies it on its stream into the batch's
@@ -329,6 +333,10 @@ class DataLayer : public Layer<Ftype, Btype> {
   // each); null on the CPU.
   std::unique_ptr<DataLayerDevice, DataLayerDeviceDelete> device_;
   bool gpu_transform_ = false;     // use_gpu_transform applies
+  // top[0] is channels last (the Net's layout plan, net_layout.hpp): every
+  // record is written (H', W', C), by the CPU transform
+  // (TransformChannelsLast) or the GPU's.
+  bool channels_last_ = false;
   std::string gpu_transform_off_;  // use_gpu_transform is set but does not apply: why
   int64_t next_position_ = 0;  // this shard's stream position where the workers start
   int64_t shard_ = 0, shards_ = 1;

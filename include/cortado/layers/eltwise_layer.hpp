@@ -26,7 +26,10 @@
 // top: y = max(0, stored(sum)) and dx_i = coeff_i * (y > 0 ? dy : 0), the test
 // on y read as Btype, as ReLU's own passes compute them (the CPU result is
 // the unfused one bit for bit). The fused GPU kernels move 16 bytes per load
-// where the count and the pointers allow.
+// where the count and the pointers allow. A SUM of two bottoms with
+// coefficients 1 can also be a tail (kResidualAdd): the BatchNorm chain that
+// computes one of its bottoms right before it adds the other into its top
+// (batch_norm_layer.hpp); its passes then do nothing.
 
 #include <memory>
 #include <vector>
@@ -43,6 +46,9 @@ class EltwiseLayer : public Layer<Ftype, Btype>, public FusableLayer {
   CORTADO_LAYER_HEAD(Layer, "Eltwise", BlobRules().MinBottoms(2).Tops(1))
   /// SUM takes a ReLU.
   bool AbsorbTail(FusionRole role, LayerBase* tail) override;
+  /// As a tail: a SUM of two bottoms with coefficients 1 (and no fused ReLU
+  /// of its own) is a residual add that a BatchNorm chain can take.
+  FusionRole fusion_role() const override;
   bool fused_relu() const { return relu_; }
 
   CORTADO_LAYER_SETUP

@@ -5,6 +5,9 @@
 //   BatchNorm (scale_bias)            + ReLU
 //   BatchNorm + Scale (channel scale) + ReLU       (BVLC-style ResNet files)
 //   Eltwise SUM                       + ReLU       (the residual add)
+// and one tail that is not in place, the residual add right after a
+// BatchNorm chain (ResNet's branch2c):
+//   BatchNorm [+ Scale] + Eltwise SUM (its top and one other blob) + ReLU
 // The head computes the whole chain in one pass over memory, forward and
 // backward; each tail stays in the net (its name, its blobs, its parameters,
 // its line in `trainer time`) but its Forward and Backward do nothing while
@@ -21,15 +24,26 @@
 //                  (C) scale (blobs()[0] the scale, blobs()[1] the bias if
 //                  bias_term). The head reads and accumulates into those blobs
 //                  of the tail, and honours its param_propagate_down.
+//   kResidualAdd   out = x + r: Eltwise SUM of two bottoms with coefficients
+//                  1, one of them the chain's blob x, the other a blob r
+//                  computed before the head; out is a blob of its own (Eltwise
+//                  is never in place). The Net fuses it only as the layer
+//                  right after the chain so far (nothing runs between them,
+//                  in either pass), and hands the head r and out
+//                  (AbsorbResidual): the head writes out instead of x (x is
+//                  then never written) and, in the backward, r's gradient
+//                  (dr = dout, when r needs one) with its own; later tails
+//                  are in place on out.
 // Types: the Net fuses only layers of one (Ftype, Btype) pair.
 
 #include <string>
 
 namespace cortado {
 
+class Blob;
 class LayerBase;
 
-enum class FusionRole { kNone, kReLU, kChannelAffine };
+enum class FusionRole { kNone, kReLU, kChannelAffine, kResidualAdd };
 
 /// Mixin of the layers that can be a head or a tail of a fused chain.
 class FusableLayer {
@@ -42,6 +56,10 @@ class FusableLayer {
   /// layer's top, after the tails already taken) and returns true; returns
   /// false, changing nothing, where the chain cannot grow that way.
   virtual bool AbsorbTail(FusionRole role, LayerBase* tail) { return false; }
+  /// As a head: takes over the residual add `tail` (kResidualAdd) that adds
+  /// `other` to this chain's blob into `out`; other_diff: whether other's
+  /// gradient is wanted. Returns false, changing nothing, where it cannot.
+  virtual bool AbsorbResidual(LayerBase* tail, Blob* other, Blob* out, bool other_diff) { return false; }
   /// The head whose pass does this layer's work; empty when it runs its own.
   const std::string& fused_into() const { return fused_into_; }
   bool fused_away() const { return !fused_into_.empty(); }

@@ -143,6 +143,10 @@ class NvjpegBatchDecoder {
   std::vector<int> Decode(const std::vector<std::string_view>& jpegs, const std::vector<std::mt19937*>& rngs, T* out,
                           int64_t out_count, CUstream_st* stream);
 
+  /// Writes every later batch channels last: image i at out + i * C*H*W as
+  /// (H, W, C), for a Data layer's NHWC batch (net_layout.hpp). Off by default.
+  void set_channels_last(bool on);
+
   /// Whether the hardware JPEG engine is in use.
   bool hardware() const;
   /// The nvJPEG library that loaded.

@@ -129,7 +129,7 @@ bool BatchNormLayer<Ftype, Btype>::AbsorbTail(FusionRole role, LayerBase* tail) 
     relu_ = true;
     return true;
   }
-  if (role != FusionRole::kChannelAffine || scale_bias_ || affine_ || relu_) return false;
+  if (role != FusionRole::kChannelAffine || scale_bias_ || affine_ || relu_ || residual_) return false;
   const auto& b = tail->blobs();
   for (const auto& p : b)
     if (p->count() != static_cast<size_t>(channels_)) return false;
@@ -138,6 +138,21 @@ bool BatchNormLayer<Ftype, Btype>::AbsorbTail(FusionRole role, LayerBase* tail) 
   return true;
 }
 
+template <typename Ftype, typename Btype>
+bool BatchNormLayer<Ftype, Btype>::AbsorbResidual(LayerBase*, Blob* other, Blob* out, bool other_diff) {
+  // On the CPU a channels-last BatchNorm computes through NCHW stand-ins of
+  // its own bottom and top only.
+  if (relu_ || residual_ || (channels_last_ && !this->on_gpu())) return false;
+  residual_ = other;
+  residual_out_ = out;
+  residual_diff_ = other_diff;
+  return true;
+}
+
+// In place, x is kept also with a fused residual add, which writes the sum's
+// blob and not x: the data plan may have given the sum x's memory (a sum
+// computes in a bottom's memory where that bottom's producers keep what
+// their backward needs, as this layer does in place).
 template <typename Ftype, typename Btype>
 bool BatchNormLayer<Ftype, Btype>::KeepsCopy(const BlobVec& bottom, const BlobVec& top) const {
   return top[0] == bottom[0] && NeedsXhat();
@@ -208,13 +223,24 @@ void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Blob
   // reads), else from this copy, made before y overwrites x.
   saved_ = KeepsCopy(bottom, top);
   if (saved_) cpu_copy<Ftype>(count, x, x_saved_.template mutable_cpu_data<Ftype>());
-  Ftype* y = top[0]->template mutable_cpu_data<Ftype>();
+  Ftype* y = chain_out(top)->template mutable_cpu_data<Ftype>();
+  const Ftype* r = residual_ ? residual_->template cpu_data<Ftype>() : nullptr;
   cpu_parallel_for(num_ * channels_, [&](int, int p0, int p1) {
     for (int p = p0; p < p1; ++p) {
       const int c = p % channels_;
       const M mu = mean[c], is = inv_std[c];
       const int64_t j0 = static_cast<int64_t>(p) * s;
       const M* xp = plane_in<M>(x + j0, s, 0);
+      // A residual's plane, read before y (which may be its memory: the
+      // data plan lets a sum compute in a bottom's) is written.
+      M* rp = r ? thread_scratch<M>(2, s) : nullptr;
+      if (r) {
+        if constexpr (std::is_same_v<Ftype, M>) {
+          std::copy(r + j0, r + j0 + s, rp);
+        } else {
+          convert_array(s, r + j0, rp);
+        }
+      }
       M* out = plane_buf<M>(y + j0, s, 1);
       if (gamma) {
         const M g = gamma[c], b = beta[c];
@@ -224,6 +250,9 @@ void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Blob
         for (int64_t i = 0; i < s; ++i) out[i] = stored_as<Ftype>((xp[i] - mu) * is) * sd + bd;
       } else {
         for (int64_t i = 0; i < s; ++i) out[i] = (xp[i] - mu) * is;
+      }
+      if (rp) {  // the residual add, as Eltwise SUM adds its two bottoms
+        for (int64_t i = 0; i < s; ++i) out[i] = stored_as<Ftype>(out[i]) + rp[i];
       }
       if (relu_) {
         for (int64_t i = 0; i < s; ++i) out[i] = relu.forward(stored_as<Ftype>(out[i]));
@@ -245,7 +274,7 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
   // dy and dx may be one array (in place): the sums come first, and the last
   // pass reads a plane of dy before it writes that plane of dx. 16-bit planes
   // are widened one at a time, as in the forward.
-  const Btype* dy = top[0]->template cpu_diff<Btype>();
+  const Btype* dy = chain_out(top)->template cpu_diff<Btype>();
   // xhat as the forward computed it, from its input and statistics; not
   // needed with global statistics unless dgamma is.
   const bool xhat = NeedsXhat();
@@ -261,7 +290,11 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
   // would have left in the diff, formed plane by plane from the top's diff,
   // each value rounded where those layers store it; the Scale's sums come
   // with the first pass (sums true), in the order that layer sums.
-  const Ftype* yf = relu_ ? top[0]->template cpu_data<Ftype>() : nullptr;
+  const Ftype* yf = relu_ ? chain_out(top)->template cpu_data<Ftype>() : nullptr;
+  // A fused residual add's gradient: the masked dout, written by the first
+  // pass (the sums), plane by plane. It may share dout's memory: the second
+  // pass then masks the masked values again, which changes nothing.
+  Btype* rd = residual_ && residual_diff_ ? residual_->template mutable_cpu_diff<Btype>() : nullptr;
   const bool want_s = affine_ && affine_->param_propagate_down(0);
   const bool want_b = affine_ && affine_->blobs().size() > 1 && affine_->param_propagate_down(1);
   const M* as = affine_ ? affine_->blobs()[0]->template cpu_data<M>() : nullptr;
@@ -269,13 +302,20 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
   const ReLUOp relu{};
   auto dy_plane = [&](int64_t j, int c, bool sums) -> const M* {
     const M* dyp = plane_in<M>(dy + j, s, 0);
-    if (!relu_ && !affine_) return dyp;
+    if (!relu_ && !affine_ && !rd) return dyp;
     M* g = thread_scratch<M>(3, s);
     if (relu_) {
       const M* yp = plane_in<M>(yf + j, s, 2);
       for (int64_t i = 0; i < s; ++i) g[i] = stored_as<Btype>(relu.backward(stored_as<Btype>(yp[i]), M(0), dyp[i]));
     } else {
       std::copy(dyp, dyp + s, g);
+    }
+    if (sums && rd) {  // Eltwise SUM's gradient to the other bottom (coefficient 1)
+      if constexpr (std::is_same_v<Btype, M>) {
+        std::copy(g, g + s, rd + j);
+      } else {
+        convert_array(s, g, rd + j);
+      }
     }
     if (!affine_) return g;
     if (sums && want_b) asdy[c] += lane_sum<M>(s, [&](int64_t i) { return g[i]; });
@@ -368,7 +408,7 @@ void BatchNormLayer<Ftype, Btype>::CudnnParams(const float** gamma, const float*
 template <typename Ftype, typename Btype>
 bool BatchNormLayer<Ftype, Btype>::UseCudnn(const BlobVec& bottom, const BlobVec& top) const {
   return std::is_same_v<Ftype, float16> && std::is_same_v<Btype, float16> && cudnn_bn::Enabled() &&
-         channels_last_ && bottom[0]->num_axes() == 4 && !use_global_stats_ && top[0] != bottom[0];
+         channels_last_ && bottom[0]->num_axes() == 4 && !use_global_stats_ && top[0] != bottom[0] && !residual_;
 }
 
 template <typename Ftype, typename Btype>
@@ -419,11 +459,14 @@ void BatchNormLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const Blob
   saved_ = KeepsCopy(bottom, top);
   Ftype* x_saved = saved_ ? x_saved_.template mutable_gpu_data<Ftype>() : nullptr;
   // Elementwise: y may be x (in place); each thread saves its x first.
-  Ftype* y = top[0]->template mutable_gpu_data<Ftype>();
-  if (affine_ || relu_) {
+  Ftype* y = chain_out(top)->template mutable_gpu_data<Ftype>();
+  // Channels last, the fused kernels also serve a layer without tails: they
+  // take 8 channels a thread where the plain ones take one value.
+  if (affine_ || relu_ || residual_ || channels_last_) {
     const auto& ab = affine_ ? affine_->blobs() : this->blobs_;
     const gpu::BnTail<Ftype> tail{affine_ ? ab[0]->template gpu_data<Ftype>() : nullptr,
-                                  affine_ && ab.size() > 1 ? ab[1]->template gpu_data<Ftype>() : nullptr, relu_};
+                                  affine_ && ab.size() > 1 ? ab[1]->template gpu_data<Ftype>() : nullptr, relu_,
+                                  residual_ ? residual_->template gpu_data<Ftype>() : nullptr};
     gpu::bn_normalize_fused<Ftype, M>(gpu_num(), channels_, gpu_spatial(), x, mean, inv_std, gamma, beta, tail,
                                       x_saved, y, stream);
     return;
@@ -436,7 +479,7 @@ void BatchNormLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::v
                                                 const BlobVec& bottom) {
   using M = math_t<Btype>;
   CUstream_st* stream = this->context().stream();
-  const Btype* dy = top[0]->template gpu_diff<Btype>();
+  const Btype* dy = chain_out(top)->template gpu_diff<Btype>();
   const Ftype* x_saved = saved_ ? x_saved_.template gpu_data<Ftype>() : bottom[0]->template gpu_data<Ftype>();
   const M* mean = mean_.template gpu_data<M>();
   const M* inv_std = inv_std_.template gpu_data<M>();
@@ -466,14 +509,16 @@ void BatchNormLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::v
       return;
     }
   }
-  if (affine_ || relu_) {
+  if (affine_ || relu_ || residual_ || channels_last_) {
     // The fused chain (layer_fusion.hpp): the same two passes, dy formed from
-    // the top's diff in each.
+    // the top's diff in each; the first also writes a residual's gradient.
     const bool want_s = affine_ && affine_->param_propagate_down(0);
     const bool want_b = affine_ && affine_->blobs().size() > 1 && affine_->param_propagate_down(1);
-    const gpu::BnTail<Btype> tail{affine_ ? affine_->blobs()[0]->template gpu_data<Btype>() : nullptr, nullptr, relu_};
-    const Ftype* y = relu_ ? top[0]->template gpu_data<Ftype>() : nullptr;
-    if (dg || db || want_s || want_b || (dx_wanted && !use_global_stats_)) {
+    Btype* rd = residual_ && residual_diff_ ? residual_->template mutable_gpu_diff<Btype>() : nullptr;
+    const gpu::BnTail<Btype> tail{affine_ ? affine_->blobs()[0]->template gpu_data<Btype>() : nullptr, nullptr, relu_,
+                                  nullptr, rd};
+    const Ftype* y = relu_ ? chain_out(top)->template gpu_data<Ftype>() : nullptr;
+    if (dg || db || want_s || want_b || (dx_wanted && !use_global_stats_) || rd) {
       gpu::bn_backward_reduce_fused<Btype, Ftype, M>(
           gpu_num(), channels_, gpu_spatial(), dy, y, x_saved, mean, inv_std, tail, sdy, sdyx,
           dg ? this->blobs_[3]->template mutable_gpu_diff<Btype>() : nullptr,
@@ -483,8 +528,13 @@ void BatchNormLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::v
     }
     if (!dx_wanted) return;
     const Btype* gamma = scale_bias_ ? this->blobs_[3]->template gpu_data<Btype>() : nullptr;
-    gpu::bn_backward_dx_fused<Btype, Ftype, M>(gpu_num(), channels_, gpu_spatial(), dy, y, x_saved, mean, inv_std,
-                                               gamma, tail, use_global_stats_ ? nullptr : sdy,
+    // With a residual's gradient written, that is the masked dout: the dx
+    // pass reads it alone instead of dout and the top's data (one read fewer).
+    gpu::BnTail<Btype> dx_tail = tail;
+    if (rd) dx_tail.relu = false;
+    gpu::bn_backward_dx_fused<Btype, Ftype, M>(gpu_num(), channels_, gpu_spatial(), rd ? rd : dy, rd ? nullptr : y,
+                                               x_saved, mean, inv_std, gamma, dx_tail,
+                                               use_global_stats_ ? nullptr : sdy,
                                                use_global_stats_ ? nullptr : sdyx,
                                                bottom[0]->template mutable_gpu_diff<Btype>(), stream);
     return;

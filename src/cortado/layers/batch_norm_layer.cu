@@ -172,13 +172,15 @@ __global__ void backward_dx_kernel(int64_t vectors, int c, int64_t s, M inv_m, c
 // ---- fused chains ----
 
 // z from xhat for a plane: gamma/beta (scale_bias), a Scale's s/b applied to
-// the stored xhat, or xhat; then the ReLU applied to the stored z.
+// the stored xhat, or xhat; then a residual r added to the stored z (as
+// Eltwise SUM adds); then the ReLU applied to the stored z.
 template <typename T, typename M>
 struct TailMath {
   M a = M(1), b = M(0);
-  bool scale_bias = false, affine = false, relu = false;
-  __device__ M operator()(M h) const {
+  bool scale_bias = false, affine = false, residual = false, relu = false;
+  __device__ M operator()(M h, M r) const {
     M z = affine ? stored<T>(h) * a + b : scale_bias ? a * h + b : h;
+    if (residual) z = stored<T>(z) + r;
     return relu ? ReLUOp().forward(stored<T>(z)) : z;
   }
 };
@@ -187,6 +189,7 @@ template <typename T, typename M>
 __device__ __forceinline__ TailMath<T, M> tail_of(const T* gamma, const T* beta, const gpu::BnTail<T>& tail, int ch) {
   TailMath<T, M> f;
   f.relu = tail.relu;
+  f.residual = tail.residual != nullptr;
   if (gamma) {
     f.scale_bias = true;
     f.a = load(gamma, ch);
@@ -210,12 +213,14 @@ __global__ void normalize_fused_rows_kernel(int64_t vectors, int c, const T* x, 
     const int ch0 = static_cast<int>(static_cast<I>(j) % static_cast<I>(c));
     const VecOf<T, V> in = load_vec<V>(x, j);  // read before y (which may be x) is written
     if (x_saved) store_vec<V>(x_saved, j, in);
+    VecOf<T, V> r{};
+    if (tail.residual) r = load_vec<V>(tail.residual, j);  // likewise: y may be its memory
     VecOf<T, V> out;
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const int ch = ch0 + k;
       const TailMath<T, M> f = tail_of<T, M>(gamma, beta, tail, ch);
-      store(out.v, k, f((M(load(in.v, k)) - mean[ch]) * inv_std[ch]));
+      store(out.v, k, f((M(load(in.v, k)) - mean[ch]) * inv_std[ch], M(load(r.v, k))));
     }
     store_vec<V>(y, j, out);
   }
@@ -233,9 +238,11 @@ __global__ void normalize_fused_kernel(int64_t planes, int c, int64_t s, const T
     for (int64_t i = int64_t(threadIdx.x) * V; i < s; i += int64_t(blockDim.x) * V) {
       const VecOf<T, V> in = load_vec<V>(x, base + i);  // read before y (which may be x) is written
       if (x_saved) store_vec<V>(x_saved, base + i, in);
+      VecOf<T, V> r{};
+      if (tail.residual) r = load_vec<V>(tail.residual, base + i);  // likewise: y may be its memory
       VecOf<T, V> out;
 #pragma unroll
-      for (int k = 0; k < V; ++k) store(out.v, k, f((M(load(in.v, k)) - mu) * is));
+      for (int k = 0; k < V; ++k) store(out.v, k, f((M(load(in.v, k)) - mu) * is, M(load(r.v, k))));
       store_vec<V>(y, base + i, out);
     }
   }
@@ -245,9 +252,13 @@ __global__ void normalize_fused_kernel(int64_t planes, int c, int64_t s, const T
 // element j of channel ch: masked by the ReLU (y read as T, as ReLU's
 // backward reads it), with the Scale's sums (acc[2], acc[3]) when acc is
 // given, then multiplied by the Scale's s and stored as T.
+template <typename T, typename M>
+__device__ __forceinline__ M tail_mask(M g, M yv, const gpu::BnTail<T>& tail) {
+  return tail.relu ? stored<T>(ReLUOp().backward(stored<T>(yv), M(0), g)) : g;
+}
 template <typename T, typename X, typename M>
 __device__ __forceinline__ M tail_dy(M g, M yv, M xhat, const gpu::BnTail<T>& tail, int64_t ch, M* acc) {
-  if (tail.relu) g = stored<T>(ReLUOp().backward(stored<T>(yv), M(0), g));
+  g = tail_mask<T, M>(g, yv, tail);
   if (!tail.scale) return g;
   if (acc) {
     acc[2] += g;
@@ -271,6 +282,12 @@ struct SumFusedDy {
     const VecOf<X, V> x = load_vec<V>(xs, j);
     VecOf<X, V> yv{};
     if (y) yv = load_vec<V>(y, j);
+    if (tail.residual_diff) {  // the residual's gradient: the masked dout (after every read of dout here)
+      VecOf<T, V> rd;
+#pragma unroll
+      for (int e = 0; e < V; ++e) store(rd.v, e, tail_mask<T, M>(M(load(g.v, e)), M(load(yv.v, e)), tail));
+      store_vec<V>(tail.residual_diff, j, rd);
+    }
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const M xhat = (M(load(x.v, e)) - mu) * is;
@@ -397,10 +414,11 @@ void bn_normalize_fused(int n, int c, int64_t s, const T* x, const M* mean, cons
   const int64_t planes = int64_t(n) * c;
   if (planes == 0 || s == 0) return;
   using D = dev_t<T>;
-  const BnTail<D> t{dev(tail.scale), dev(tail.bias), tail.relu};
+  const BnTail<D> t{dev(tail.scale), dev(tail.bias), tail.relu, dev(tail.residual), dev(tail.residual_diff)};
+  const void* residual = tail.residual;
   if (s == 1 && c > 1) {  // channels last
     constexpr int V = 16 / sizeof(T);
-    if (kernels::vector_width(c, sizeof(T), {x, x_saved, y}) > 1) {
+    if (kernels::vector_width(c, sizeof(T), {x, x_saved, y, residual}) > 1) {
       CORTADO_LAUNCH_INDEXED_V(normalize_fused_rows_kernel, V, planes, stream, planes / V, c, dev(x), mean, inv_std,
                                dev(gamma), dev(beta), t, dev(x_saved), dev(y));
     } else {
@@ -410,7 +428,7 @@ void bn_normalize_fused(int n, int c, int64_t s, const T* x, const M* mean, cons
     CORTADO_KERNEL_CHECK();
     return;
   }
-  const int v = kernels::vector_width(s, sizeof(T), {x, x_saved, y});
+  const int v = kernels::vector_width(s, sizeof(T), {x, x_saved, y, residual});
   const dim3 grid = kernels::plane_grid(planes);
   if (v > 1) {
     constexpr int V = 16 / sizeof(T);
@@ -430,10 +448,11 @@ void bn_backward_reduce_fused(int n, int c, int64_t s, const T* dout, const X* y
   if (c == 0) return;
   using D = dev_t<T>;
   using DX = dev_t<X>;
-  const BnTail<D> t{dev(tail.scale), dev(tail.bias), tail.relu};
+  const BnTail<D> t{dev(tail.scale), dev(tail.bias), tail.relu, dev(tail.residual), dev(tail.residual_diff)};
+  const void* residual_diff = tail.residual_diff;
   constexpr size_t widest = sizeof(T) > sizeof(X) ? sizeof(T) : sizeof(X);
   kernels::channel_reduce_vec<4, M, widest>(
-      kernels::ChannelShape{n, c, s}, {dout, y, x_saved},
+      kernels::ChannelShape{n, c, s}, {dout, y, x_saved, residual_diff},
       SumFusedDy<D, DX, M>{dev(dout), dev(y), dev(x_saved), mean, inv_std, t},
       FinishFusedBackward<D, M>{sdy, sdyx, dev(dgamma), dev(dbeta), dev(ds), dev(db)}, stream);
 }
@@ -446,7 +465,7 @@ void bn_backward_dx_fused(int n, int c, int64_t s, const T* dout, const X* y, co
   if (planes == 0 || s == 0) return;
   using D = dev_t<T>;
   using DX = dev_t<X>;
-  const BnTail<D> t{dev(tail.scale), dev(tail.bias), tail.relu};
+  const BnTail<D> t{dev(tail.scale), dev(tail.bias), tail.relu, dev(tail.residual), dev(tail.residual_diff)};
   const M inv_m = M(1) / M(double(n) * double(s));
   constexpr size_t widest = sizeof(T) > sizeof(X) ? sizeof(T) : sizeof(X);
   constexpr int V = static_cast<int>(16 / widest);

@@ -289,12 +289,14 @@ void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   } catch (const Error& e) {
     this->field_error(source_field_, "'", source_, "': record '", key, "': ", e.what());
   }
+  channels_last_ = top[0]->layout() == Layout::NHWC && datum_shape_[0] > 1 && datum_shape_[1] * datum_shape_[2] > 1;
   SetUpDevice(first);
   INFO_LOG << this->type() << " layer '" << this->name() << "': " << source_ << ", " << input->entries()
            << " records, output (" << batch_size_ << ", " << datum_shape_[0] << ", " << datum_shape_[1]
            << ", " << datum_shape_[2] << ")"
            << (shards_ > 1 ? str_cat(", shard ", shard_, " of ", shards_) : std::string()) << ", " << workers_
-           << (workers_ == 1 ? " worker" : " workers") << (gpu_transform_ ? ", transformed on the GPU" : "");
+           << (workers_ == 1 ? " worker" : " workers") << (gpu_transform_ ? ", transformed on the GPU" : "")
+           << (channels_last_ ? ", written NHWC" : "");
   const std::vector<AcceptedField> accepted = AcceptedFields();
   if (!accepted.empty()) {
     bool warn = false;
@@ -418,7 +420,11 @@ void DataLayer<Ftype, Btype>::FillBatch(int w, int64_t seq, Batch* batch) {
     ReadDatum(source, position, &key, &value, &datum);
     try {
       gen.seed(static_cast<std::mt19937::result_type>(record_rng_seed(transform_seed_, position)));
-      transformer_->Transform(datum, data + i * image, &gen, datum_shape_);
+      if (channels_last_) {
+        transformer_->TransformChannelsLast(datum, data + i * image, &gen, datum_shape_);
+      } else {
+        transformer_->Transform(datum, data + i * image, &gen, datum_shape_);
+      }
     } catch (const FieldError& e) {
       throw FieldError(this->name(), this->type(), e.field(),
                        str_cat(e.message(), " (source '", source_, "', record '", key, "')"));
@@ -495,6 +501,7 @@ void DataLayer<Ftype, Btype>::SetUpDevice(const Datum& first) {
     // The fields the GPU transform lacks are a FieldError here, before any batch.
     for (int w = 0; w < workers_; ++w) {
       device_->decoders.push_back(std::make_unique<NvjpegBatchDecoder>(tp, this->layer_param().phase(), this->name()));
+      device_->decoders.back()->set_channels_last(channels_last_);
     }
   }
 #else
@@ -576,7 +583,11 @@ void DataLayer<Ftype, Btype>::FillBatchOnGpu(int w, int64_t first, Batch* batch)
         }
         Ftype* host = static_cast<Ftype*>(batch->data->mutable_cpu_data()) + static_cast<int64_t>(i) * image;
         try {
-          transformer_->Transform(datums[i], host, &gens[i], datum_shape_);
+          if (channels_last_) {
+            transformer_->TransformChannelsLast(datums[i], host, &gens[i], datum_shape_);
+          } else {
+            transformer_->Transform(datums[i], host, &gens[i], datum_shape_);
+          }
         } catch (const Error& e) {
           record_error(i, i + 1, e);
         }

@@ -40,6 +40,12 @@ bool EltwiseLayer<Ftype, Btype>::AbsorbTail(FusionRole role, LayerBase*) {
 }
 
 template <typename Ftype, typename Btype>
+FusionRole EltwiseLayer<Ftype, Btype>::fusion_role() const {
+  if (op_ != EltwiseParameter::SUM || coeff_.size() != 2 || relu_) return FusionRole::kNone;
+  return coeff_[0] == 1.0 && coeff_[1] == 1.0 ? FusionRole::kResidualAdd : FusionRole::kNone;
+}
+
+template <typename Ftype, typename Btype>
 void EltwiseLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
   for (size_t i = 0; i < bottom.size(); ++i) {
     if (bottom[i]->shape() != bottom[0]->shape()) {
@@ -54,6 +60,7 @@ void EltwiseLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& t
 
 template <typename Ftype, typename Btype>
 void EltwiseLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if (fused_away()) return;  // the BatchNorm chain before it computes the sum
   using M = math_t<Ftype>;
   const int64_t n = static_cast<int64_t>(top[0]->count());
   Ftype* y = top[0]->mutable_cpu_data<Ftype>();
@@ -126,6 +133,7 @@ void EltwiseLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVe
 template <typename Ftype, typename Btype>
 void EltwiseLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                               const BlobVec& bottom) {
+  if (fused_away()) return;
   using M = math_t<Btype>;
   const int64_t n = static_cast<int64_t>(top[0]->count());
   const Btype* dy = top[0]->cpu_diff<Btype>();
@@ -185,6 +193,7 @@ void EltwiseLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::vec
 #ifdef CORTADO_USE_CUDA
 template <typename Ftype, typename Btype>
 void EltwiseLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  if (fused_away()) return;
   const int64_t n = static_cast<int64_t>(top[0]->count());
   Ftype* y = top[0]->mutable_gpu_data<Ftype>();
   std::vector<const Ftype*> x(bottom.size());
@@ -206,6 +215,7 @@ void EltwiseLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const BlobVe
 template <typename Ftype, typename Btype>
 void EltwiseLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                               const BlobVec& bottom) {
+  if (fused_away()) return;
   const int64_t n = static_cast<int64_t>(top[0]->count());
   const Btype* dy = top[0]->gpu_diff<Btype>();
   if (relu_) {

@@ -815,13 +815,30 @@ void DataTransformer::Transform(const Datum& datum, T* out, std::mt19937* rng,
   }
 }
 
-template void DataTransformer::Transform<double>(const Datum&, double*, std::mt19937*,
-                                                 const std::vector<int>&) const;
-template void DataTransformer::Transform<float>(const Datum&, float*, std::mt19937*,
-                                                const std::vector<int>&) const;
-template void DataTransformer::Transform<float16>(const Datum&, float16*, std::mt19937*,
-                                                  const std::vector<int>&) const;
-template void DataTransformer::Transform<bfloat16>(const Datum&, bfloat16*, std::mt19937*,
-                                                   const std::vector<int>&) const;
+template <typename T>
+void DataTransformer::TransformChannelsLast(const Datum& datum, T* out, std::mt19937* rng,
+                                           const std::vector<int>& expected) const {
+  CORTADO_CHECK_EQ(expected.size(), 3u) << "TransformChannelsLast needs the record's (C, H, W)";
+  const int channels = expected[0];
+  const size_t pixels = static_cast<size_t>(expected[1]) * expected[2];
+  thread_local std::vector<T> planes;
+  planes.resize(pixels * static_cast<size_t>(channels));
+  Transform(datum, planes.data(), rng, expected);
+  for (int c = 0; c < channels; ++c) {
+    const T* plane = planes.data() + static_cast<size_t>(c) * pixels;
+    T* dst = out + c;
+    for (size_t i = 0; i < pixels; ++i) dst[i * static_cast<size_t>(channels)] = plane[i];
+  }
+}
+
+#define CORTADO_TRANSFORM_TYPE(T)                                                                            \
+  template void DataTransformer::Transform<T>(const Datum&, T*, std::mt19937*, const std::vector<int>&) const; \
+  template void DataTransformer::TransformChannelsLast<T>(const Datum&, T*, std::mt19937*,                     \
+                                                          const std::vector<int>&) const;
+CORTADO_TRANSFORM_TYPE(double)
+CORTADO_TRANSFORM_TYPE(float)
+CORTADO_TRANSFORM_TYPE(float16)
+CORTADO_TRANSFORM_TYPE(bfloat16)
+#undef CORTADO_TRANSFORM_TYPE
 
 }  // namespace cortado

@@ -303,8 +303,12 @@ size_t NvjpegBatchDecoder::State::PlanBatch(const std::vector<std::string_view>&
                      << "); logged once, cpu_fallbacks() counts them";
       }
       job.skip = 1;
-      transformer.Transform(encoded_datum(jpegs[i]), static_cast<T*>(staging) + slot++ * image_count, rng,
-                            image_shape);
+      T* image = static_cast<T*>(staging) + slot++ * image_count;
+      if (o.nhwc) {
+        transformer.TransformChannelsLast(encoded_datum(jpegs[i]), image, rng, image_shape);
+      } else {
+        transformer.Transform(encoded_datum(jpegs[i]), image, rng, image_shape);
+      }
       continue;
     }
     if (output.height == 0 && (p.height != o.height || p.width != o.width)) {
@@ -406,6 +410,7 @@ std::vector<int> NvjpegBatchDecoder::Decode(const std::vector<std::string_view>&
   return {n, o.channels, o.height, o.width};
 }
 
+void NvjpegBatchDecoder::set_channels_last(bool on) { s_->output.nhwc = on ? 1 : 0; }
 bool NvjpegBatchDecoder::hardware() const { return s_->hw != nullptr; }
 const std::string& NvjpegBatchDecoder::library() const { return s_->library->name(); }
 int64_t NvjpegBatchDecoder::cpu_fallbacks() const { return s_->cpu_fallbacks; }

@@ -4,7 +4,8 @@
 // Mapping: blockIdx.y is the image, and the threads of the x dimension walk
 // its H x W output pixels in a grid-stride loop, consecutive threads on
 // consecutive columns (coalesced stores; the loads of one row are close).
-// A thread writes the C channels of its pixel.
+// A thread writes the C channels of its pixel (next to each other with
+// o.nhwc: the channels-last batch of net_layout.hpp).
 //
 // Values are those of the CPU transform (transform_pixels.hpp) computed the
 // same way: the bilinear taps of the random-resized crop in double, as
@@ -52,13 +53,16 @@ __global__ void nvjpeg_transform_kernel(const NvjpegJob* jobs, NvjpegOutput o, D
   const int64_t plane = int64_t{o.height} * o.width;
   const int64_t src_plane = int64_t{job.height} * job.width;
   D* dst = out + int64_t{blockIdx.y} * o.channels * plane;
+  // Value (c, pixel i) of the image: at c * plane + i, or at i * C + c channels last.
+  const int64_t channel_step = o.nhwc ? 1 : plane, pixel_step = o.nhwc ? o.channels : 1;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < plane; i += int64_t{blockDim.x} * gridDim.x) {
     const int y = static_cast<int>(i / o.width), x = static_cast<int>(i % o.width);
     if (job.window_h == 0) {  // step 4: out = (x[h0 + y][w0 + x'] - mean) * scale
       const int sx = job.crop_w0 + (job.mirror ? o.width - 1 - x : x);
       const uint8_t* p = job.src + int64_t{job.crop_h0 + y} * job.width + sx;
       for (int c = 0; c < o.channels; ++c) {
-        store(dst, c * plane + i, __fmul_rn(__fsub_rn(static_cast<float>(p[c * src_plane]), o.mean[c]), o.scale));
+        store(dst, c * channel_step + i * pixel_step,
+              __fmul_rn(__fsub_rn(static_cast<float>(p[c * src_plane]), o.mean[c]), o.scale));
       }
     } else {  // the random-resized crop: bilinear over the window, mirrored by reversing the columns' taps
       const Tap ty = resample_tap(y, o.height, job.window_h0, job.window_h, job.height, false);
@@ -68,7 +72,8 @@ __global__ void nvjpeg_transform_kernel(const NvjpegJob* jobs, NvjpegOutput o, D
         const uint8_t* r1 = job.src + c * src_plane + int64_t{ty.i1} * job.width;
         const float top = lerp_rn(r0[tx.i0], r0[tx.i1], tx.w);
         const float bottom = lerp_rn(r1[tx.i0], r1[tx.i1], tx.w);
-        store(dst, c * plane + i, __fmul_rn(__fsub_rn(lerp_rn(top, bottom, ty.w), o.mean[c]), o.scale));
+        store(dst, c * channel_step + i * pixel_step,
+              __fmul_rn(__fsub_rn(lerp_rn(top, bottom, ty.w), o.mean[c]), o.scale));
       }
     }
   }

@@ -26,11 +26,13 @@ struct NvjpegOutput {
   int channels = 3, height = 0, width = 0;
   float mean[3] = {0, 0, 0};  // per channel (mean_value)
   float scale = 1;
+  int nhwc = 0;  // 1: images written (H, W, C), channels last (net_layout.hpp)
 };
 
 namespace gpu {
 
-/// out (n, C, H, W) in T (float, float16, bfloat16) from the n jobs (a
+/// out (n, C, H, W) in T (float, float16, bfloat16; (n, H, W, C) with
+/// o.nhwc) from the n jobs (a
 /// device array), as DataTransformer's step 4 and resampling pass
 /// (data_transformer.hpp) compute them, enqueued on `stream`.
 template <typename T>
