@@ -623,7 +623,8 @@ TEST(NetLayout, GpuGraphApiMatchesLegacy) {
 
 // cuDNN's fused NHWC BatchNorm (CORTADO_CUDNN_BN=1) against the layer's own
 // kernels in the same NHWC FP16 net on the same GPU: bn1 with its fused Scale
-// and ReLU, bn3 alone. Outputs, gradients and the running statistics within
+// and ReLU, bn2b with the residual add and ReLU (BN_ADD_ACTIVATION where the
+// sum has memory of its own), bn3 alone. Outputs, gradients and the running statistics within
 // a few FP16 roundings (cuDNN rounds once where the fused chain rounds as the
 // unfused layers store).
 TEST(NetLayout, GpuCudnnBatchNormMatchesOwnKernels) {

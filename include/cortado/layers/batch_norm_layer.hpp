@@ -131,7 +131,8 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
   int64_t gpu_spatial() const { return channels_last_ ? 1 : spatial_; }
   NchwPasses nchw_;
   // cuDNN's NHWC kernels (cudnn_batch_norm.hpp, CORTADO_CUDNN_BN=1) for a
-  // channels-last FLOAT16 layer out of place with batch statistics: whether
+  // channels-last FLOAT16 layer out of place with batch statistics (with a
+  // fused residual add only before a ReLU: BN_ADD_ACTIVATION): whether
   // they apply to the current shape, whether the last forward used them,
   // their state (shared_ptr: the type is the .cpp's), and float copies of
   // the parameter gradients they write.
@@ -141,6 +142,7 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
   bool cudnn_ran_ = false;
   std::shared_ptr<void> cudnn_;
   Blob cudnn_dgamma_{FLOAT}, cudnn_dbeta_{FLOAT}, cudnn_ones_{FLOAT}, cudnn_zeros_{FLOAT};
+  Blob cudnn_dz_{type_of<Btype>()};  // a residual's gradient cuDNN writes where none is wanted
   bool NeedsXhat() const;  // whether the backward needs xhat
 
   LayerBase* affine_ = nullptr;  // a fused Scale (its blobs: s, and b with bias_term)

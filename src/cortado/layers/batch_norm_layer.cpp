@@ -408,7 +408,8 @@ void BatchNormLayer<Ftype, Btype>::CudnnParams(const float** gamma, const float*
 template <typename Ftype, typename Btype>
 bool BatchNormLayer<Ftype, Btype>::UseCudnn(const BlobVec& bottom, const BlobVec& top) const {
   return std::is_same_v<Ftype, float16> && std::is_same_v<Btype, float16> && cudnn_bn::Enabled() &&
-         channels_last_ && bottom[0]->num_axes() == 4 && !use_global_stats_ && top[0] != bottom[0] && !residual_;
+         channels_last_ && bottom[0]->num_axes() == 4 && !use_global_stats_ && top[0] != bottom[0] &&
+         (!residual_ || relu_);  // cuDNN adds a residual only before its activation
 }
 
 template <typename Ftype, typename Btype>
@@ -417,11 +418,14 @@ bool BatchNormLayer<Ftype, Btype>::ForwardCudnn(const BlobVec& bottom, const Blo
   if (!cudnn_) cudnn_ = std::make_shared<cudnn_bn::CudnnBatchNorm>();
   auto* bn = static_cast<cudnn_bn::CudnnBatchNorm*>(cudnn_.get());
   const Blob& b = *bottom[0];
-  bn->Reshape(b.shape(0), b.shape(1), b.shape(2), b.shape(3), relu_);
+  Ftype* y = chain_out(top)->template mutable_gpu_data<Ftype>();
+  const Ftype* z = residual_ ? residual_->template gpu_data<Ftype>() : nullptr;
+  if (z == y) return false;  // the sum in the residual's memory: the own kernels read each value before writing it
+  bn->Reshape(b.shape(0), b.shape(1), b.shape(2), b.shape(3), relu_, residual_ != nullptr);
   const float *gamma, *beta;
   CudnnParams(&gamma, &beta);
-  if (!bn->Forward(this->context().cudnn(), b.template gpu_data<Ftype>(), top[0]->template mutable_gpu_data<Ftype>(),
-                   gamma, beta, eps_, mean_.template mutable_gpu_data<M>(), inv_std_.template mutable_gpu_data<M>()))
+  if (!bn->Forward(this->context().cudnn(), b.template gpu_data<Ftype>(), y, gamma, beta, eps_,
+                   mean_.template mutable_gpu_data<M>(), inv_std_.template mutable_gpu_data<M>(), z))
     return false;  // cuDNN does not take the shape: the own kernels run it
   const double m = static_cast<double>(num_) * spatial_;
   gpu::bn_running_from_saved<M>(channels_, eps_, maf_, m > 1 ? m / (m - 1) : 1.0, mean_.template gpu_data<M>(),
@@ -489,7 +493,18 @@ void BatchNormLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::v
   const bool db = scale_bias_ && this->param_propagate_down(4);
   const bool dx_wanted = !propagate_down.empty() && propagate_down[0];
   if constexpr (std::is_same_v<M, float>) {
-    if (cudnn_ran_ && dx_wanted) {  // cuDNN writes dx; without it the kernels below use its statistics
+    // cuDNN writes dx (and a residual's gradient) where no two of them and dy
+    // share memory (the diff plan may give dx the memory of a sum's dy, which
+    // the kernels below allow); else the kernels below use its statistics.
+    Btype* dx = dx_wanted ? bottom[0]->template mutable_gpu_diff<Btype>() : nullptr;
+    Btype* dz = nullptr;
+    if (cudnn_ran_ && residual_ && residual_diff_) {
+      dz = residual_->template mutable_gpu_diff<Btype>();
+    } else if (cudnn_ran_ && residual_) {
+      cudnn_dz_.ReshapeLike(*bottom[0]);
+      dz = cudnn_dz_.template mutable_gpu_data<Btype>();
+    }
+    if (cudnn_ran_ && dx_wanted && dx != dy && dz != dy && dz != dx) {
       auto* bn = static_cast<cudnn_bn::CudnnBatchNorm*>(cudnn_.get());
       const float *gamma, *beta;
       CudnnParams(&gamma, &beta);
@@ -497,8 +512,8 @@ void BatchNormLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::v
       cudnn_dbeta_.Reshape({channels_});
       float* dgamma = cudnn_dgamma_.template mutable_gpu_data<float>();
       float* dbeta = cudnn_dbeta_.template mutable_gpu_data<float>();
-      bn->Backward(this->context().cudnn(), x_saved, top[0]->template gpu_data<Ftype>(), dy,
-                   bottom[0]->template mutable_gpu_diff<Btype>(), gamma, beta, dgamma, dbeta, eps_, mean, inv_std);
+      bn->Backward(this->context().cudnn(), x_saved, chain_out(top)->template gpu_data<Ftype>(), dy, dx, gamma, beta,
+                   dgamma, dbeta, eps_, mean, inv_std, dz);
       // The parameters' gradients: BatchNorm's own (scale_bias) or its fused Scale's.
       const bool want_s = affine_ && affine_->param_propagate_down(0);
       const bool want_b = affine_ && affine_->blobs().size() > 1 && affine_->param_propagate_down(1);

@@ -46,14 +46,16 @@ CudnnBatchNorm::~CudnnBatchNorm() {
   cudnnDestroyActivationDescriptor(act_);
 }
 
-void CudnnBatchNorm::Reshape(int n, int c, int h, int w, bool relu) {
-  const int shape[5] = {n, c, h, w, relu ? 1 : 0};
-  if (std::equal(shape, shape + 5, shape_)) return;
-  std::copy(shape, shape + 5, shape_);
+void CudnnBatchNorm::Reshape(int n, int c, int h, int w, bool relu, bool add) {
+  CORTADO_CHECK(relu || !add) << "cuDNN adds a residual only before an activation";
+  const int shape[6] = {n, c, h, w, relu ? 1 : 0, add ? 1 : 0};
+  if (std::equal(shape, shape + 6, shape_)) return;
+  std::copy(shape, shape + 6, shape_);
   unsupported_ = false;
   CORTADO_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, n, c, h, w));
   CORTADO_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(param_, x_, kMode));
   relu_ = relu;
+  add_ = add;
   channels_ = c;
   sized_ = false;  // the sizes of the new shape at the next forward
   ran_ = false;
@@ -71,12 +73,12 @@ bool CudnnBatchNorm::Size(cudnnHandle_t handle) {
   if (sized_) return true;
   // Each query may refuse the shape (the ReLU-fused variant, say): the
   // layer's kernels then run it.
-  cudnnStatus_t s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, kMode, ops(), x_, nullptr, x_,
+  cudnnStatus_t s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, kMode, ops(), x_, z(), x_,
                                                                              param_, act(), &forward_ws_);
   if (Refused(s)) return false;
   CORTADO_CUDNN_CHECK(s);
-  s = cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, kMode, ops(), x_, relu_ ? x_ : nullptr, x_, nullptr,
-                                                        x_, param_, act(), &backward_ws_);
+  s = cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, kMode, ops(), x_, relu_ ? x_ : nullptr, x_, z(), x_,
+                                                        param_, act(), &backward_ws_);
   if (Refused(s)) return false;
   CORTADO_CUDNN_CHECK(s);
   size_t bytes = 0;
@@ -101,14 +103,14 @@ bool CudnnBatchNorm::Size(cudnnHandle_t handle) {
 }
 
 bool CudnnBatchNorm::Forward(cudnnHandle_t handle, const void* x, void* y, const float* gamma, const float* beta,
-                             double eps, float* mean, float* inv_std) {
+                             double eps, float* mean, float* inv_std, const void* z_data) {
   if (unsupported_ || !Size(handle)) return false;
   float* running = static_cast<float*>(running_.get());
   // A factor of 0 leaves cuDNN's running statistics as they are: the layer
   // keeps Caffe's own (mean and variance sums with a scale factor).
   const cudnnStatus_t s = cudnnBatchNormalizationForwardTrainingEx(
-      handle, kMode, ops(), &kOne, &kZero, x_, x, nullptr, nullptr, x_, y, param_, gamma, beta, 0.0, running,
-      running + channels_, eps, mean, inv_std, act(), cuda::stream_workspace(forward_ws_), forward_ws_,
+      handle, kMode, ops(), &kOne, &kZero, x_, x, z(), add_ ? z_data : nullptr, x_, y, param_, gamma, beta, 0.0,
+      running, running + channels_, eps, mean, inv_std, act(), cuda::stream_workspace(forward_ws_), forward_ws_,
       reserve_.get(), reserve_bytes_);
   if (!ran_ && Refused(s)) return false;  // the first call of a shape checks it; nothing was written
   CORTADO_CUDNN_CHECK(s);
@@ -118,11 +120,12 @@ bool CudnnBatchNorm::Forward(cudnnHandle_t handle, const void* x, void* y, const
 
 void CudnnBatchNorm::Backward(cudnnHandle_t handle, const void* x, const void* y, const void* dy, void* dx,
                               const float* gamma, const float* beta, float* dgamma, float* dbeta, double eps,
-                              const float* mean, const float* inv_std) {
+                              const float* mean, const float* inv_std, void* dz) {
   CORTADO_CHECK(sized_) << "cuDNN BatchNorm backward before its forward";
+  CORTADO_CHECK(!add_ || (dz && dz != dy)) << "cuDNN BatchNorm: the residual's gradient needs memory of its own";
   CORTADO_CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
       handle, kMode, ops(), &kOne, &kZero, &kOne, &kZero, x_, x, relu_ ? x_ : nullptr, relu_ ? y : nullptr, x_, dy,
-      nullptr, nullptr, x_, dx, param_, gamma, beta, dgamma, dbeta, eps, mean, inv_std, act(),
+      z(), add_ ? dz : nullptr, x_, dx, param_, gamma, beta, dgamma, dbeta, eps, mean, inv_std, act(),
       cuda::stream_workspace(backward_ws_), backward_ws_, reserve_.get(), reserve_bytes_));
 }
 
