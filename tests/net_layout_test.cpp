@@ -280,7 +280,7 @@ TEST(NetLayout, DataLayersWriteTheGroupsLayout) {
   }
 }
 
-// TransformChannelsLast writes Transform's values at (h, w, c).
+// Transform channels last writes Transform's values at (h, w, c).
 TEST(NetLayout, TransformChannelsLastMovesTransformsValues) {
   TransformationParameter tp;
   tp.set_crop_size(5);
@@ -300,7 +300,7 @@ TEST(NetLayout, TransformChannelsLastMovesTransformsValues) {
     std::mt19937 g1(seed), g2(seed);
     std::vector<float> planes(75), last(75);
     t.Transform(d, planes.data(), &g1, shape);
-    t.TransformChannelsLast(d, last.data(), &g2, shape);
+    t.Transform(d, last.data(), &g2, shape, true);
     for (size_t c = 0; c < 3; ++c)
       for (size_t i = 0; i < 25; ++i) ASSERT_EQ(last[i * 3 + c], planes[c * 25 + i]);
     EXPECT_EQ(g1(), g2()) << "the same draws";
@@ -531,14 +531,6 @@ TEST(NetLayout, CpuResNet50MatchesNchw) {
 
 // ---- on a GPU ----------------------------------------------------------------------
 
-bool HaveDevice() {
-#ifdef CORTADO_USE_CUDA
-  return cuda::available();
-#else
-  return false;
-#endif
-}
-
 // kNet with 40 channels where it has 4: the channels-last kernels' paths of
 // 8 channels a thread, and row reductions over more than one warp of
 // channels with a tail (40 = 32 + 8). Within a wider tolerance: longer sums.
@@ -555,7 +547,7 @@ double GpuTolerance(bool wide) { return (wide ? 96 : 48) * type_epsilon<float16>
 // FP16 roundings. Also with conv2a on Caffe's engine (NCHW stand-ins on the
 // device) in the group that conv1 anchors.
 TEST(NetLayout, GpuNhwcNetMatchesNchw) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
   for (const int variant : {0, 1, 2}) {
     const bool caffe_engine = variant == 1, wide = variant == 2;
     test::ActiveGpuContext gpu;
@@ -583,7 +575,7 @@ TEST(NetLayout, GpuNhwcNetMatchesNchw) {
 // NCHW (FMA math in both): outputs, input gradients and weight gradients
 // within a few roundings (other engines add in other orders).
 TEST(NetLayout, GpuGraphApiMatchesLegacy) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
 #ifdef CORTADO_USE_CUDA
   struct Restore {
     bool was = cudnn_graph_api();
@@ -628,7 +620,7 @@ TEST(NetLayout, GpuGraphApiMatchesLegacy) {
 // a few FP16 roundings (cuDNN rounds once where the fused chain rounds as the
 // unfused layers store).
 TEST(NetLayout, GpuCudnnBatchNormMatchesOwnKernels) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
 #ifdef CORTADO_USE_CUDA
   struct Restore {
     bool was = cudnn_batch_norm();

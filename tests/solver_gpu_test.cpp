@@ -25,6 +25,7 @@
 #include "cortado/util/io.hpp"
 #include "cortado/util/rng.hpp"
 #include "test_scopes.hpp"
+#include "test_util.hpp"
 #ifdef CORTADO_USE_CUDA
 #include "cortado/solver_gpu.hpp"
 #include "cortado/util/cuda.hpp"
@@ -32,14 +33,6 @@
 
 namespace cortado {
 namespace {
-
-bool HaveDevice() {
-#ifdef CORTADO_USE_CUDA
-  return cuda::available();
-#else
-  return false;
-#endif
-}
 
 using test::RestoreStream;
 
@@ -235,7 +228,7 @@ const char* kSchedule = " lr_policy: 'step' stepsize: 2 gamma: 0.5 random_seed: 
 class SolverGpuRules : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(SolverGpuRules, MatchesCpu) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
   RestoreStream restore;
   const RuleCase& r = kRules[std::get<0>(GetParam())];
   const TypeCase& t = kTypes[std::get<1>(GetParam())];
@@ -264,7 +257,7 @@ TEST(SolverGpu, UpdatePairs) {
 // A BFLOAT16 net with FLOAT16 solver data: no fused update for the pair, so
 // the host update runs on the GPU context, as on the CPU.
 TEST(SolverGpu, Bf16WithFp16SolverDataUpdatesOnTheHost) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
   RestoreStream restore;
   const std::string solver = str_cat("type: 'SGD' base_lr: 0.05 momentum: 0.9 solver_data_type: FLOAT16", kSchedule);
   auto gpu = MakeSolver(solver, GpuNet(BFLOAT16), Context::Create(0));
@@ -291,7 +284,7 @@ TEST(SolverGpu, Bf16WithFp16SolverDataUpdatesOnTheHost) {
 }
 
 TEST(SolverGpu, HalfUpdateSchemes) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
   RestoreStream restore;
   for (const char* scheme : {"ACCUMULATE_GRADIENTS", "ACCUMULATE_UPDATES"}) {
     SCOPED_TRACE(scheme);
@@ -303,7 +296,7 @@ TEST(SolverGpu, HalfUpdateSchemes) {
 }
 
 TEST(SolverGpu, L1DecayMatchesCpu) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
   RestoreStream restore;
   for (const char* type : {"SGD", "AdamW"}) {
     SCOPED_TRACE(type);
@@ -314,7 +307,7 @@ TEST(SolverGpu, L1DecayMatchesCpu) {
 }
 
 TEST(SolverGpu, OverflowIsSkippedAndScaleHalves) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
   RestoreStream restore;
   const std::string solver = str_cat("type: 'SGD' base_lr: 0.05 momentum: 0.9 dynamic_loss_scale: true "
                                      "loss_scale_init: 1024 loss_scale_window: 3",
@@ -348,7 +341,7 @@ TEST(SolverGpu, OverflowIsSkippedAndScaleHalves) {
 }
 
 TEST(SolverGpu, StaticScaleOverflowWithoutSkippingMatchesCpu) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
   RestoreStream restore;
   Options o;
   o.steps = 3;
@@ -359,7 +352,7 @@ TEST(SolverGpu, StaticScaleOverflowWithoutSkippingMatchesCpu) {
 }
 
 TEST(SolverGpu, ClippingMatchesCpu) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
   RestoreStream restore;
   // A threshold below the gradient norm (the clip applies) and one above.
   for (const char* clip : {"0.05", "1000"}) {
@@ -375,7 +368,7 @@ TEST(SolverGpu, ClippingMatchesCpu) {
 // NVCaffe's LARC (larc.hpp), turbo included: the device's sums, trust
 // ratios and running correlations against the host's.
 TEST(SolverGpu, LarcMatchesCpu) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
   RestoreStream restore;
   for (const char* turbo : {"false", "true"}) {
     for (const char* policy : {"scale", "clip"}) {
@@ -392,7 +385,7 @@ TEST(SolverGpu, LarcMatchesCpu) {
 // The momentum and weight-decay policies and the warm-up reach the kernels
 // as the host's per-iteration values.
 TEST(SolverGpu, SchedulesMatchCpu) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
   RestoreStream restore;
   const char* kPolicies = " momentum: 0.5 momentum_policy: 'poly' max_momentum: 0.95 momentum_power: 2 "
                           "weight_decay: 0.01 weight_decay_policy: 'poly' max_weight_decay: 0.05 "
@@ -410,7 +403,7 @@ TEST(SolverGpu, SchedulesMatchCpu) {
 // to nearest even, bit for bit), the next forward converts no parameter, and
 // every gradient (the frozen one included) is zero after the step.
 TEST(SolverGpu, UpdateWritesWorkingCopyAndClearsGradients) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
   RestoreStream restore;
   for (const char* type : {"SGD", "Adam"}) {
     SCOPED_TRACE(type);

@@ -538,6 +538,16 @@ inline double TypeEps(Type t) {
 }
 }  // namespace detail
 
+/// Whether this build has CUDA and the process a usable device (a GPU test
+/// skips without one).
+inline bool HaveDevice() {
+#ifdef CORTADO_USE_CUDA
+  return cuda::available();
+#else
+  return false;
+#endif
+}
+
 /// For a GPU test: a context on device 0, made the thread's current one;
 /// the thread goes back to the CPU context (and its stream) when this goes
 /// out of scope, before the context itself is released.

@@ -335,7 +335,7 @@ class DataLayer : public Layer<Ftype, Btype> {
   bool gpu_transform_ = false;     // use_gpu_transform applies
   // top[0] is channels last (the Net's layout plan, net_layout.hpp): every
   // record is written (H', W', C), by the CPU transform
-  // (TransformChannelsLast) or the GPU's.
+  // (DataTransformer::Transform, channels_last) or the GPU's.
   bool channels_last_ = false;
   std::string gpu_transform_off_;  // use_gpu_transform is set but does not apply: why
   int64_t next_position_ = 0;  // this shard's stream position where the workers start

@@ -206,12 +206,12 @@ class DataTransformer {
   template <typename T>
   void Transform(const Datum& datum, T* out, std::mt19937* rng_or_null,
                  const std::vector<int>& expected = {}) const;
-  /// Transform, written channels last: out (H', W', C), the order of a
-  /// Data layer's NHWC batch (net_layout.hpp). `expected` (C, H', W') is
-  /// required. The values are Transform's, moved.
+  /// Transform, written channels last where `channels_last`: out (H', W', C),
+  /// the order of a Data layer's NHWC batch (net_layout.hpp), the values
+  /// moved; `expected` (C, H', W') is then required.
   template <typename T>
-  void TransformChannelsLast(const Datum& datum, T* out, std::mt19937* rng_or_null,
-                             const std::vector<int>& expected) const;
+  void Transform(const Datum& datum, T* out, std::mt19937* rng_or_null, const std::vector<int>& expected,
+                 bool channels_last) const;
 
   /// The random choices Transform makes for an image of height x width
   /// (after decoding and the fixed resize), drawn from `rng_or_null` as

@@ -234,13 +234,7 @@ void BatchNormLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const Blob
       // A residual's plane, read before y (which may be its memory: the
       // data plan lets a sum compute in a bottom's) is written.
       M* rp = r ? thread_scratch<M>(2, s) : nullptr;
-      if (r) {
-        if constexpr (std::is_same_v<Ftype, M>) {
-          std::copy(r + j0, r + j0 + s, rp);
-        } else {
-          convert_array(s, r + j0, rp);
-        }
-      }
+      if (r) convert_array(s, r + j0, rp);
       M* out = plane_buf<M>(y + j0, s, 1);
       if (gamma) {
         const M g = gamma[c], b = beta[c];
@@ -310,13 +304,7 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
     } else {
       std::copy(dyp, dyp + s, g);
     }
-    if (sums && rd) {  // Eltwise SUM's gradient to the other bottom (coefficient 1)
-      if constexpr (std::is_same_v<Btype, M>) {
-        std::copy(g, g + s, rd + j);
-      } else {
-        convert_array(s, g, rd + j);
-      }
-    }
+    if (sums && rd) convert_array(s, g, rd + j);  // Eltwise SUM's gradient to the other bottom (coefficient 1)
     if (!affine_) return g;
     if (sums && want_b) asdy[c] += lane_sum<M>(s, [&](int64_t i) { return g[i]; });
     if (sums && want_s) {

@@ -420,11 +420,7 @@ void DataLayer<Ftype, Btype>::FillBatch(int w, int64_t seq, Batch* batch) {
     ReadDatum(source, position, &key, &value, &datum);
     try {
       gen.seed(static_cast<std::mt19937::result_type>(record_rng_seed(transform_seed_, position)));
-      if (channels_last_) {
-        transformer_->TransformChannelsLast(datum, data + i * image, &gen, datum_shape_);
-      } else {
-        transformer_->Transform(datum, data + i * image, &gen, datum_shape_);
-      }
+      transformer_->Transform(datum, data + i * image, &gen, datum_shape_, channels_last_);
     } catch (const FieldError& e) {
       throw FieldError(this->name(), this->type(), e.field(),
                        str_cat(e.message(), " (source '", source_, "', record '", key, "')"));
@@ -583,11 +579,7 @@ void DataLayer<Ftype, Btype>::FillBatchOnGpu(int w, int64_t first, Batch* batch)
         }
         Ftype* host = static_cast<Ftype*>(batch->data->mutable_cpu_data()) + static_cast<int64_t>(i) * image;
         try {
-          if (channels_last_) {
-            transformer_->TransformChannelsLast(datums[i], host, &gens[i], datum_shape_);
-          } else {
-            transformer_->Transform(datums[i], host, &gens[i], datum_shape_);
-          }
+          transformer_->Transform(datums[i], host, &gens[i], datum_shape_, channels_last_);
         } catch (const Error& e) {
           record_error(i, i + 1, e);
         }

@@ -816,9 +816,10 @@ void DataTransformer::Transform(const Datum& datum, T* out, std::mt19937* rng,
 }
 
 template <typename T>
-void DataTransformer::TransformChannelsLast(const Datum& datum, T* out, std::mt19937* rng,
-                                           const std::vector<int>& expected) const {
-  CORTADO_CHECK_EQ(expected.size(), 3u) << "TransformChannelsLast needs the record's (C, H, W)";
+void DataTransformer::Transform(const Datum& datum, T* out, std::mt19937* rng, const std::vector<int>& expected,
+                                bool channels_last) const {
+  if (!channels_last) return Transform(datum, out, rng, expected);
+  CORTADO_CHECK_EQ(expected.size(), 3u) << "a channels-last Transform needs the record's (C, H, W)";
   const int channels = expected[0];
   const size_t pixels = static_cast<size_t>(expected[1]) * expected[2];
   thread_local std::vector<T> planes;
@@ -833,8 +834,8 @@ void DataTransformer::TransformChannelsLast(const Datum& datum, T* out, std::mt1
 
 #define CORTADO_TRANSFORM_TYPE(T)                                                                            \
   template void DataTransformer::Transform<T>(const Datum&, T*, std::mt19937*, const std::vector<int>&) const; \
-  template void DataTransformer::TransformChannelsLast<T>(const Datum&, T*, std::mt19937*,                     \
-                                                          const std::vector<int>&) const;
+  template void DataTransformer::Transform<T>(const Datum&, T*, std::mt19937*, const std::vector<int>&, bool)  \
+      const;
 CORTADO_TRANSFORM_TYPE(double)
 CORTADO_TRANSFORM_TYPE(float)
 CORTADO_TRANSFORM_TYPE(float16)

@@ -303,12 +303,8 @@ size_t NvjpegBatchDecoder::State::PlanBatch(const std::vector<std::string_view>&
                      << "); logged once, cpu_fallbacks() counts them";
       }
       job.skip = 1;
-      T* image = static_cast<T*>(staging) + slot++ * image_count;
-      if (o.nhwc) {
-        transformer.TransformChannelsLast(encoded_datum(jpegs[i]), image, rng, image_shape);
-      } else {
-        transformer.Transform(encoded_datum(jpegs[i]), image, rng, image_shape);
-      }
+      transformer.Transform(encoded_datum(jpegs[i]), static_cast<T*>(staging) + slot++ * image_count, rng,
+                            image_shape, o.nhwc != 0);
       continue;
     }
     if (output.height == 0 && (p.height != o.height || p.width != o.width)) {
