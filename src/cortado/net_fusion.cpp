@@ -24,6 +24,14 @@ std::vector<FusedChain> FuseLayers(const Net& net) {
     LayerBase* head_layer = layers[h].get();
     auto* head = dynamic_cast<FusableLayer*>(head_layer);
     if (!head || head->fused_away() || tops[h].size() != 1 || head_layer->loss(0) != 0) continue;
+    // Whether layer k may run in the head's pass: the head's types, no loss
+    // weight, a backward exactly when the head's, propagating to its bottom
+    // `to` (the chain's blob) then.
+    const auto agrees = [&](int k, int to) {
+      const LayerBase* l = layers[k].get();
+      return l->forward_type() == head_layer->forward_type() && l->backward_type() == head_layer->backward_type() &&
+             l->loss(0) == 0 && need[k] == need[h] && (!need[k] || bottom_need[k][to]);
+    };
     const Blob* blob = tops[h][0];
     FusedChain chain{h, {}};
     int last = h;            // the chain's last layer
@@ -40,9 +48,7 @@ std::vector<FusedChain> FuseLayers(const Net& net) {
         const int mine = bottoms[k][0] == blob ? 0 : 1, other = 1 - mine;
         Blob* out = tops[k][0];
         const bool fits = bottoms[k][mine] == blob && bottoms[k][other] != blob && out != blob &&
-                          out != bottoms[k][other] && tail_layer->forward_type() == head_layer->forward_type() &&
-                          tail_layer->backward_type() == head_layer->backward_type() && tail_layer->loss(0) == 0 &&
-                          need[k] == need[h] && (!need[k] || bottom_need[k][mine]);
+                          out != bottoms[k][other] && agrees(k, mine);
         if (!fits || !head->AbsorbResidual(tail_layer, bottoms[k][other], out, need[k] && bottom_need[k][other])) break;
         tail->set_fused_into(head_layer->name());
         chain.tails.push_back(k);
@@ -52,10 +58,8 @@ std::vector<FusedChain> FuseLayers(const Net& net) {
       }
       const bool in_place = bottoms[k].size() == 1 && tops[k].size() == 1 && bottoms[k][0] == blob &&
                             tops[k][0] == blob;
-      const bool fits = tail && !tail->fused_away() && in_place && tail->fusion_role() != FusionRole::kNone &&
-                        tail_layer->forward_type() == head_layer->forward_type() &&
-                        tail_layer->backward_type() == head_layer->backward_type() && tail_layer->loss(0) == 0 &&
-                        need[k] == need[h] && (!need[k] || bottom_need[k][0]);
+      const bool fits =
+          tail && !tail->fused_away() && in_place && tail->fusion_role() != FusionRole::kNone && agrees(k, 0);
       if (!fits || !head->AbsorbTail(tail->fusion_role(), tail_layer)) break;
       tail->set_fused_into(head_layer->name());
       chain.tails.push_back(k);
