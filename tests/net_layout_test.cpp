@@ -659,5 +659,56 @@ TEST(NetLayout, GpuCudnnBatchNormMatchesOwnKernels) {
 #endif
 }
 
+// Channel padding (cudnn_pad_channels(), CORTADO_CUDNN_PAD_CHANNELS) against
+// the unpadded NHWC net on the same GPU: conv1 reads kNet's 3 input
+// channels (padded to 4 or 8), and with 8 the 4-channel convolutions are
+// padded too; the input gradient comes back through the padded data
+// gradient. FP16, and FP16 forward with FP32 backward (the bottom padded
+// again in the backward type). Within a few FP16 roundings: other kernels.
+TEST(NetLayout, GpuPaddedChannelsMatchUnpadded) {
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
+#ifdef CORTADO_USE_CUDA
+  struct Restore {
+    int was = cudnn_pad_channels();
+    ~Restore() { set_cudnn_pad_channels(was); }
+  } restore;
+  for (const int multiple : {4, 8}) {
+    for (const bool mixed : {false, true}) {
+      const std::string what = "padded to " + std::to_string(multiple) + (mixed ? ", FP16/FP32: " : ": ");
+      test::ActiveGpuContext gpu;
+      const NetParameter p = mixed ? MakeNet<float16, float>(kNet) : MakeNet<float16, float16>(kNet);
+      NetPair n;  // nhwc: padded, nchw: not padded (both NHWC)
+      {
+        PlanMode mode(mixed ? LayoutPlanMode::kAll : LayoutPlanMode::kGpuHalf);  // kGpuHalf: 16-bit pairs only
+        set_cudnn_pad_channels(multiple);
+        n.nhwc = std::make_unique<Net>(p, SourceInfo(), gpu.ctx);
+        set_cudnn_pad_channels(0);
+        n.nchw = std::make_unique<Net>(p, SourceInfo(), gpu.ctx);
+      }
+      ASSERT_EQ(n.nhwc->blob_by_name("conv1")->layout(), Layout::NHWC) << what;
+      for (size_t i = 0; i < n.nhwc->params().size(); ++i)
+        test::SetData(n.nchw->params()[i].get(), test::GetData(*n.nhwc->params()[i]));
+      for (int r = 0; r < 2; ++r) {
+        if (mixed) {
+          Step<float>(n.nhwc.get(), r);
+          Step<float>(n.nchw.get(), r);
+        } else {
+          Step<float16>(n.nhwc.get(), r);
+          Step<float16>(n.nchw.get(), r);
+        }
+      }
+      const Net& a = *n.nhwc;
+      const Net& b = *n.nchw;
+      const double tol = GpuTolerance(false);
+      ExpectClose(test::GetData(*a.output_blobs()[0]), test::GetData(*b.output_blobs()[0]), tol, what + "output");
+      ExpectClose(test::GetDiff(*a.input_blobs()[0]), test::GetDiff(*b.input_blobs()[0]), tol, what + "input diff");
+      for (size_t i = 0; i < a.params().size(); ++i)
+        ExpectClose(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i]), tol,
+                    what + "param diff " + a.param_display_names()[i]);
+    }
+  }
+#endif
+}
+
 }  // namespace
 }  // namespace cortado

@@ -124,6 +124,77 @@ TEST(LayoutCopy, GpuTransposeMatchesHostGather) {
 #endif
 }
 
+// PadChannels / UnpadChannels on the host: an NHWC batch of 3 channels
+// widened to 4 (zeros in channel 3), a KCRS filter made KRSC with 8
+// channels (the same values as CopyLayout's KCRS -> KRSC where cp is c),
+// and the way back drops the pad channels.
+TEST(PadChannels, WidensWithZerosAndComesBack) {
+  for (const Type t : {FLOAT16, FLOAT, DOUBLE}) {
+    {  // 2 rows of 3 channels (inner 1) -> 4 channels
+      Blob x({2, 3}, t), y({2, 4}, t), back({2, 3}, t);
+      test::SetData(&x, {1, 2, 3, 4, 5, 6});
+      PadChannels(2, 3, 1, 4, type_size(t), x.data().data_raw(t), y.data().mutable_data_raw(t), false, nullptr);
+      EXPECT_EQ(test::GetData(y), (std::vector<double>{1, 2, 3, 0, 4, 5, 6, 0})) << type_name(t);
+      UnpadChannels(2, 3, 1, 4, type_size(t), y.data().data_raw(t), back.data().mutable_data_raw(t), false, nullptr);
+      EXPECT_EQ(test::GetData(back), test::GetData(x)) << type_name(t);
+    }
+    {  // a filter K=2, C=3, R*S=2*2
+      const std::vector<int> kcrs{2, 3, 2, 2};
+      Blob w(kcrs, t), krsc(kcrs, t), padded({2, 8, 2, 2}, t), back(kcrs, t);
+      test::SetData(&w, Iota(24));
+      krsc.set_layout(Layout::NHWC);
+      CopyLayout(kcrs, Layout::NCHW, Layout::NHWC, t, w.data().data_raw(t), krsc.data().mutable_data_raw(t), false,
+                 nullptr);
+      PadChannels(2, 3, 4, 8, type_size(t), w.data().data_raw(t), padded.data().mutable_data_raw(t), false, nullptr);
+      const std::vector<double> moved = test::GetData(krsc), got = test::GetData(padded);
+      for (int k = 0; k < 2; ++k) {
+        for (int p = 0; p < 4; ++p) {
+          for (int j = 0; j < 8; ++j) {
+            const double want = j < 3 ? moved[(k * 4 + p) * 3 + j] : 0.0;
+            EXPECT_EQ(got[(k * 4 + p) * 8 + j], want) << type_name(t) << " k " << k << " rs " << p << " c " << j;
+          }
+        }
+      }
+      UnpadChannels(2, 3, 4, 8, type_size(t), padded.data().data_raw(t), back.data().mutable_data_raw(t), false,
+                    nullptr);
+      EXPECT_EQ(test::GetData(back), test::GetData(w)) << type_name(t);
+    }
+  }
+}
+
+// The device kernels against the host loops, both ways, for every element
+// size, with sizes past one block.
+TEST(PadChannels, GpuMatchesHost) {
+#ifndef CORTADO_USE_CUDA
+  GTEST_SKIP() << "no CUDA backend in this build";
+#else
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device available";
+  test::ActiveGpuContext gpu;
+  for (const Type t : {FLOAT16, FLOAT, DOUBLE}) {
+    for (const std::vector<int>& s : std::vector<std::vector<int>>{{777, 3, 1, 4}, {64, 3, 49, 8}, {5, 20, 9, 24}}) {
+      const int64_t outer = s[0], inner = s[2];
+      const int c = s[1], cp = s[3];
+      Blob x({s[0], c, s[2]}, t), host({s[0], s[2], cp}, t), dev({s[0], s[2], cp}, t);
+      Blob back_host({s[0], c, s[2]}, t), back_dev({s[0], c, s[2]}, t);
+      test::FillUniform(&x, -100, 100, 11);
+      cudaStream_t stream = gpu.ctx->stream();
+      const size_t bytes = type_size(t);
+      PadChannels(outer, c, inner, cp, bytes, x.data().data_raw(t), host.data().mutable_data_raw(t), false, nullptr);
+      PadChannels(outer, c, inner, cp, bytes, x.data().gpu_data_raw(t), dev.data().mutable_gpu_data_raw(t), true,
+                  stream);
+      UnpadChannels(outer, c, inner, cp, bytes, host.data().data_raw(t), back_host.data().mutable_data_raw(t), false,
+                    nullptr);
+      UnpadChannels(outer, c, inner, cp, bytes, dev.data().gpu_data_raw(t), back_dev.data().mutable_gpu_data_raw(t),
+                    true, stream);
+      CORTADO_CUDA_CHECK(cudaStreamSynchronize(stream));
+      EXPECT_EQ(test::GetData(dev), test::GetData(host)) << type_name(t) << " " << shape_string(s);
+      EXPECT_EQ(test::GetData(back_dev), test::GetData(x)) << type_name(t) << " " << shape_string(s);
+      EXPECT_EQ(test::GetData(back_host), test::GetData(x)) << type_name(t) << " " << shape_string(s);
+    }
+  }
+#endif
+}
+
 TYPED_TEST(PermuteLayerTest, Errors) {
   using F = typename TypeParam::Ftype;
   for (const char* order : {"order: 4", "order: 1 order: 1"}) {

@@ -28,7 +28,9 @@
 // the bottoms and tops channels last: cuDNN's NHWC tensor format with the
 // filter in KRSC, moved from Caffe's KCRS on the device in each pass (files
 // keep Caffe's order); the filter gradient is computed in KRSC, moved back
-// and added to the parameter's diff.
+// and added to the parameter's diff. With channel padding
+// (cudnn_pad_channels(), below) the input and the KRSC filter are padded
+// with zero channels, and the gradients' pad channels are dropped.
 //
 // The graph API (cudnn_conv_graph.hpp; CORTADO_CUDNN_API=graph, or
 // set_cudnn_graph_api): each call is a backend operation graph whose
@@ -59,6 +61,15 @@ namespace cortado {
 /// until its shape changes).
 bool cudnn_graph_api();
 void set_cudnn_graph_api(bool on);
+/// Channel padding of channels-last convolutions (CORTADO_CUDNN_PAD_CHANNELS:
+/// 0, the default, none; 4 or 8): an NHWC convolution without groups whose
+/// input channels are not a multiple of it (ResNet's conv1 reads 3) runs on
+/// copies of its input and filter padded with zero channels to the next
+/// multiple, for cuDNN's Tensor Core kernels. The same sums: the pad
+/// channels add zeros. Off until measured against cuDNN's own handling of
+/// odd counts. The switch sets the padding of layers reshaped from now on.
+int cudnn_pad_channels();
+void set_cudnn_pad_channels(int multiple);
 /// Upper bound in bytes on one cuDNN convolution's workspace.
 size_t cudnn_workspace_limit();
 /// Changes the bound for algorithm choices made from now on.
@@ -91,6 +102,13 @@ class CuDNNConvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
   // buffer of another type is made.
   bool nhwc_ = false;
   Blob w_krsc_{type_of<Ftype>()}, dw_krsc_{type_of<Btype>()};
+  // Channel padding (cudnn_pad_channels()): cuDNN sees padded_c_ input
+  // channels (0: no padding) through x_pad_, the bottom padded (data in the
+  // forward, in Btype for the filter gradient, and the padded data gradient),
+  // and through w_krsc_/dw_krsc_ with as many channels. x_pad_ is refilled
+  // from each bottom in each pass: a layer of several bottoms shares it.
+  int padded_c_ = 0;
+  Blob x_pad_{type_of<Ftype>()};
 };
 #endif  // CORTADO_USE_CUDA
 

@@ -72,6 +72,20 @@ class LayoutConvertLayer : public Layer<Ftype, Btype> {
 void CopyLayout(const std::vector<int>& shape, Layout from, Layout to, Type t, const void* x, void* y, bool gpu,
                 CUstream_st* stream);
 
+/// Channel padding for channels-last operands (cuDNN's NHWC Tensor Core
+/// convolutions want channel counts in multiples of 4 or 8; an RGB batch has
+/// 3). PadChannels moves `outer` blocks of (c, inner) values, channels first,
+/// to (inner, cp) channels last, cp >= c, with zeros in channels c to cp - 1:
+/// with inner 1 it widens the rows of an NHWC batch, with inner R*S it makes
+/// Caffe's KCRS filter cuDNN's KRSC one with padded channels. UnpadChannels
+/// is its inverse (the pad channels dropped). Bit copies of `bytes`-byte
+/// values (2, 4 or 8; all-zero bits are 0 in every type), on the host or on
+/// the device on `stream`.
+void PadChannels(int64_t outer, int c, int64_t inner, int cp, size_t bytes, const void* x, void* y, bool gpu,
+                 CUstream_st* stream);
+void UnpadChannels(int64_t outer, int c, int64_t inner, int cp, size_t bytes, const void* x, void* y, bool gpu,
+                   CUstream_st* stream);
+
 #ifdef CORTADO_USE_CUDA
 namespace gpu {
 template <typename T>
@@ -82,6 +96,9 @@ void permute_gather(int64_t n, const PermuteStrides& s, const T* x, T* y, CUstre
 /// values or more) or the element size is not 2, 4 or 8.
 bool transpose_batched(int64_t batch, int64_t rows, int64_t cols, size_t bytes, const void* x, void* y,
                        CUstream_st* stream);
+/// The device side of PadChannels (pad true) and UnpadChannels (pad false).
+void pad_channels(bool pad, int64_t outer, int c, int64_t inner, int cp, size_t bytes, const void* x, void* y,
+                  CUstream_st* stream);
 }  // namespace gpu
 #endif
 

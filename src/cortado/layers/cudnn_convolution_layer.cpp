@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -13,6 +14,8 @@
 #include <glog/logging.h>
 
 #include "cortado/layers/bias_layer.hpp"
+#include "cortado/layers/permute_layer.hpp"
+#include "cortado/util/env.hpp"
 #include "cortado/util/cuda.hpp"
 #include "cudnn_conv_graph.hpp"
 #include "cortado/util/gpu_math.hpp"
@@ -42,6 +45,17 @@ size_t limit_from_env() {
 std::atomic<size_t>& limit_value() {
   static std::atomic<size_t> limit{limit_from_env()};
   return limit;
+}
+
+std::atomic<int>& pad_channels_value() {
+  static std::atomic<int> multiple{[] {
+    const char* e = env_value("CORTADO_CUDNN_PAD_CHANNELS");
+    if (!e || std::strcmp(e, "0") == 0) return 0;
+    if (std::strcmp(e, "4") == 0) return 4;
+    if (std::strcmp(e, "8") == 0) return 8;
+    throw Error(str_cat("CORTADO_CUDNN_PAD_CHANNELS = '", e, "': expected 0, 4 or 8"));
+  }()};
+  return multiple;
 }
 
 using DeviceScratch = std::unique_ptr<void, void (*)(void*)>;
@@ -120,6 +134,11 @@ const char* math_name(cudnnMathType_t m) {
 
 bool cudnn_graph_api() { return cudnn_graph::GraphApiEnabled(); }
 void set_cudnn_graph_api(bool on) { cudnn_graph::SetGraphApi(on); }
+int cudnn_pad_channels() { return pad_channels_value().load(); }
+void set_cudnn_pad_channels(int multiple) {
+  CORTADO_CHECK(multiple == 0 || multiple == 4 || multiple == 8) << "channel padding to a multiple of " << multiple;
+  pad_channels_value().store(multiple);
+}
 size_t cudnn_workspace_limit() { return limit_value().load(); }
 void set_cudnn_workspace_limit(size_t bytes) { limit_value().store(bytes); }
 
@@ -344,15 +363,26 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const B
       }
     }
   }
+  // Channel padding: NHWC without groups, channels not a multiple of it.
+  const int multiple = nhwc_ && this->group_ == 1 ? cudnn_pad_channels() : 0;
+  padded_c_ = multiple > 0 && this->channels_ % multiple != 0
+                  ? (this->channels_ + multiple - 1) / multiple * multiple : 0;
+  const int c = padded_c_ > 0 ? padded_c_ : this->channels_;
   if (nhwc_) {
+    std::vector<int> shape = this->blobs_[0]->shape();  // K, C/group, R, S
+    shape[1] = c / this->group_;
     for (Blob* b : {&w_krsc_, &dw_krsc_}) {
-      b->ReshapeLike(*this->blobs_[0]);
+      b->Reshape(shape);
       b->set_layout(Layout::NHWC);
     }
   }
+  if (padded_c_ > 0) {
+    x_pad_.Reshape({this->num_, c, this->height_, this->width_});
+    x_pad_.set_layout(Layout::NHWC);
+  }
   for (CudnnConvPass* p : {fwd_.get(), bwd_data_.get(), bwd_filter_.get()}) {
-    p->Reshape(this->num_, this->channels_, this->height_, this->width_, this->num_output_, this->out_h_,
-               this->out_w_, nhwc_, this->group_, this->win_);
+    p->Reshape(this->num_, c, this->height_, this->width_, this->num_output_, this->out_h_, this->out_w_, nhwc_,
+               this->group_, this->win_);
   }
 }
 
@@ -362,8 +392,14 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, con
   const Type t = type_of<Ftype>();
   const int ohw = this->out_h_ * this->out_w_;
   const Ftype* w = this->blobs_[0]->template gpu_data<Ftype>();
-  if (nhwc_) {  // Caffe's KCRS weights as cuDNN's NHWC filter (KRSC), every pass: the weights change
-    NchwStandIns::Copy(*this->blobs_[0], &w_krsc_, NchwStandIns::kData, t, true, this->context().stream());
+  const int64_t hw = int64_t{this->height_} * this->width_, rs = int64_t{this->win_.kh} * this->win_.kw;
+  cudaStream_t stream = this->context().stream();
+  if (padded_c_ > 0) {  // KCRS -> KRSC with zero channels
+    PadChannels(this->num_output_, this->channels_, rs, padded_c_, sizeof(Ftype), w,
+                w_krsc_.template mutable_gpu_data<Ftype>(), true, stream);
+    w = w_krsc_.template gpu_data<Ftype>();
+  } else if (nhwc_) {  // Caffe's KCRS weights as cuDNN's NHWC filter (KRSC), every pass: the weights change
+    NchwStandIns::Copy(*this->blobs_[0], &w_krsc_, NchwStandIns::kData, t, true, stream);
     w = w_krsc_.template gpu_data<Ftype>();
   }
   const Ftype* b = this->bias_term_ ? this->blobs_[1]->template gpu_data<Ftype>() : nullptr;
@@ -372,6 +408,11 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, con
   CudnnConvPass& p = *fwd_;
   for (size_t i = 0; i < bottom.size(); ++i) {
     const Ftype* x = bottom[i]->template gpu_data<Ftype>();
+    if (padded_c_ > 0) {
+      PadChannels(this->num_ * hw, this->channels_, 1, padded_c_, sizeof(Ftype), x,
+                  x_pad_.template mutable_gpu_data<Ftype>(), true, stream);
+      x = x_pad_.template gpu_data<Ftype>();
+    }
     Ftype* y = top[i]->template mutable_gpu_data<Ftype>();
     if (!p.ready) p.Choose(handle, x, w, y);
     if (p.graph) {
@@ -381,7 +422,7 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, con
                                                   static_cast<cudnnConvolutionFwdAlgo_t>(p.choice.algo),
                                                   p.workspace(), p.choice.bytes, scalar(t, 0), p.y, y));
     }
-    if (b) gpu::bias_forward<Ftype>(b_outer, this->num_output_, b_inner, y, b, y, this->context().stream());
+    if (b) gpu::bias_forward<Ftype>(b_outer, this->num_output_, b_inner, y, b, y, stream);
   }
 }
 
@@ -400,7 +441,11 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
   // NHWC: the data gradient reads the forward's KRSC weights (converted to
   // Btype by the tensor where the types differ; the weights have not changed
   // since); the filter gradient accumulates into the diff moved to KRSC,
-  // which is then moved back.
+  // which is then moved back. Padded: the bottom is padded again (in Btype),
+  // the diff's pad channels start at zero and are dropped on the way back,
+  // and the data gradient is computed padded and its pad channels dropped.
+  const int64_t nhw = int64_t{this->num_} * this->height_ * this->width_;
+  const int64_t rs = int64_t{this->win_.kh} * this->win_.kw;
   for (size_t i = 0; i < top.size(); ++i) {
     const bool do_x = i < propagate_down.size() && propagate_down[i];
     if (!do_w && !do_b && !do_x) continue;
@@ -409,13 +454,22 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
     if (do_w) {
       CudnnConvPass& p = *bwd_filter_;
       const Btype* x = bottom[i]->template gpu_data<Btype>();
+      if (padded_c_ > 0) {
+        PadChannels(nhw, this->channels_, 1, padded_c_, sizeof(Btype), x, x_pad_.template mutable_gpu_data<Btype>(),
+                    true, stream);
+        x = x_pad_.template gpu_data<Btype>();
+      }
       if (!p.ready) {
         // Measuring writes its output: give it a scratch filter, not the accumulated diff.
-        DeviceScratch dw = scratch(this->blobs_[0]->count() * sizeof(Btype));
+        DeviceScratch dw = scratch((nhwc_ ? dw_krsc_.count() : this->blobs_[0]->count()) * sizeof(Btype));
         p.Choose(handle, x, dy, dw.get());
       }
       Btype* dw = wd;
-      if (nhwc_) {  // the diff as KRSC, accumulated into there
+      if (padded_c_ > 0) {
+        PadChannels(this->num_output_, this->channels_, rs, padded_c_, sizeof(Btype), wd,
+                    dw_krsc_.template mutable_gpu_diff<Btype>(), true, stream);
+        dw = dw_krsc_.template mutable_gpu_diff<Btype>();
+      } else if (nhwc_) {  // the diff as KRSC, accumulated into there
         NchwStandIns::Copy(*this->blobs_[0], &dw_krsc_, NchwStandIns::kDiff, t, true, stream);
         dw = dw_krsc_.template mutable_gpu_diff<Btype>();
       }
@@ -427,12 +481,18 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
             static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.choice.algo), p.workspace(), p.choice.bytes,
             scalar(t, 1), p.w, dw));
       }
-      if (nhwc_) NchwStandIns::Copy(dw_krsc_, this->blobs_[0].get(), NchwStandIns::kDiff, t, true, stream);
+      if (padded_c_ > 0) {
+        const Btype* padded = dw_krsc_.template gpu_diff<Btype>();
+        UnpadChannels(this->num_output_, this->channels_, rs, padded_c_, sizeof(Btype), padded, wd, true, stream);
+      } else if (nhwc_) {
+        NchwStandIns::Copy(dw_krsc_, this->blobs_[0].get(), NchwStandIns::kDiff, t, true, stream);
+      }
     }
     if (do_x) {
       CudnnConvPass& p = *bwd_data_;
       const Btype* w = nhwc_ ? w_krsc_.template gpu_data<Btype>() : this->blobs_[0]->template gpu_data<Btype>();
-      Btype* dx = bottom[i]->template mutable_gpu_diff<Btype>();
+      Btype* dx = padded_c_ > 0 ? x_pad_.template mutable_gpu_diff<Btype>()
+                                : bottom[i]->template mutable_gpu_diff<Btype>();
       if (!p.ready) p.Choose(handle, w, dy, dx);
       if (p.graph) {
         p.graph->Execute(handle, w, dy, dx, p.workspace());
@@ -441,6 +501,10 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
             handle, scalar(t, 1), p.w, w, p.y, dy, p.conv,
             static_cast<cudnnConvolutionBwdDataAlgo_t>(p.choice.algo), p.workspace(), p.choice.bytes, scalar(t, 0),
             p.x, dx));
+      }
+      if (padded_c_ > 0) {
+        UnpadChannels(nhw, this->channels_, 1, padded_c_, sizeof(Btype), dx,
+                      bottom[i]->template mutable_gpu_diff<Btype>(), true, stream);
       }
     }
   }

@@ -166,6 +166,57 @@ void CopyLayout(const std::vector<int>& shape, Layout from, Layout to, Type t, c
 #endif
 }
 
+namespace {
+// The host side of PadChannels (pad true) and UnpadChannels.
+template <typename U>
+void pad_channels_host(bool pad, int64_t outer, int c, int64_t inner, int cp, const void* x, void* y) {
+  const U* src = static_cast<const U*>(x);
+  U* dst = static_cast<U*>(y);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t p = 0; p < inner; ++p) {
+      for (int j = 0; j < cp; ++j) {
+        const int64_t padded = (o * inner + p) * cp + j;
+        if (pad) {
+          dst[padded] = j < c ? src[(o * c + j) * inner + p] : U(0);
+        } else if (j < c) {
+          dst[(o * c + j) * inner + p] = src[padded];
+        }
+      }
+    }
+  }
+}
+
+void pad_or_unpad(bool pad, int64_t outer, int c, int64_t inner, int cp, size_t bytes, const void* x, void* y,
+                  bool gpu, CUstream_st* stream) {
+  CORTADO_CHECK(c >= 0 && cp >= c && outer >= 0 && inner >= 0) << "channel padding from " << c << " to " << cp;
+  if (gpu) {
+#ifdef CORTADO_USE_CUDA
+    gpu::pad_channels(pad, outer, c, inner, cp, bytes, x, y, stream);
+    return;
+#else
+    (void)stream;
+    CORTADO_CHECK(false) << "a device copy in a build without CUDA";
+#endif
+  }
+  switch (bytes) {
+    case 2: pad_channels_host<uint16_t>(pad, outer, c, inner, cp, x, y); return;
+    case 4: pad_channels_host<uint32_t>(pad, outer, c, inner, cp, x, y); return;
+    case 8: pad_channels_host<uint64_t>(pad, outer, c, inner, cp, x, y); return;
+  }
+  CORTADO_CHECK(false) << "channel padding of " << bytes << "-byte values";
+}
+}  // namespace
+
+void PadChannels(int64_t outer, int c, int64_t inner, int cp, size_t bytes, const void* x, void* y, bool gpu,
+                 CUstream_st* stream) {
+  pad_or_unpad(true, outer, c, inner, cp, bytes, x, y, gpu, stream);
+}
+
+void UnpadChannels(int64_t outer, int c, int64_t inner, int cp, size_t bytes, const void* x, void* y, bool gpu,
+                   CUstream_st* stream) {
+  pad_or_unpad(false, outer, c, inner, cp, bytes, x, y, gpu, stream);
+}
+
 template <typename Ftype, typename Btype>
 void LayoutConvertLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
   if (bottom[0] == top[0]) this->field_error("top", "LayoutConvert cannot be computed in place");

@@ -49,6 +49,41 @@ void launch_transpose(int64_t batch, int64_t rows, int64_t cols, const void* x, 
   CORTADO_KERNEL_CHECK();
 }
 
+// PadChannels / UnpadChannels (permute_layer.hpp): one thread per value of
+// the padded array (pad: written, zero in the pad channels) or of the
+// unpadded one (unpad: written from the padded array).
+template <typename U>
+__global__ void pad_channels_kernel(int64_t n, int c, int64_t inner, int cp, const U* x, U* y) {
+  CORTADO_KERNEL_LOOP(k, n) {
+    const int j = static_cast<int>(k % cp);
+    const int64_t t = k / cp, p = t % inner, o = t / inner;
+    y[k] = j < c ? x[(o * c + j) * inner + p] : U(0);
+  }
+}
+
+template <typename U>
+__global__ void unpad_channels_kernel(int64_t n, int c, int64_t inner, int cp, const U* x, U* y) {
+  CORTADO_KERNEL_LOOP(k, n) {
+    const int64_t p = k % inner, t = k / inner, o = t / c;
+    const int j = static_cast<int>(t % c);
+    y[k] = x[(o * inner + p) * cp + j];
+  }
+}
+
+template <typename U>
+void launch_pad(bool pad, int64_t outer, int c, int64_t inner, int cp, const void* x, void* y, CUstream_st* stream) {
+  const int64_t n = outer * inner * (pad ? cp : c);
+  if (n == 0) return;
+  const U* src = static_cast<const U*>(x);
+  U* dst = static_cast<U*>(y);
+  if (pad) {
+    pad_channels_kernel<U><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, c, inner, cp, src, dst);
+  } else {
+    unpad_channels_kernel<U><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, c, inner, cp, src, dst);
+  }
+  CORTADO_KERNEL_CHECK();
+}
+
 }  // namespace
 
 namespace gpu {
@@ -65,6 +100,16 @@ bool transpose_batched(int64_t batch, int64_t rows, int64_t cols, size_t bytes, 
     case 8: launch_transpose<uint64_t>(batch, rows, cols, x, y, stream); return true;
   }
   return false;
+}
+
+void pad_channels(bool pad, int64_t outer, int c, int64_t inner, int cp, size_t bytes, const void* x, void* y,
+                  CUstream_st* stream) {
+  switch (bytes) {
+    case 2: launch_pad<uint16_t>(pad, outer, c, inner, cp, x, y, stream); return;
+    case 4: launch_pad<uint32_t>(pad, outer, c, inner, cp, x, y, stream); return;
+    case 8: launch_pad<uint64_t>(pad, outer, c, inner, cp, x, y, stream); return;
+  }
+  CORTADO_CHECK(false) << "pad_channels: values of " << bytes << " bytes";
 }
 
 template <typename T>
