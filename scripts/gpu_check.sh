@@ -26,8 +26,10 @@
 #      then resnet50_nvcaffe again with fuse_layers: false, the gain of the
 #      layer fusion (BatchNorm + ReLU, Eltwise SUM + ReLU in one pass), and
 #      with CORTADO_NHWC=1 (channels last, net_layout.hpp), then with
-#      CORTADO_CUDNN_BN=1 (cuDNN's NHWC BatchNorm) or CORTADO_CUDNN_API=graph
-#      (cuDNN's graph API) as well
+#      CORTADO_CUDNN_BN=1 (cuDNN's NHWC BatchNorm), CORTADO_CUDNN_API=graph
+#      (cuDNN's graph API) or CORTADO_CUDNN_PAD_CHANNELS=4 (conv1's 3
+#      channels padded) as well, and with all of them (RESNET_NETS names
+#      the runs and their order; the default is all of them)
 #   f. nvJPEG: images/s of bin/nvjpeg_decode (util/nvjpeg_batch.hpp) at batch
 #      NVJPEG_BATCH (256), FP16, random-resized crop 224 + mirror + mean, over
 #      1,024 ImageNet-like JPEGs made by scripts/bench/imagenet_jpegs.py
@@ -49,7 +51,7 @@
 # (skip a stage), --no-bench (skip c, d and f), so that a second call reruns only what failed;
 # --tests=FILTER (a gtest filter for stage a; default every case).
 # Environment: GPU (0), JOBS (test processes: half the cores, at most 8), OUT,
-# TEST_TIMEOUT, MEMCHECK_TIMEOUT, RESNET_TIMEOUT, DEADLINE, RESNET_BATCH (256),
+# TEST_TIMEOUT, MEMCHECK_TIMEOUT, RESNET_TIMEOUT, DEADLINE, RESNET_BATCH (256), RESNET_NETS,
 # NVJPEG_BATCH (256),
 # PYTHON (python3), CUDA_HOME (searched first for the CUDA libraries),
 # WORK_DIR (where the archive is unpacked: beside it, else a temporary folder).
@@ -85,6 +87,20 @@ RESNET_TIMEOUT=${RESNET_TIMEOUT:-120}
 DEADLINE=${DEADLINE:-470}
 RESNET_BATCH=${RESNET_BATCH:-256}
 NVJPEG_BATCH=${NVJPEG_BATCH:-256}
+# Stage d's Cortado runs: the net's folder (resnet50_nvcaffe for its
+# variants) and the environment of each.
+declare -A RESNET_ENV=(
+  [resnet50]="" [resnet50_nvcaffe]="" [resnet50_nvcaffe_unfused]=""
+  [resnet50_nvcaffe_nhwc]="CORTADO_NHWC=1"
+  [resnet50_nvcaffe_nhwc_bn]="CORTADO_NHWC=1 CORTADO_CUDNN_BN=1"
+  [resnet50_nvcaffe_nhwc_graph]="CORTADO_NHWC=1 CORTADO_CUDNN_API=graph"
+  [resnet50_nvcaffe_nhwc_pad]="CORTADO_NHWC=1 CORTADO_CUDNN_PAD_CHANNELS=4"
+  [resnet50_nvcaffe_nhwc_all]="CORTADO_NHWC=1 CORTADO_CUDNN_BN=1 CORTADO_CUDNN_API=graph CORTADO_CUDNN_PAD_CHANNELS=4"
+)
+RESNET_NETS=${RESNET_NETS:-resnet50 resnet50_nvcaffe resnet50_nvcaffe_unfused resnet50_nvcaffe_nhwc resnet50_nvcaffe_nhwc_bn resnet50_nvcaffe_nhwc_graph resnet50_nvcaffe_nhwc_pad resnet50_nvcaffe_nhwc_all}
+for net in $RESNET_NETS; do
+  [ -n "${RESNET_ENV[$net]+x}" ] || { echo "gpu_check: RESNET_NETS names $net; known: ${!RESNET_ENV[*]}" >&2; exit 1; }
+done
 
 say() { echo "gpu_check: $*"; }
 die() { echo "gpu_check: error: $*" >&2; exit 1; }
@@ -330,20 +346,12 @@ if [ $RUN_RESNET = 1 ] && [ $HAVE_GPU = 1 ]; then
   result[resnet]=PASS
   # The unfused run: the same net file with fuse_layers: false first.
   { echo "fuse_layers: false"; cat models/resnet50_nvcaffe/train_val_dummy_fp16.prototxt; } >"$LOG_DIR/resnet50_nvcaffe_unfused.prototxt"
-  for net in resnet50 resnet50_nvcaffe resnet50_nvcaffe_unfused resnet50_nvcaffe_nhwc resnet50_nvcaffe_nhwc_bn \
-             resnet50_nvcaffe_nhwc_graph; do
+  for net in $RESNET_NETS; do
     log=$LOG_DIR/resnet_$net.log
-    model=models/$net/train_val_dummy_fp16.prototxt solver=models/$net/solver_dummy_fp16.prototxt
-    run_env=""
-    case $net in
-      resnet50_nvcaffe_unfused)
-        model=$LOG_DIR/resnet50_nvcaffe_unfused.prototxt solver=models/resnet50_nvcaffe/solver_dummy_fp16.prototxt ;;
-      resnet50_nvcaffe_nhwc*)  # the layout plan (net_layout.hpp), then also cuDNN's graph API
-        model=models/resnet50_nvcaffe/train_val_dummy_fp16.prototxt solver=models/resnet50_nvcaffe/solver_dummy_fp16.prototxt
-        run_env="CORTADO_NHWC=1"
-        [ $net = resnet50_nvcaffe_nhwc_bn ] && run_env="$run_env CORTADO_CUDNN_BN=1"
-        [ $net = resnet50_nvcaffe_nhwc_graph ] && run_env="$run_env CORTADO_CUDNN_API=graph" ;;
-    esac
+    folder=$net; [ $net = resnet50 ] || folder=resnet50_nvcaffe
+    model=models/$folder/train_val_dummy_fp16.prototxt solver=models/$folder/solver_dummy_fp16.prototxt
+    [ $net = resnet50_nvcaffe_unfused ] && model=$LOG_DIR/resnet50_nvcaffe_unfused.prototxt
+    run_env=${RESNET_ENV[$net]}
     if out=$(RUN_ENV=$run_env trainer_time "$log" "$RESNET_TIMEOUT" --model="$model" \
                --solver="$solver" --batch_size="$RESNET_BATCH" --iterations=20 --warmup=5); then
       reserved=$(grep -oE '[0-9.]+ MiB reserved from the device at most' "$log" | tail -1 | awk '{print $1}')
@@ -476,15 +484,20 @@ stage_word() { [ -n "${result[$1]:-}" ] && echo "${result[$1]}" || echo "$2"; }
   elif [ $HAVE_GPU = 0 ]; then
     echo "ResNet-50: SKIPPED (no GPU)"
   else
-    echo "ResNet-50: FP16 batch $RESNET_BATCH, median of 20 iterations after 5:"
-    echo "  Cortado models/resnet50:         ${resnet_line[resnet50]}"
-    echo "  Cortado models/resnet50_nvcaffe: ${resnet_line[resnet50_nvcaffe]}"
-    echo "  ... with fuse_layers: false:     ${resnet_line[resnet50_nvcaffe_unfused]}"
+    echo "ResNet-50: FP16 batch $RESNET_BATCH, median of 20 iterations after 5 (the variants: resnet50_nvcaffe with the environment named):"
+    for net in $RESNET_NETS; do
+      label="$net${RESNET_ENV[$net]:+ ($(echo ${RESNET_ENV[$net]} | sed 's/CORTADO_//g'))}"
+      [ $net = resnet50_nvcaffe_unfused ] && label="$net (fuse_layers: false)"
+      echo "  $label: ${resnet_line[$net]:-not run}"
+    done
     echo "  Fusion gain (fused/unfused):     $(ratio "${resnet_ips[resnet50_nvcaffe]:-}" "${resnet_ips[resnet50_nvcaffe_unfused]:-}")"
-    echo "  ... NHWC (CORTADO_NHWC=1):       ${resnet_line[resnet50_nvcaffe_nhwc]}"
-    echo "  ... NHWC and cuDNN's BatchNorm:  ${resnet_line[resnet50_nvcaffe_nhwc_bn]}"
-    echo "  ... NHWC and cuDNN's graph API:  ${resnet_line[resnet50_nvcaffe_nhwc_graph]}"
-    echo "  Gains over NCHW (loop):          NHWC $(ratio "${resnet_loop[resnet50_nvcaffe_nhwc]:-}" "${resnet_loop[resnet50_nvcaffe]:-}"), with cuDNN's BatchNorm $(ratio "${resnet_loop[resnet50_nvcaffe_nhwc_bn]:-}" "${resnet_loop[resnet50_nvcaffe]:-}"), with the graph API $(ratio "${resnet_loop[resnet50_nvcaffe_nhwc_graph]:-}" "${resnet_loop[resnet50_nvcaffe]:-}")"
+    gains=""
+    for net in $RESNET_NETS; do
+      case $net in resnet50_nvcaffe_nhwc*)
+        gains+="${gains:+, }${net#resnet50_nvcaffe_} $(ratio "${resnet_loop[$net]:-}" "${resnet_loop[resnet50_nvcaffe]:-}")" ;;
+      esac
+    done
+    echo "  Gains over NCHW (loop):          ${gains:-n/a}"
     echo "  PyTorch AMP channels_last:       ${resnet_line[pytorch]}"
     echo "  Cortado/PyTorch images/s:        resnet50 $(ratio "${resnet_ips[resnet50]:-}" "${resnet_ips[pytorch]:-}"), resnet50_nvcaffe $(ratio "${resnet_ips[resnet50_nvcaffe]:-}" "${resnet_ips[pytorch]:-}") (parts timed one by one)"
     echo "  the same, Cortado's training loop: resnet50 $(ratio "${resnet_loop[resnet50]:-}" "${resnet_ips[pytorch]:-}"), resnet50_nvcaffe $(ratio "${resnet_loop[resnet50_nvcaffe]:-}" "${resnet_ips[pytorch]:-}") (back to back, deferred steps and CUDA graphs)"
