@@ -12,6 +12,8 @@
 #include <numeric>
 #include <random>
 
+#include "cortado/layers/permute_layer.hpp"
+#include "cortado/util/cuda.hpp"
 #include "test_util.hpp"
 
 namespace cortado {
@@ -303,6 +305,72 @@ TYPED_TEST(PoolingLayerTest, GpuMatchesCpuGlobalAve) {
 TYPED_TEST(PoolingLayerTest, GpuMatchesCpuGlobalMax) {
   test::CheckGpuAgainstCpu<TypeParam>("type: 'Pooling' pooling_param { pool: MAX global_pooling: true }",
                                       {{2, 3, 7, 7}}, FillTies, kMaxGpuTol);
+}
+
+// Channels last on the GPU (the layout plan's pooling, NHWC blobs) against
+// the CPU on NCHW blobs with the same values: MAX exact (values and routed
+// diffs, ties and overlapping padded windows included), AVE within its
+// unit. 16 and 24 channels take the vector kernels of MAX (8 float16, 4
+// float or 2 double channels a thread), 5 the scalar ones.
+TYPED_TEST(PoolingLayerTest, GpuChannelsLastMatchesCpu) {
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  using F = typename TypeParam::Ftype;
+  using B = typename TypeParam::Btype;
+  const char* const kParams[] = {"pool: MAX kernel_size: 3 stride: 2 pad: 1", "pool: MAX kernel_size: 2 stride: 2",
+                                 "pool: MAX kernel_h: 3 kernel_w: 2 stride_h: 1 stride_w: 2",
+                                 "pool: AVE kernel_size: 3 stride: 2 pad: 1"};
+  for (const int c : {16, 24, 5}) {
+    for (const char* param : kParams) {
+      const std::string what = std::string(param) + ", " + std::to_string(c) + " channels";
+      const bool max = std::string(param).find("MAX") != std::string::npos;
+      const std::vector<int> shape{2, c, 9, 8};
+      test::ActiveGpuContext gpu;
+      const std::string text = std::string("type: 'Pooling' pooling_param { ") + param + " }";
+      auto cpu_layer = test::NewLayer(test::MakeParam<TypeParam>(text));
+      std::unique_ptr<LayerBase> gpu_layer = CreateLayer(test::MakeParam<TypeParam>(text), gpu.ctx.get());
+      cpu_layer->set_context(Context::Cpu());
+      gpu_layer->set_context(gpu.ctx);
+      Blob cb(shape, type_of<F>()), ct(type_of<F>()), gb(shape, type_of<F>()), gt(type_of<F>());
+      FillTies(c, &cb);
+      gb.set_layout(Layout::NHWC);
+      gt.set_layout(Layout::NHWC);
+      // Values in NCHW order (what GetData/SetData see) moved to NHWC and back on the host.
+      auto to_nhwc = [](const std::vector<double>& v, const std::vector<int>& s) {
+        std::vector<double> out(v.size());
+        CopyLayout(s, Layout::NCHW, Layout::NHWC, DOUBLE, v.data(), out.data(), false, nullptr);
+        return out;
+      };
+      auto to_nchw = [](const std::vector<double>& v, const std::vector<int>& s) {
+        std::vector<double> out(v.size());
+        CopyLayout(s, Layout::NHWC, Layout::NCHW, DOUBLE, v.data(), out.data(), false, nullptr);
+        return out;
+      };
+      test::SetData(&gb, to_nhwc(test::GetData(cb), shape));
+      Context::Cpu()->Activate();
+      cpu_layer->SetUp({&cb}, {&ct});
+      cpu_layer->Forward({&cb}, {&ct});
+      gpu.ctx->Activate();
+      gpu_layer->SetUp({&gb}, {&gt});
+      gpu_layer->Forward({&gb}, {&gt});
+      gpu.ctx->Synchronize();
+      ASSERT_EQ(gt.shape(), ct.shape()) << what;
+      const std::vector<double> top = to_nchw(test::GetData(gt), gt.shape()), want = test::GetData(ct);
+      const std::vector<double> d = test::RandomVector(ct.count(), 41 + c);
+      test::SetDiff(&ct, d, type_of<B>());
+      test::SetDiff(&gt, to_nhwc(d, ct.shape()), type_of<B>());
+      Context::Cpu()->Activate();
+      cpu_layer->Backward({&ct}, {true}, {&cb});
+      gpu.ctx->Activate();
+      gpu_layer->Backward({&gt}, {true}, {&gb});
+      gpu.ctx->Synchronize();
+      const std::vector<double> dx = to_nchw(test::GetDiff(gb), shape), dx_want = test::GetDiff(cb);
+      const double unit = max ? 0 : 2 * std::max(type_epsilon<F>(), type_epsilon<B>());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(top[i], want[i], unit * std::max(1.0, std::fabs(want[i]))) << what << " top " << i;
+      for (size_t i = 0; i < dx_want.size(); ++i)
+        ASSERT_NEAR(dx[i], dx_want[i], unit * std::max(1.0, std::fabs(dx_want[i]))) << what << " bottom diff " << i;
+    }
+  }
 }
 
 // ---- STOCHASTIC ------------------------------------------------------------------------
