@@ -360,6 +360,26 @@ TYPED_TEST(NetFusionTest, BatchNormResidualReLUMatchesUnfused) {
   Compare<TypeParam>(no_shortcut_diff, 0);
 }
 
+// The fused head writes the sum's blob before the Eltwise's own Reshape
+// runs: when the batch grows between forwards (an input reshaped, no
+// Net::Reshape), the head must size the sum itself. With the data plan
+// the sum may share the shortcut's buffer, grown already; without it
+// (CORTADO_SHARE_DATA=0) the sum has a buffer of its own.
+TYPED_TEST(NetFusionTest, ResidualChainFollowsAGrowingBatch) {
+  for (const char* share : {"1", "0"}) {
+    test::ScopedEnv env("CORTADO_SHARE_DATA", share);
+    NetPair n = Build<TypeParam>(kResidual);
+    ASSERT_EQ(FusedInto(*n.fused, "sum"), "bn2");
+    Run<TypeParam>(&n, 1);
+    for (Net* net : {n.fused.get(), n.plain.get()}) net->input_blobs()[0]->Reshape({6, 3, 6, 5});
+    test::FillUniform(n.fused->input_blobs()[0], -1.5, 1.5, 29);
+    test::SetData(n.plain->input_blobs()[0], test::GetData(*n.fused->input_blobs()[0]));
+    Run<TypeParam>(&n, 1);
+    EXPECT_EQ(n.fused->output_blobs()[0]->shape(), (std::vector<int>{6, 4, 6, 5})) << "CORTADO_SHARE_DATA " << share;
+    Compare<TypeParam>(n, 0);
+  }
+}
+
 TYPED_TEST(NetFusionTest, BatchNormScaleBiasReLUMatchesUnfused) {
   NetPair n = Build<TypeParam>(kBnScaleBias);
   Run<TypeParam>(&n);

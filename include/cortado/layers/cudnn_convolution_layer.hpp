@@ -103,12 +103,14 @@ class CuDNNConvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
   bool nhwc_ = false;
   Blob w_krsc_{type_of<Ftype>()}, dw_krsc_{type_of<Btype>()};
   // Channel padding (cudnn_pad_channels()): cuDNN sees padded_c_ input
-  // channels (0: no padding) through x_pad_, the bottom padded (data in the
-  // forward, in Btype for the filter gradient, and the padded data gradient),
-  // and through w_krsc_/dw_krsc_ with as many channels. x_pad_ is refilled
-  // from each bottom in each pass: a layer of several bottoms shares it.
+  // channels (0: no padding) through x_pad_, the bottom padded in the
+  // forward (and its padded data gradient), and through w_krsc_/dw_krsc_
+  // with as many channels. The backward reads x_pad_ again where the layer
+  // has one bottom and one type; otherwise it pads each bottom again, into
+  // x_pad_back_ (Btype, used only where the types differ, so that no tensor
+  // converts values about to be overwritten).
   int padded_c_ = 0;
-  Blob x_pad_{type_of<Ftype>()};
+  Blob x_pad_{type_of<Ftype>()}, x_pad_back_{type_of<Btype>()};
 };
 #endif  // CORTADO_USE_CUDA
 

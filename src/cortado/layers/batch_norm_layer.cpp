@@ -114,6 +114,16 @@ void BatchNormLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const BlobVec&
   channels_last_ = b.channels_last();
   if (top[0] != bottom[0]) top[0]->ReshapeLike(b);
   if (top[0] == bottom[0]) x_saved_.ReshapeLike(b);
+  if (residual_out_) {
+    // The fused residual add (AbsorbResidual): this layer writes the sum
+    // before the Eltwise's own Reshape runs, so it sizes the sum here (a
+    // batch that grew between forwards); the shortcut was computed before.
+    if (residual_->shape() != b.shape()) {
+      this->field_error("bottom", "the fused residual add's other bottom has shape ", residual_->shape_string(),
+                        ", this layer's bottom ", b.shape_string());
+    }
+    residual_out_->ReshapeLike(b);
+  }
   for (Blob* s : {&mean_, &inv_std_, &sdy_, &sdyx_}) s->Reshape({channels_});
 }
 

@@ -62,7 +62,10 @@ void CudnnBatchNorm::Reshape(int n, int c, int h, int w, bool relu, bool add) {
 }
 
 bool CudnnBatchNorm::Refused(cudnnStatus_t s) {
-  if (s != CUDNN_STATUS_NOT_SUPPORTED && s != CUDNN_STATUS_BAD_PARAM) return false;
+  // cuDNN 9 reports refusals with detailed codes (CUDNN_STATUS_NOT_SUPPORTED_SHAPE,
+  // CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER, ...): their category says it.
+  const cudnnStatus_t category = static_cast<cudnnStatus_t>(CUDNN_STATUS_CATEGORY(s));
+  if (category != CUDNN_STATUS_NOT_SUPPORTED && category != CUDNN_STATUS_BAD_PARAM) return false;
   LOG(WARNING) << "cuDNN's NHWC BatchNorm does not take " << shape_[0] << "x" << shape_[1] << "x" << shape_[2]
                << "x" << shape_[3] << " (" << cudnnGetErrorString(s) << "): the layer's own kernels run it";
   unsupported_ = true;

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <glog/logging.h>
@@ -377,8 +378,11 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const B
     }
   }
   if (padded_c_ > 0) {
-    x_pad_.Reshape({this->num_, c, this->height_, this->width_});
-    x_pad_.set_layout(Layout::NHWC);
+    for (Blob* b : {&x_pad_, &x_pad_back_}) {
+      if (b == &x_pad_back_ && std::is_same_v<Ftype, Btype>) continue;
+      b->Reshape({this->num_, c, this->height_, this->width_});
+      b->set_layout(Layout::NHWC);
+    }
   }
   for (CudnnConvPass* p : {fwd_.get(), bwd_data_.get(), bwd_filter_.get()}) {
     p->Reshape(this->num_, c, this->height_, this->width_, this->num_output_, this->out_h_, this->out_w_, nhwc_,
@@ -441,11 +445,15 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
   // NHWC: the data gradient reads the forward's KRSC weights (converted to
   // Btype by the tensor where the types differ; the weights have not changed
   // since); the filter gradient accumulates into the diff moved to KRSC,
-  // which is then moved back. Padded: the bottom is padded again (in Btype),
-  // the diff's pad channels start at zero and are dropped on the way back,
-  // and the data gradient is computed padded and its pad channels dropped.
+  // which is then moved back. Padded: the forward's padded bottom is read
+  // again where it is the only bottom in the same type, else the bottom is
+  // padded again (in Btype, into a blob of that type); the diff's pad
+  // channels start at zero and are dropped on the way back, and the data
+  // gradient is computed padded and its pad channels dropped.
   const int64_t nhw = int64_t{this->num_} * this->height_ * this->width_;
   const int64_t rs = int64_t{this->win_.kh} * this->win_.kw;
+  Blob& x_pad = std::is_same_v<Ftype, Btype> ? x_pad_ : x_pad_back_;
+  const bool repad = bottom.size() > 1 || !std::is_same_v<Ftype, Btype>;
   for (size_t i = 0; i < top.size(); ++i) {
     const bool do_x = i < propagate_down.size() && propagate_down[i];
     if (!do_w && !do_b && !do_x) continue;
@@ -455,9 +463,11 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
       CudnnConvPass& p = *bwd_filter_;
       const Btype* x = bottom[i]->template gpu_data<Btype>();
       if (padded_c_ > 0) {
-        PadChannels(nhw, this->channels_, 1, padded_c_, sizeof(Btype), x, x_pad_.template mutable_gpu_data<Btype>(),
-                    true, stream);
-        x = x_pad_.template gpu_data<Btype>();
+        if (repad) {
+          PadChannels(nhw, this->channels_, 1, padded_c_, sizeof(Btype), x, x_pad.template mutable_gpu_data<Btype>(),
+                      true, stream);
+        }
+        x = x_pad.template gpu_data<Btype>();
       }
       if (!p.ready) {
         // Measuring writes its output: give it a scratch filter, not the accumulated diff.
@@ -491,7 +501,7 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
     if (do_x) {
       CudnnConvPass& p = *bwd_data_;
       const Btype* w = nhwc_ ? w_krsc_.template gpu_data<Btype>() : this->blobs_[0]->template gpu_data<Btype>();
-      Btype* dx = padded_c_ > 0 ? x_pad_.template mutable_gpu_diff<Btype>()
+      Btype* dx = padded_c_ > 0 ? x_pad.template mutable_gpu_diff<Btype>()
                                 : bottom[i]->template mutable_gpu_diff<Btype>();
       if (!p.ready) p.Choose(handle, w, dy, dx);
       if (p.graph) {

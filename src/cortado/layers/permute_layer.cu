@@ -51,36 +51,40 @@ void launch_transpose(int64_t batch, int64_t rows, int64_t cols, const void* x, 
 
 // PadChannels / UnpadChannels (permute_layer.hpp): one thread per value of
 // the padded array (pad: written, zero in the pad channels) or of the
-// unpadded one (unpad: written from the padded array).
-template <typename U>
+// unpadded one (unpad: written from the padded array), the index
+// arithmetic in I (uint32_t where the count allows: a 64-bit division costs
+// several 32-bit ones).
+template <typename I, typename U>
 __global__ void pad_channels_kernel(int64_t n, int c, int64_t inner, int cp, const U* x, U* y) {
   CORTADO_KERNEL_LOOP(k, n) {
-    const int j = static_cast<int>(k % cp);
-    const int64_t t = k / cp, p = t % inner, o = t / inner;
-    y[k] = j < c ? x[(o * c + j) * inner + p] : U(0);
+    const I kk = static_cast<I>(k), ii = static_cast<I>(inner);
+    const I j = kk % static_cast<I>(cp), t = kk / static_cast<I>(cp);
+    const I p = t % ii, o = t / ii;
+    y[k] = j < static_cast<I>(c) ? x[(int64_t(o) * c + int64_t(j)) * inner + int64_t(p)] : U(0);
   }
 }
 
-template <typename U>
+template <typename I, typename U>
 __global__ void unpad_channels_kernel(int64_t n, int c, int64_t inner, int cp, const U* x, U* y) {
   CORTADO_KERNEL_LOOP(k, n) {
-    const int64_t p = k % inner, t = k / inner, o = t / c;
-    const int j = static_cast<int>(t % c);
-    y[k] = x[(o * inner + p) * cp + j];
+    const I kk = static_cast<I>(k), ii = static_cast<I>(inner);
+    const I p = kk % ii, t = kk / ii;
+    const I o = t / static_cast<I>(c), j = t % static_cast<I>(c);
+    y[k] = x[(int64_t(o) * inner + int64_t(p)) * cp + int64_t(j)];
   }
 }
 
 template <typename U>
 void launch_pad(bool pad, int64_t outer, int c, int64_t inner, int cp, const void* x, void* y, CUstream_st* stream) {
-  const int64_t n = outer * inner * (pad ? cp : c);
+  // Both arrays' counts index in 32 bits, or neither kernel uses them.
+  const int64_t n = outer * inner * (pad ? cp : c), larger = outer * inner * cp;
   if (n == 0) return;
   const U* src = static_cast<const U*>(x);
   U* dst = static_cast<U*>(y);
-  if (pad) {
-    pad_channels_kernel<U><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, c, inner, cp, src, dst);
-  } else {
-    unpad_channels_kernel<U><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, c, inner, cp, src, dst);
-  }
+  const bool narrow = larger < (int64_t(1) << 32);
+  const auto kernel = pad ? (narrow ? pad_channels_kernel<uint32_t, U> : pad_channels_kernel<uint64_t, U>)
+                          : (narrow ? unpad_channels_kernel<uint32_t, U> : unpad_channels_kernel<uint64_t, U>);
+  kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, c, inner, cp, src, dst);
   CORTADO_KERNEL_CHECK();
 }
 
