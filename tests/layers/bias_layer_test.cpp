@@ -90,6 +90,15 @@ TYPED_TEST(BiasLayerTest, GpuMatchesCpu) {
                                       BiasGpuTolerance<TypeParam>());
 }
 
+// The channels-last form (inner 1, what an NHWC blob is for the layer): V
+// neighbouring channels a thread where the channel count is a multiple of V
+// (24, 48), the scalar kernel where not (5).
+TYPED_TEST(BiasLayerTest, GpuMatchesCpuInnerOne) {
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Bias' bias_param { axis: 2 filler { type: 'gaussian' } }", {{3, 5, 24}}, kFill, BiasGpuTolerance<TypeParam>());
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Bias' bias_param { axis: 2 filler { type: 'gaussian' } }", {{3, 4, 5}}, kFill, BiasGpuTolerance<TypeParam>());
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Bias'", {{4, 2, 24}, {2, 24}}, kFill, BiasGpuTolerance<TypeParam>());
+}
+
 TYPED_TEST(BiasLayerTest, GpuMatchesCpuSecondBottom) {
   test::CheckGpuAgainstCpu<TypeParam>("type: 'Bias'", {{4, 5, 6}, {5, 6}}, kFill, BiasGpuTolerance<TypeParam>());
 }

@@ -152,6 +152,15 @@ TYPED_TEST(ScaleLayerTest, GpuMatchesCpu) {
       {{4, 5, 6, 7}}, kFill, ScaleGpuTolerance<TypeParam>());
 }
 
+// The channels-last form (inner 1, what an NHWC blob is for the layer): V
+// neighbouring channels a thread where the channel count is a multiple of V
+// (24, 48), the scalar kernel where not (5).
+TYPED_TEST(ScaleLayerTest, GpuMatchesCpuInnerOne) {
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Scale' scale_param { axis: 2 filler { type: 'gaussian' } bias_term: true bias_filler { type: 'gaussian' } }", {{3, 5, 24}}, kFill, ScaleGpuTolerance<TypeParam>());
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Scale' scale_param { axis: 2 filler { type: 'gaussian' } bias_term: true bias_filler { type: 'gaussian' } }", {{3, 4, 5}}, kFill, ScaleGpuTolerance<TypeParam>());
+  test::CheckGpuAgainstCpu<TypeParam>("type: 'Scale'", {{4, 2, 24}, {2, 24}}, kFill, ScaleGpuTolerance<TypeParam>());
+}
+
 TYPED_TEST(ScaleLayerTest, GpuMatchesCpuSecondBottom) {
   test::CheckGpuAgainstCpu<TypeParam>("type: 'Scale'", {{4, 5, 6}, {5, 6}}, kFill, ScaleGpuTolerance<TypeParam>());
 }

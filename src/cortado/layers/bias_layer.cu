@@ -1,7 +1,8 @@
 // Kernels of BiasLayer; x, y are (outer, dim, inner).
 // Forward: a grid-stride loop, a thread per V values of one channel (16-byte
-// loads where inner and the pointers allow), y = x + b[d] in float (double
-// for double), rounded once. Backward: sum dy per bias value d in float
+// loads where inner and the pointers allow), or channels last (inner 1) per
+// V neighbouring channels of one row, y = x + b[d] in float (double for
+// double), rounded once. Backward: sum dy per bias value d in float
 // (double for double), many blocks per value (channel_reduce.cuh).
 
 #include "cortado/layers/bias_layer.hpp"
@@ -28,6 +29,23 @@ __global__ void forward_kernel(int64_t vectors, int64_t dim, int64_t inner, cons
     VecOf<T, V> out;
 #pragma unroll
     for (int k = 0; k < V; ++k) store(out.v, k, M(load(in.v, k)) + bv);
+    store_vec<V>(y, j, out);
+  }
+}
+
+// Channels last (inner 1, dim a multiple of V): one thread per V
+// neighbouring channels of one row, b read as V values too; the channel once
+// per V values.
+template <typename I, int V, typename T>
+__global__ void forward_rows_kernel(int64_t vectors, int64_t dim, const T* x, const T* b, T* y) {
+  using M = dmath_t<T>;
+  CORTADO_KERNEL_LOOP(q, vectors) {
+    const int64_t j = q * V;
+    const int64_t d = static_cast<int64_t>(static_cast<I>(j) % static_cast<I>(dim));
+    const VecOf<T, V> in = load_vec<V>(x, j), bv = load_vec<V>(b, d);
+    VecOf<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) store(out.v, k, M(load(in.v, k)) + M(load(bv.v, k)));
     store_vec<V>(y, j, out);
   }
 }
@@ -61,7 +79,9 @@ void bias_forward(int64_t outer, int64_t dim, int64_t inner, const T* x, const T
   const int64_t total = outer * dim * inner;
   if (total == 0) return;
   constexpr int V = static_cast<int>(16 / sizeof(T));
-  if (vector_width(inner, sizeof(T), {x, y}) > 1)
+  if (inner == 1 && vector_width(dim, sizeof(T), {x, y, b}) > 1)  // channels last
+    CORTADO_LAUNCH_INDEXED_V(forward_rows_kernel, V, total, stream, total / V, dim, dev(x), dev(b), dev(y));
+  else if (vector_width(inner, sizeof(T), {x, y}) > 1)
     CORTADO_LAUNCH_INDEXED_V(forward_kernel, V, total, stream, total / V, dim, inner, dev(x), dev(b), dev(y));
   else
     CORTADO_LAUNCH_INDEXED_V(forward_kernel, 1, total, stream, total, dim, inner, dev(x), dev(b), dev(y));

@@ -1,6 +1,7 @@
 // Kernels of ScaleLayer; x, y are (outer, dim, inner).
 // Forward and dx: grid-stride loops, a thread per V values of one channel
-// (16-byte loads where inner and the pointers allow), computing in float
+// (16-byte loads where inner and the pointers allow), or channels last
+// (inner 1) per V neighbouring channels of one row, computing in float
 // (double for double) and rounding once. Parameter gradients: sum dy * x and
 // sum dy per scale value d in float (double for double), many blocks per
 // value (channel_reduce.cuh); the finishing step writes ds[d] and db[d].
@@ -52,6 +53,42 @@ __global__ void dx_kernel(int64_t vectors, int64_t dim, int64_t inner, const T* 
   }
 }
 
+// Channels last (inner 1, dim a multiple of V): one thread per V
+// neighbouring channels of one row, the scales (and biases) read as V values
+// too; the channel once per V values. The same arithmetic per value.
+template <typename I, int V, typename T>
+__global__ void forward_rows_kernel(int64_t vectors, int64_t dim, const T* x, const T* s, const T* b, T* y) {
+  using M = dmath_t<T>;
+  CORTADO_KERNEL_LOOP(q, vectors) {
+    const int64_t j = q * V;
+    const int64_t d = static_cast<int64_t>(static_cast<I>(j) % static_cast<I>(dim));
+    const VecOf<T, V> in = load_vec<V>(x, j), sv = load_vec<V>(s, d);
+    VecOf<T, V> bv{};
+    if (b) bv = load_vec<V>(b, d);
+    VecOf<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const M v = M(load(in.v, k)) * M(load(sv.v, k));
+      store(out.v, k, b ? v + M(load(bv.v, k)) : v);
+    }
+    store_vec<V>(y, j, out);
+  }
+}
+
+template <typename I, int V, typename T>
+__global__ void dx_rows_kernel(int64_t vectors, int64_t dim, const T* dy, const T* s, T* dx) {
+  using M = dmath_t<T>;
+  CORTADO_KERNEL_LOOP(q, vectors) {
+    const int64_t j = q * V;
+    const int64_t d = static_cast<int64_t>(static_cast<I>(j) % static_cast<I>(dim));
+    const VecOf<T, V> g = load_vec<V>(dy, j), sv = load_vec<V>(s, d);
+    VecOf<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) store(out.v, k, M(load(g.v, k)) * M(load(sv.v, k)));
+    store_vec<V>(dx, j, out);
+  }
+}
+
 // The parameter gradients: sum dy * x (ds) and sum dy (db) per scale value,
 // through channel_reduce.cuh (many blocks per value, a fixed order).
 template <typename T, typename X>
@@ -94,7 +131,9 @@ void scale_forward(int64_t outer, int64_t dim, int64_t inner, const T* x, const 
   const int64_t total = outer * dim * inner;
   if (total == 0) return;
   constexpr int V = static_cast<int>(16 / sizeof(T));
-  if (vector_width(inner, sizeof(T), {x, y}) > 1)
+  if (inner == 1 && vector_width(dim, sizeof(T), {x, y, s, b}) > 1)  // channels last
+    CORTADO_LAUNCH_INDEXED_V(forward_rows_kernel, V, total, stream, total / V, dim, dev(x), dev(s), dev(b), dev(y));
+  else if (vector_width(inner, sizeof(T), {x, y}) > 1)
     CORTADO_LAUNCH_INDEXED_V(forward_kernel, V, total, stream, total / V, dim, inner, dev(x), dev(s), dev(b), dev(y));
   else
     CORTADO_LAUNCH_INDEXED_V(forward_kernel, 1, total, stream, total, dim, inner, dev(x), dev(s), dev(b), dev(y));
@@ -107,7 +146,9 @@ void scale_backward_dx(int64_t outer, int64_t dim, int64_t inner, const T* dy, c
   const int64_t total = outer * dim * inner;
   if (total == 0) return;
   constexpr int V = static_cast<int>(16 / sizeof(T));
-  if (vector_width(inner, sizeof(T), {dy, dx}) > 1)
+  if (inner == 1 && vector_width(dim, sizeof(T), {dy, dx, s}) > 1)  // channels last
+    CORTADO_LAUNCH_INDEXED_V(dx_rows_kernel, V, total, stream, total / V, dim, dev(dy), dev(s), dev(dx));
+  else if (vector_width(inner, sizeof(T), {dy, dx}) > 1)
     CORTADO_LAUNCH_INDEXED_V(dx_kernel, V, total, stream, total / V, dim, inner, dev(dy), dev(s), dev(dx));
   else
     CORTADO_LAUNCH_INDEXED_V(dx_kernel, 1, total, stream, total, dim, inner, dev(dy), dev(s), dev(dx));
