@@ -699,6 +699,15 @@ TEST(NetLayout, GpuPaddedChannelsMatchUnpadded) {
       }
       const Net& a = *n.nhwc;
       const Net& b = *n.nchw;
+      // The padded net padded (the setting is each layer's from its set-up), the other did not.
+      auto padded = [&](const Net& net, const char* layer) {
+        const LayerBase* l = net.layer_by_name(layer);
+        if (mixed) return dynamic_cast<const CuDNNConvolutionLayer<float16, float>&>(*l).padded_channels();
+        return dynamic_cast<const CuDNNConvolutionLayer<float16, float16>&>(*l).padded_channels();
+      };
+      EXPECT_EQ(padded(a, "conv1"), multiple) << what;
+      EXPECT_EQ(padded(a, "conv2a"), multiple == 8 ? 8 : 0) << what;
+      EXPECT_EQ(padded(b, "conv1"), 0) << what;
       const double tol = GpuTolerance(false);
       ExpectClose(test::GetData(*a.output_blobs()[0]), test::GetData(*b.output_blobs()[0]), tol, what + "output");
       ExpectClose(test::GetDiff(*a.input_blobs()[0]), test::GetDiff(*b.input_blobs()[0]), tol, what + "input diff");

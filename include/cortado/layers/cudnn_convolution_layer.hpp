@@ -67,7 +67,7 @@ void set_cudnn_graph_api(bool on);
 /// copies of its input and filter padded with zero channels to the next
 /// multiple, for cuDNN's Tensor Core kernels. The same sums: the pad
 /// channels add zeros. Off until measured against cuDNN's own handling of
-/// odd counts. The switch sets the padding of layers reshaped from now on.
+/// odd counts. A layer takes the setting at its set-up (Net construction).
 int cudnn_pad_channels();
 void set_cudnn_pad_channels(int multiple);
 /// Upper bound in bytes on one cuDNN convolution's workspace.
@@ -86,6 +86,10 @@ class CuDNNConvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
   ~CuDNNConvolutionLayer() override;
 
   CORTADO_LAYER_SETUP
+
+  /// The input channels cuDNN sees after padding (cudnn_pad_channels()), 0
+  /// where the layer does not pad.
+  int padded_channels() const { return padded_c_; }
 
  protected:
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
@@ -109,6 +113,7 @@ class CuDNNConvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
   // has one bottom and one type; otherwise it pads each bottom again, into
   // x_pad_back_ (Btype, used only where the types differ, so that no tensor
   // converts values about to be overwritten).
+  int pad_multiple_ = 0;  // cudnn_pad_channels() at LayerSetUp
   int padded_c_ = 0;
   Blob x_pad_{type_of<Ftype>()}, x_pad_back_{type_of<Btype>()};
 };

@@ -345,6 +345,7 @@ void CuDNNConvolutionLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, cons
     return std::make_unique<CudnnConvPass>(this->context().device(), op, storage, math, this->num_output_,
                                            this->channels_, this->group_, this->win_);
   };
+  pad_multiple_ = cudnn_pad_channels();  // this layer's, from its set-up on
   fwd_ = make(CudnnConvPass::kForward, type_of<Ftype>(), this->forward_math_);
   bwd_data_ = make(CudnnConvPass::kBackwardData, type_of<Btype>(), this->backward_math_);
   bwd_filter_ = make(CudnnConvPass::kBackwardFilter, type_of<Btype>(), this->backward_math_);
@@ -365,7 +366,7 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const B
     }
   }
   // Channel padding: NHWC without groups, channels not a multiple of it.
-  const int multiple = nhwc_ && this->group_ == 1 ? cudnn_pad_channels() : 0;
+  const int multiple = nhwc_ && this->group_ == 1 ? pad_multiple_ : 0;
   padded_c_ = multiple > 0 && this->channels_ % multiple != 0
                   ? (this->channels_ + multiple - 1) / multiple * multiple : 0;
   const int c = padded_c_ > 0 ? padded_c_ : this->channels_;
