@@ -21,7 +21,7 @@
 #   d. ResNet-50 FP16 at batch 256 (RESNET_BATCH): Cortado's models/resnet50
 #      and models/resnet50_nvcaffe train_val_dummy_fp16 nets with their
 #      solver_dummy_fp16 update, and PyTorch AMP channels_last
-#      (scripts/bench/resnet50_pytorch.py), 5 warm-up and 20 timed
+#      (scripts/bench/resnet50_pytorch.py, run first), 5 warm-up and 20 timed
 #      iterations each: images/s and peak memory (RESNET_TIMEOUT, 120 s a run);
 #      then resnet50_nvcaffe again with fuse_layers: false, the gain of the
 #      layer fusion (BatchNorm + ReLU, Eltwise SUM + ReLU in one pass), and
@@ -97,7 +97,9 @@ declare -A RESNET_ENV=(
   [resnet50_nvcaffe_nhwc_pad]="CORTADO_NHWC=1 CORTADO_CUDNN_PAD_CHANNELS=4"
   [resnet50_nvcaffe_nhwc_all]="CORTADO_NHWC=1 CORTADO_CUDNN_BN=1 CORTADO_CUDNN_API=graph CORTADO_CUDNN_PAD_CHANNELS=4"
 )
-RESNET_NETS=${RESNET_NETS:-resnet50 resnet50_nvcaffe resnet50_nvcaffe_unfused resnet50_nvcaffe_nhwc resnet50_nvcaffe_nhwc_bn resnet50_nvcaffe_nhwc_graph resnet50_nvcaffe_nhwc_pad resnet50_nvcaffe_nhwc_all}
+# The default order puts first what a short lease must not lose: the
+# default net, every switch on, then the variants one by one.
+RESNET_NETS=${RESNET_NETS:-resnet50 resnet50_nvcaffe resnet50_nvcaffe_nhwc_all resnet50_nvcaffe_nhwc resnet50_nvcaffe_nhwc_bn resnet50_nvcaffe_nhwc_graph resnet50_nvcaffe_nhwc_pad resnet50_nvcaffe_unfused}
 for net in $RESNET_NETS; do
   [ -n "${RESNET_ENV[$net]+x}" ] || { echo "gpu_check: RESNET_NETS names $net; known: ${!RESNET_ENV[*]}" >&2; exit 1; }
 done
@@ -344,6 +346,25 @@ declare -A resnet_line=()
 if [ $RUN_RESNET = 1 ] && [ $HAVE_GPU = 1 ]; then
   say "d. ResNet-50 FP16 batch $RESNET_BATCH: Cortado (resnet50, resnet50_nvcaffe) and PyTorch AMP, 5 + 20 iterations (logs: $LOG_DIR/resnet_*.log)"
   result[resnet]=PASS
+  # PyTorch first: the baseline of every ratio, kept when the deadline cuts the variants short.
+  log=$LOG_DIR/resnet_pytorch.log
+  if ! "$PYTHON" -c 'import torch; assert torch.cuda.is_available()' >"$log" 2>&1; then
+    resnet_line[pytorch]="n/a: PyTorch with CUDA not importable by $PYTHON ($(tail -1 "$log"))"
+  else
+    timeout -k 10 "$(limit "$RESNET_TIMEOUT")" "$PYTHON" scripts/bench/resnet50_pytorch.py --precision amp --batch "$RESNET_BATCH" \
+      --iters 20 --warmup 5 --device "cuda:$GPU" >"$log" 2>&1
+    rc=$?
+    out=$(grep '^pytorch:' "$log" | tail -1)
+    if [ $rc = 0 ] && [ -n "$out" ]; then
+      resnet_line[pytorch]="$(kv images_per_s "$out") images/s, peak $(kv peak_allocated_mib "$out") MiB allocated, $(kv peak_reserved_mib "$out") MiB reserved ($(kv ms_median "$out") ms/iter; torch $(kv torch "$out"), cuDNN $(kv cudnn "$out"), $(kv model "$out"))"
+      resnet_ips[pytorch]=$(kv images_per_s "$out")
+    else
+      resnet_line[pytorch]="FAILED (exit status $rc$([ $rc = 3 ] && echo ': out of memory'); see $log)"
+      result[resnet]=FAIL failed=1
+      tail -5 "$log" >&2
+    fi
+  fi
+  say "PyTorch AMP: ${resnet_line[pytorch]}"
   # The unfused run: the same net file with fuse_layers: false first.
   { echo "fuse_layers: false"; cat models/resnet50_nvcaffe/train_val_dummy_fp16.prototxt; } >"$LOG_DIR/resnet50_nvcaffe_unfused.prototxt"
   for net in $RESNET_NETS; do
@@ -367,24 +388,6 @@ if [ $RUN_RESNET = 1 ] && [ $HAVE_GPU = 1 ]; then
     fi
     say "Cortado $net: ${resnet_line[$net]}"
   done
-  log=$LOG_DIR/resnet_pytorch.log
-  if ! "$PYTHON" -c 'import torch; assert torch.cuda.is_available()' >"$log" 2>&1; then
-    resnet_line[pytorch]="n/a: PyTorch with CUDA not importable by $PYTHON ($(tail -1 "$log"))"
-  else
-    timeout -k 10 "$(limit "$RESNET_TIMEOUT")" "$PYTHON" scripts/bench/resnet50_pytorch.py --precision amp --batch "$RESNET_BATCH" \
-      --iters 20 --warmup 5 --device "cuda:$GPU" >"$log" 2>&1
-    rc=$?
-    out=$(grep '^pytorch:' "$log" | tail -1)
-    if [ $rc = 0 ] && [ -n "$out" ]; then
-      resnet_line[pytorch]="$(kv images_per_s "$out") images/s, peak $(kv peak_allocated_mib "$out") MiB allocated, $(kv peak_reserved_mib "$out") MiB reserved ($(kv ms_median "$out") ms/iter; torch $(kv torch "$out"), cuDNN $(kv cudnn "$out"), $(kv model "$out"))"
-      resnet_ips[pytorch]=$(kv images_per_s "$out")
-    else
-      resnet_line[pytorch]="FAILED (exit status $rc$([ $rc = 3 ] && echo ': out of memory'); see $log)"
-      result[resnet]=FAIL failed=1
-      tail -5 "$log" >&2
-    fi
-  fi
-  say "PyTorch AMP: ${resnet_line[pytorch]}"
 fi
 
 # ---- f. nvJPEG ----------------------------------------------------------------------------------
@@ -498,6 +501,9 @@ stage_word() { [ -n "${result[$1]:-}" ] && echo "${result[$1]}" || echo "$2"; }
       esac
     done
     echo "  Gains over NCHW (loop):          ${gains:-n/a}"
+    vs=""
+    for net in $RESNET_NETS; do vs+="${vs:+, }$net $(ratio "${resnet_loop[$net]:-}" "${resnet_ips[pytorch]:-}")"; done
+    echo "  Each run's loop / PyTorch AMP:   $vs"
     echo "  PyTorch AMP channels_last:       ${resnet_line[pytorch]}"
     echo "  Cortado/PyTorch images/s:        resnet50 $(ratio "${resnet_ips[resnet50]:-}" "${resnet_ips[pytorch]:-}"), resnet50_nvcaffe $(ratio "${resnet_ips[resnet50_nvcaffe]:-}" "${resnet_ips[pytorch]:-}") (parts timed one by one)"
     echo "  the same, Cortado's training loop: resnet50 $(ratio "${resnet_loop[resnet50]:-}" "${resnet_ips[pytorch]:-}"), resnet50_nvcaffe $(ratio "${resnet_loop[resnet50_nvcaffe]:-}" "${resnet_ips[pytorch]:-}") (back to back, deferred steps and CUDA graphs)"
