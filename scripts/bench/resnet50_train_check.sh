@@ -29,7 +29,8 @@
 # the LMDB and stops: the GPU bundle has no convert_imageset (it is built
 # without OpenCV), so make WORK_DIR on the build machine, carry it, and run
 #   TRAINER=bin/trainer WORK_DIR=<carried> bash scripts/bench/resnet50_train_check.sh
-# from the unpacked bundle.
+# from the unpacked bundle. .gpu_data/ is the folder git ignores for this:
+#   PREPARE_ONLY=1 WORK_DIR=.gpu_data bash scripts/bench/resnet50_train_check.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 GPU=${GPU:-0}
