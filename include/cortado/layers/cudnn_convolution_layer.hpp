@@ -28,7 +28,9 @@
 // the bottoms and tops channels last: cuDNN's NHWC tensor format with the
 // filter in KRSC, moved from Caffe's KCRS on the device in each pass (files
 // keep Caffe's order); the filter gradient is computed in KRSC, moved back
-// and added to the parameter's diff. With channel padding
+// and added to the parameter's diff. A 1x1 filter has the same order in both
+// (36 of ResNet-50's 53 convolutions): cuDNN reads it and accumulates its
+// gradient in place, as in NCHW. With channel padding
 // (cudnn_pad_channels(), below) the input and the KRSC filter are padded
 // with zero channels, and the gradients' pad channels are dropped.
 //
@@ -105,6 +107,7 @@ class CuDNNConvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
   // (beta 1, one rounding as in NCHW) and moved back. Typed, so that no
   // buffer of another type is made.
   bool nhwc_ = false;
+  bool krsc_copy_ = false;  // NHWC with a filter larger than 1x1, or padded: the KRSC blobs are used
   Blob w_krsc_{type_of<Ftype>()}, dw_krsc_{type_of<Btype>()};
   // Channel padding (cudnn_pad_channels()): cuDNN sees padded_c_ input
   // channels (0: no padding) through x_pad_, the bottom padded in the

@@ -370,7 +370,10 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Reshape(const BlobVec& bottom, const B
   padded_c_ = multiple > 0 && this->channels_ % multiple != 0
                   ? (this->channels_ + multiple - 1) / multiple * multiple : 0;
   const int c = padded_c_ > 0 ? padded_c_ : this->channels_;
-  if (nhwc_) {
+  // A 1x1 filter is KRSC as it is KCRS (the same order in memory): cuDNN
+  // reads and accumulates into the parameter itself, with no copies.
+  krsc_copy_ = nhwc_ && (padded_c_ > 0 || this->win_.kh * this->win_.kw > 1);
+  if (krsc_copy_) {
     std::vector<int> shape = this->blobs_[0]->shape();  // K, C/group, R, S
     shape[1] = c / this->group_;
     for (Blob* b : {&w_krsc_, &dw_krsc_}) {
@@ -403,7 +406,7 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, con
     PadChannels(this->num_output_, this->channels_, rs, padded_c_, sizeof(Ftype), w,
                 w_krsc_.template mutable_gpu_data<Ftype>(), true, stream);
     w = w_krsc_.template gpu_data<Ftype>();
-  } else if (nhwc_) {  // Caffe's KCRS weights as cuDNN's NHWC filter (KRSC), every pass: the weights change
+  } else if (krsc_copy_) {  // Caffe's KCRS weights as cuDNN's NHWC filter (KRSC), every pass: the weights change
     NchwStandIns::Copy(*this->blobs_[0], &w_krsc_, NchwStandIns::kData, t, true, stream);
     w = w_krsc_.template gpu_data<Ftype>();
   }
@@ -443,10 +446,11 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
   Btype* bd = do_b ? this->blobs_[1]->template mutable_gpu_diff<Btype>() : nullptr;
   cudaStream_t stream = this->context().stream();
   const int64_t b_outer = nhwc_ ? int64_t{this->num_} * ohw : this->num_, b_inner = nhwc_ ? 1 : ohw;
-  // NHWC: the data gradient reads the forward's KRSC weights (converted to
-  // Btype by the tensor where the types differ; the weights have not changed
-  // since); the filter gradient accumulates into the diff moved to KRSC,
-  // which is then moved back. Padded: the forward's padded bottom is read
+  // NHWC (a filter larger than 1x1; a 1x1 one is used as it is): the data
+  // gradient reads the forward's KRSC weights (converted to Btype by the
+  // tensor where the types differ; the weights have not changed since); the
+  // filter gradient accumulates into the diff moved to KRSC, which is then
+  // moved back. Padded: the forward's padded bottom is read
   // again where it is the only bottom in the same type, else the bottom is
   // padded again (in Btype, into a blob of that type); the diff's pad
   // channels start at zero and are dropped on the way back, and the data
@@ -472,7 +476,7 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
       }
       if (!p.ready) {
         // Measuring writes its output: give it a scratch filter, not the accumulated diff.
-        DeviceScratch dw = scratch((nhwc_ ? dw_krsc_.count() : this->blobs_[0]->count()) * sizeof(Btype));
+        DeviceScratch dw = scratch((krsc_copy_ ? dw_krsc_.count() : this->blobs_[0]->count()) * sizeof(Btype));
         p.Choose(handle, x, dy, dw.get());
       }
       Btype* dw = wd;
@@ -480,7 +484,7 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
         PadChannels(this->num_output_, this->channels_, rs, padded_c_, sizeof(Btype), wd,
                     dw_krsc_.template mutable_gpu_diff<Btype>(), true, stream);
         dw = dw_krsc_.template mutable_gpu_diff<Btype>();
-      } else if (nhwc_) {  // the diff as KRSC, accumulated into there
+      } else if (krsc_copy_) {  // the diff as KRSC, accumulated into there
         NchwStandIns::Copy(*this->blobs_[0], &dw_krsc_, NchwStandIns::kDiff, t, true, stream);
         dw = dw_krsc_.template mutable_gpu_diff<Btype>();
       }
@@ -495,13 +499,14 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
       if (padded_c_ > 0) {
         const Btype* padded = dw_krsc_.template gpu_diff<Btype>();
         UnpadChannels(this->num_output_, this->channels_, rs, padded_c_, sizeof(Btype), padded, wd, true, stream);
-      } else if (nhwc_) {
+      } else if (krsc_copy_) {
         NchwStandIns::Copy(dw_krsc_, this->blobs_[0].get(), NchwStandIns::kDiff, t, true, stream);
       }
     }
     if (do_x) {
       CudnnConvPass& p = *bwd_data_;
-      const Btype* w = nhwc_ ? w_krsc_.template gpu_data<Btype>() : this->blobs_[0]->template gpu_data<Btype>();
+      const Btype* w =
+          krsc_copy_ ? w_krsc_.template gpu_data<Btype>() : this->blobs_[0]->template gpu_data<Btype>();
       Btype* dx = padded_c_ > 0 ? x_pad.template mutable_gpu_diff<Btype>()
                                 : bottom[i]->template mutable_gpu_diff<Btype>();
       if (!p.ready) p.Choose(handle, w, dy, dx);
