@@ -111,6 +111,8 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
   CORTADO_LAYER_SETUP
   /// Whether the last forward kept a copy of its input (tests, diagnostics).
   bool kept_copy() const { return saved_; }
+  /// Whether the last forward ran on cuDNN's kernels (CORTADO_CUDNN_BN; tests, diagnostics).
+  bool cudnn_ran() const { return cudnn_ran_; }
 
   CORTADO_LAYER_PASSES
 
