@@ -92,6 +92,9 @@ class CuDNNConvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
   /// The input channels cuDNN sees after padding (cudnn_pad_channels()), 0
   /// where the layer does not pad.
   int padded_channels() const { return padded_c_; }
+  /// How many of the three passes (forward, backward data, backward filter)
+  /// run on a plan of cuDNN's graph API (the others: the legacy calls).
+  int graph_api_passes() const;
 
  protected:
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;

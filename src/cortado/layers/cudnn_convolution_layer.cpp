@@ -526,6 +526,13 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
   }
 }
 
+template <typename Ftype, typename Btype>
+int CuDNNConvolutionLayer<Ftype, Btype>::graph_api_passes() const {
+  int n = 0;
+  for (const CudnnConvPass* p : {fwd_.get(), bwd_data_.get(), bwd_filter_.get()}) n += p && p->graph ? 1 : 0;
+  return n;
+}
+
 CORTADO_INSTANTIATE_LAYER(CuDNNConvolutionLayer);
 
 }  // namespace cortado
