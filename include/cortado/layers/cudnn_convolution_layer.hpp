@@ -120,6 +120,9 @@ class CuDNNConvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
   // x_pad_back_ (Btype, used only where the types differ, so that no tensor
   // converts values about to be overwritten).
   int pad_multiple_ = 0;  // cudnn_pad_channels() at LayerSetUp
+  // Caffe's KCRS filter values (data or diff, `bytes` each) to the KRSC
+  // blobs' order and channel count, or back (pad channels dropped).
+  void Krsc(bool to_krsc, size_t bytes, const void* from, void* to, CUstream_st* stream) const;
   int padded_c_ = 0;
   Blob x_pad_{type_of<Ftype>()}, x_pad_back_{type_of<Btype>()};
 };

@@ -400,14 +400,10 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, con
   const Type t = type_of<Ftype>();
   const int ohw = this->out_h_ * this->out_w_;
   const Ftype* w = this->blobs_[0]->template gpu_data<Ftype>();
-  const int64_t hw = int64_t{this->height_} * this->width_, rs = int64_t{this->win_.kh} * this->win_.kw;
+  const int64_t hw = int64_t{this->height_} * this->width_;
   cudaStream_t stream = this->context().stream();
-  if (padded_c_ > 0) {  // KCRS -> KRSC with zero channels
-    PadChannels(this->num_output_, this->channels_, rs, padded_c_, sizeof(Ftype), w,
-                w_krsc_.template mutable_gpu_data<Ftype>(), true, stream);
-    w = w_krsc_.template gpu_data<Ftype>();
-  } else if (krsc_copy_) {  // Caffe's KCRS weights as cuDNN's NHWC filter (KRSC), every pass: the weights change
-    NchwStandIns::Copy(*this->blobs_[0], &w_krsc_, NchwStandIns::kData, t, true, stream);
+  if (krsc_copy_) {  // Caffe's KCRS weights as cuDNN's NHWC filter (KRSC), every pass: the weights change
+    Krsc(true, sizeof(Ftype), w, w_krsc_.template mutable_gpu_data<Ftype>(), stream);
     w = w_krsc_.template gpu_data<Ftype>();
   }
   const Ftype* b = this->bias_term_ ? this->blobs_[1]->template gpu_data<Ftype>() : nullptr;
@@ -446,17 +442,15 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
   Btype* bd = do_b ? this->blobs_[1]->template mutable_gpu_diff<Btype>() : nullptr;
   cudaStream_t stream = this->context().stream();
   const int64_t b_outer = nhwc_ ? int64_t{this->num_} * ohw : this->num_, b_inner = nhwc_ ? 1 : ohw;
-  // NHWC (a filter larger than 1x1; a 1x1 one is used as it is): the data
-  // gradient reads the forward's KRSC weights (converted to Btype by the
-  // tensor where the types differ; the weights have not changed since); the
-  // filter gradient accumulates into the diff moved to KRSC, which is then
-  // moved back. Padded: the forward's padded bottom is read
-  // again where it is the only bottom in the same type, else the bottom is
-  // padded again (in Btype, into a blob of that type); the diff's pad
-  // channels start at zero and are dropped on the way back, and the data
-  // gradient is computed padded and its pad channels dropped.
+  // NHWC with KRSC copies (krsc_copy_): the data gradient reads the
+  // forward's KRSC weights (converted to Btype by the tensor where the types
+  // differ; the weights have not changed since); the filter gradient
+  // accumulates into the diff moved to KRSC (its pad channels zero), which
+  // is then moved back. Padded: the forward's padded bottom is read again
+  // where it is the only bottom in the same type, else the bottom is padded
+  // again (in Btype, into a blob of that type); the data gradient is
+  // computed padded and its pad channels dropped.
   const int64_t nhw = int64_t{this->num_} * this->height_ * this->width_;
-  const int64_t rs = int64_t{this->win_.kh} * this->win_.kw;
   Blob& x_pad = std::is_same_v<Ftype, Btype> ? x_pad_ : x_pad_back_;
   const bool repad = bottom.size() > 1 || !std::is_same_v<Ftype, Btype>;
   for (size_t i = 0; i < top.size(); ++i) {
@@ -480,13 +474,9 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
         p.Choose(handle, x, dy, dw.get());
       }
       Btype* dw = wd;
-      if (padded_c_ > 0) {
-        PadChannels(this->num_output_, this->channels_, rs, padded_c_, sizeof(Btype), wd,
-                    dw_krsc_.template mutable_gpu_diff<Btype>(), true, stream);
+      if (krsc_copy_) {  // the diff as KRSC, accumulated into there
         dw = dw_krsc_.template mutable_gpu_diff<Btype>();
-      } else if (krsc_copy_) {  // the diff as KRSC, accumulated into there
-        NchwStandIns::Copy(*this->blobs_[0], &dw_krsc_, NchwStandIns::kDiff, t, true, stream);
-        dw = dw_krsc_.template mutable_gpu_diff<Btype>();
+        Krsc(true, sizeof(Btype), wd, dw, stream);
       }
       if (p.graph) {  // beta 1 (the spec)
         p.graph->Execute(handle, x, dy, dw, p.workspace());
@@ -496,12 +486,7 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
             static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.choice.algo), p.workspace(), p.choice.bytes,
             scalar(t, 1), p.w, dw));
       }
-      if (padded_c_ > 0) {
-        const Btype* padded = dw_krsc_.template gpu_diff<Btype>();
-        UnpadChannels(this->num_output_, this->channels_, rs, padded_c_, sizeof(Btype), padded, wd, true, stream);
-      } else if (krsc_copy_) {
-        NchwStandIns::Copy(dw_krsc_, this->blobs_[0].get(), NchwStandIns::kDiff, t, true, stream);
-      }
+      if (krsc_copy_) Krsc(false, sizeof(Btype), dw, wd, stream);
     }
     if (do_x) {
       CudnnConvPass& p = *bwd_data_;
@@ -523,6 +508,20 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
                       bottom[i]->template mutable_gpu_diff<Btype>(), true, stream);
       }
     }
+  }
+}
+
+template <typename Ftype, typename Btype>
+void CuDNNConvolutionLayer<Ftype, Btype>::Krsc(bool to_krsc, size_t bytes, const void* from, void* to,
+                                               CUstream_st* stream) const {
+  // (K, C/group, R*S) <-> (K, R*S, C') with C' = C/group, or padded_c_
+  // (then without groups) with zero pad channels.
+  const int c = this->channels_ / this->group_, cp = padded_c_ > 0 ? padded_c_ : c;
+  const int64_t rs = int64_t{this->win_.kh} * this->win_.kw;
+  if (to_krsc) {
+    PadChannels(this->num_output_, c, rs, cp, bytes, from, to, true, stream);
+  } else {
+    UnpadChannels(this->num_output_, c, rs, cp, bytes, from, to, true, stream);
   }
 }
 

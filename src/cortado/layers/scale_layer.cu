@@ -39,20 +39,6 @@ __global__ void forward_kernel(int64_t vectors, int64_t dim, int64_t inner, cons
   }
 }
 
-template <typename I, int V, typename T>
-__global__ void dx_kernel(int64_t vectors, int64_t dim, int64_t inner, const T* dy, const T* s, T* dx) {
-  using M = dmath_t<T>;
-  CORTADO_KERNEL_LOOP(q, vectors) {
-    const int64_t j = q * V;
-    const M sv = load(s, kernels::channel_of<I>(j, inner, dim));
-    const VecOf<T, V> g = load_vec<V>(dy, j);
-    VecOf<T, V> out;
-#pragma unroll
-    for (int k = 0; k < V; ++k) store(out.v, k, M(load(g.v, k)) * sv);
-    store_vec<V>(dx, j, out);
-  }
-}
-
 // Channels last (inner 1, dim a multiple of V): one thread per V
 // neighbouring channels of one row, the scales (and biases) read as V values
 // too; the channel once per V values. The same arithmetic per value.
@@ -72,20 +58,6 @@ __global__ void forward_rows_kernel(int64_t vectors, int64_t dim, const T* x, co
       store(out.v, k, b ? v + M(load(bv.v, k)) : v);
     }
     store_vec<V>(y, j, out);
-  }
-}
-
-template <typename I, int V, typename T>
-__global__ void dx_rows_kernel(int64_t vectors, int64_t dim, const T* dy, const T* s, T* dx) {
-  using M = dmath_t<T>;
-  CORTADO_KERNEL_LOOP(q, vectors) {
-    const int64_t j = q * V;
-    const int64_t d = static_cast<int64_t>(static_cast<I>(j) % static_cast<I>(dim));
-    const VecOf<T, V> g = load_vec<V>(dy, j), sv = load_vec<V>(s, d);
-    VecOf<T, V> out;
-#pragma unroll
-    for (int k = 0; k < V; ++k) store(out.v, k, M(load(g.v, k)) * M(load(sv.v, k)));
-    store_vec<V>(dx, j, out);
   }
 }
 
@@ -140,19 +112,11 @@ void scale_forward(int64_t outer, int64_t dim, int64_t inner, const T* x, const 
   CORTADO_KERNEL_CHECK();
 }
 
+// dx = dy * s[d]: the forward's arithmetic without a bias.
 template <typename T>
 void scale_backward_dx(int64_t outer, int64_t dim, int64_t inner, const T* dy, const T* s, T* dx,
                        CUstream_st* stream) {
-  const int64_t total = outer * dim * inner;
-  if (total == 0) return;
-  constexpr int V = static_cast<int>(16 / sizeof(T));
-  if (inner == 1 && vector_width(dim, sizeof(T), {dy, dx, s}) > 1)  // channels last
-    CORTADO_LAUNCH_INDEXED_V(dx_rows_kernel, V, total, stream, total / V, dim, dev(dy), dev(s), dev(dx));
-  else if (vector_width(inner, sizeof(T), {dy, dx}) > 1)
-    CORTADO_LAUNCH_INDEXED_V(dx_kernel, V, total, stream, total / V, dim, inner, dev(dy), dev(s), dev(dx));
-  else
-    CORTADO_LAUNCH_INDEXED_V(dx_kernel, 1, total, stream, total, dim, inner, dev(dy), dev(s), dev(dx));
-  CORTADO_KERNEL_CHECK();
+  scale_forward<T>(outer, dim, inner, dy, s, nullptr, dx, stream);
 }
 
 template <typename T, typename X>
