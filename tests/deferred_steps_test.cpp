@@ -19,6 +19,7 @@
 #include "cortado/solvers/step_graph.hpp"
 #include "cortado/util/io.hpp"
 #include "log_lines.hpp"
+#include "model_files.hpp"
 #include "test_paths.hpp"
 #include "test_scopes.hpp"
 
@@ -303,8 +304,7 @@ TEST(StepGraph, ResNet50IsCaptured) {
 #ifdef CORTADO_USE_CUDA
   test::ScopedEnv graphs("CORTADO_CUDA_GRAPHS", nullptr), sync("CORTADO_SYNC_LAYERS", nullptr);
   for (const char* model : {"resnet50", "resnet50_nvcaffe"}) {
-    NetParameter np;
-    ReadTextProto(test::SourceRoot() + "/models/" + model + "/train_val_dummy_fp16.prototxt", &np);
+    NetParameter np = test::SyntheticModelNet(model, Precision::kFp16);
     for (LayerParameter& l : *np.mutable_layer()) SetLayerBatch(&l, 1);
     np.mutable_state()->set_phase(TRAIN);
     cortado::Net net(np);
@@ -410,6 +410,43 @@ TEST(StepGraph, GpuReplayGivesTheEagerBits) {
   EXPECT_NEAR(graph2.smoothed_loss, eager2.smoothed_loss, 1e-12 * std::abs(eager2.smoothed_loss));
   EXPECT_EQ(graph2.captures, 2);
   EXPECT_EQ(graph2.launches, 50);
+#else
+  GTEST_SKIP() << "built without CUDA";
+#endif
+}
+
+// The graphs hold the stream workspace's address: when work on the solver's
+// stream grows it (a test pass, a new shape), the old buffer is freed, and
+// the next deferred iteration captures again instead of replaying a graph
+// that uses freed memory. The weights stay the eager run's, bit for bit.
+TEST(StepGraph, GpuWorkspaceGrowthCapturesAgain) {
+#ifdef CORTADO_USE_CUDA
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device";
+  test::RestoreStream restore;
+  test::ScopedEnv sync("CORTADO_SYNC_LAYERS", nullptr);
+  test::ScopedEnv on("CORTADO_CUDA_GRAPHS", nullptr);
+  const std::string solver =
+      "base_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 weight_decay: 0.001 random_seed: 7 max_iter: 100 display: 0";
+  TrainRun eager;
+  {
+    test::ScopedEnv off("CORTADO_DEFER_STEPS", "0");
+    eager = Train(solver, ResidualNet(), SolverSetup(Context::Create(0)), 20, false);
+  }
+  auto ctx = Context::Create(0);
+  auto s = MakeSolver(solver, ResidualNet(), SolverSetup(ctx));
+  s->Step(10);
+  EXPECT_EQ(s->graph_captures(), 1);
+  ctx->Activate();
+  const uint64_t before = cuda::stream_workspace_generation(ctx->stream());
+  cuda::stream_workspace(size_t{256} << 20);  // more than any layer of the net asked for
+  EXPECT_EQ(cuda::stream_workspace_generation(ctx->stream()), before + 1);
+  cuda::stream_workspace(1024);  // less: the same buffer
+  EXPECT_EQ(cuda::stream_workspace_generation(ctx->stream()), before + 1);
+  s->Step(10);
+  EXPECT_EQ(s->graph_captures(), 2) << "the graph was not captured again after the workspace grew";
+  std::vector<std::vector<char>> weights;
+  for (const Blob* p : s->net()->learnable_params()) weights.push_back(Bytes(p->data()));
+  EXPECT_EQ(weights, eager.weights);
 #else
   GTEST_SKIP() << "built without CUDA";
 #endif

@@ -79,6 +79,22 @@ LayerParameter ProbeParam() {
 }
 
 // On the CPU the scope does nothing: the thread's stream is the caller's.
+// Caches of handle-bound state (cuDNN's graph plans) key on a Context's
+// serial: a new Context never has a dead one's, even where its handles reuse
+// the dead one's addresses.
+TEST(LayerStream, ContextSerialsAreNeverReused) {
+  std::vector<uint64_t> seen;
+  for (int i = 0; i < 4; ++i) {
+    auto ctx = Context::Cpu();
+    for (uint64_t s : seen) EXPECT_NE(ctx->serial(), s);
+    seen.push_back(ctx->serial());
+  }  // each one destroyed before the next is made
+  if (!test::HaveDevice()) return;
+  const uint64_t gpu = Context::Create(0)->serial();
+  for (uint64_t s : seen) EXPECT_NE(gpu, s);
+  EXPECT_NE(Context::Create(0)->serial(), gpu);
+}
+
 TEST(LayerStream, CpuLayerLeavesTheThreadsStream) {
   StreamProbeLayer<float, float> layer(ProbeParam());
   Blob x(FLOAT), y(FLOAT);

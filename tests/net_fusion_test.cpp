@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -336,6 +337,43 @@ TYPED_TEST(NetFusionTest, ResidualAddJoinsTheBatchNormChainBeforeIt) {
   EXPECT_EQ(FusedInto(*c.fused, "relu"), "sum");
   Run<TypeParam>(&c);
   Compare<TypeParam>(c, 0);
+}
+
+// A parameter is reported ready for the gradient sums (the listener of
+// Net::set_param_ready_listener) only once its gradient is complete: a fused
+// Scale's, which its BatchNorm head's backward writes, after the head, not
+// after the Scale's own (empty) backward. Each parameter once; what the
+// listener sees is the final gradient.
+TEST(NetFusion, ParamsAreReportedReadyOnceTheirHeadWroteThem) {
+  using P = test::TypePair<float, float>;
+  for (const bool fuse : {true, false}) {
+    Net net(MakeNet<P>(kResidualScale, fuse));
+    ASSERT_EQ(FusedInto(net, "scale2"), fuse ? "bn2" : "");
+    test::FillUniform(net.input_blobs()[0], -1, 1, 3);
+    net.ClearParamDiffs();
+    net.Forward();
+    Blob* out = net.output_blobs()[0];
+    test::SetDiff(out, test::RandomVector(out->count(), 11), FLOAT);
+    const auto& params = net.learnable_params();
+    std::vector<std::vector<double>> when_ready(params.size());
+    std::vector<int> reported(params.size(), 0);
+    net.set_param_ready_listener([&](const std::vector<int>& ready) {
+      for (int k : ready) {
+        when_ready[static_cast<size_t>(k)] = test::GetDiff(*params[static_cast<size_t>(k)]);
+        ++reported[static_cast<size_t>(k)];
+      }
+    });
+    net.Backward();
+    for (size_t k = 0; k < params.size(); ++k) {
+      const std::string what = std::string(fuse ? "fused: " : "unfused: ") + "learnable parameter " + std::to_string(k);
+      EXPECT_EQ(reported[k], 1) << what;
+      EXPECT_EQ(when_ready[k], test::GetDiff(*params[k])) << what << ": reported before its gradient was complete";
+    }
+    // The Scale's gradients are not zero (the comparison could fail).
+    const Blob& s = *net.layer_by_name("scale2")->blobs()[0];
+    const std::vector<double> ds = test::GetDiff(s);
+    EXPECT_TRUE(std::any_of(ds.begin(), ds.end(), [](double v) { return v != 0; }));
+  }
 }
 
 // ---- fused against unfused ------------------------------------------------------------

@@ -18,8 +18,10 @@
 #include "cortado/context.hpp"
 #include "cortado/layers/batch_norm_layer.hpp"
 #include "cortado/layers/cudnn_convolution_layer.hpp"
+#include "cortado/net_engines.hpp"
 #include "cortado/net.hpp"
 #include "cortado/net_layout.hpp"
+#include "model_files.hpp"
 #include "cortado/util/cuda.hpp"
 #include "cortado/util/data_transformer.hpp"
 #include "cortado/util/io.hpp"
@@ -200,15 +202,12 @@ TEST(NetLayout, OutputsStayNchwAndInPlaceLayersComputeOnACopy) {
   EXPECT_TRUE(plan.nhwc.count("conv3/nhwc"));
 }
 
-std::string ModelFile(const std::string& rel) { return std::string(CORTADO_TEST_DATA_DIR) + "/../models/" + rel; }
-
-// ResNet-50's two files in FP16: one group with every convolution,
+// ResNet-50's two nets (synthetic stage, fp16): one group with every convolution,
 // BatchNorm and pooling, and the DummyData's batch (a constant filler: a
 // source); one conversion, before fc1000.
 TEST(NetLayout, ResNet50IsOneGroup) {
-  for (const char* m : {"resnet50/train_val_dummy_fp16.prototxt", "resnet50_nvcaffe/train_val_dummy_fp16.prototxt"}) {
-    NetParameter r;
-    ReadTextProto(ModelFile(m), &r);
+  for (const char* m : {"resnet50", "resnet50_nvcaffe"}) {
+    NetParameter r = test::SyntheticModelNet(m, Precision::kFp16);
     r.mutable_state()->set_phase(TRAIN);
     NetParameter p = Prepared(Net::FilterNet(r));
     const LayoutPlan plan = PlanLayouts(&p, true);
@@ -505,16 +504,9 @@ TYPED_TEST(NetLayoutTest, CpuDataLayerWritesNhwcBatches) {
 // ResNet-50's NVCaffe file at batch 1 in FP32 on the CPU: the loss and
 // every weight gradient are the NCHW net's bits.
 TEST(NetLayout, CpuResNet50MatchesNchw) {
-  NetParameter p;
-  ReadTextProto(ModelFile("resnet50_nvcaffe/train_val_dummy_fp16.prototxt"), &p);
+  NetParameter p = test::SyntheticModelNet("resnet50_nvcaffe", Precision::kFp32);
   SetBatchSize(&p, 1);
   p.mutable_state()->set_phase(TRAIN);
-  p.set_default_forward_type(FLOAT);
-  p.set_default_backward_type(FLOAT);
-  for (LayerParameter& lp : *p.mutable_layer()) {
-    lp.clear_forward_type();
-    lp.clear_backward_type();
-  }
   NetPair n = Build(p, LayoutPlanMode::kAll);
   RunBoth<float>(&n, 1);
   const Net& a = *n.nhwc;
@@ -652,7 +644,9 @@ TEST(NetLayout, GpuCudnnBatchNormMatchesOwnKernels) {
     NetPair n;  // nhwc: cuDNN's BatchNorm, nchw: the own kernels (both NHWC)
     {
       PlanMode mode(LayoutPlanMode::kGpuHalf);
+      set_cudnn_batch_norm(true);  // at the build too: the memory plans ask the BatchNorms
       n.nhwc = std::make_unique<Net>(MakeNet<float16, float16>(text), SourceInfo(), gpu.ctx);
+      set_cudnn_batch_norm(false);
       n.nchw = std::make_unique<Net>(MakeNet<float16, float16>(text), SourceInfo(), gpu.ctx);
     }
     for (size_t i = 0; i < n.nhwc->params().size(); ++i)
@@ -687,6 +681,127 @@ TEST(NetLayout, GpuCudnnBatchNormMatchesOwnKernels) {
                   what + "param diff " + a.param_display_names()[i]);
     }
   }
+#endif
+}
+
+// What `trainer time` reports of a net's engines (net_engines.hpp): on the
+// CPU every BatchNorm is counted, none on cuDNN; channels-last blobs where
+// the layout plan made them.
+TEST(NetLayout, EnginesAreCounted) {
+  for (const bool plan : {false, true}) {
+    PlanMode mode(plan ? LayoutPlanMode::kAll : LayoutPlanMode::kOff);
+    Net net(MakeNet<float16, float16>(kNet));
+    Step<float16>(&net, 0);
+    const EngineUse use = CountEngines(net);
+    EXPECT_EQ(use.batch_norms, 3);
+    EXPECT_EQ(use.batch_norm_cudnn, 0);
+    EXPECT_EQ(use.batch_norm_cudnn_backward, 0);
+    EXPECT_EQ(use.cudnn_convolutions, 0);
+    if (plan) EXPECT_GT(use.nhwc_blobs, 0);
+    else EXPECT_EQ(use.nhwc_blobs, 0);
+    EXPECT_NE(EngineUseWords(use).find("bn_layers=3 bn_cudnn=0"), std::string::npos) << EngineUseWords(use);
+  }
+}
+
+// A projection block as ResNet-50 has four (the shortcut a BatchNorm's
+// output, the sum fused into branch2's chain, 40 channels), with cuDNN's
+// BatchNorm asked for: both BatchNorms run cuDNN forward and backward, since
+// the memory plans give the sum and the chain's input gradient memory of
+// their own (the data plan would else compute the sum in the shortcut's
+// memory, and the diff plan give the head's input gradient the sum's); the
+// values match the own kernels' on a net built without the switch.
+TEST(NetLayout, GpuCudnnBatchNormRunsAProjectionBlock) {
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
+#ifdef CORTADO_USE_CUDA
+  struct Restore {
+    bool was = cudnn_batch_norm();
+    ~Restore() { set_cudnn_batch_norm(was); }
+  } restore;
+  const char* block = R"(
+    layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 4 dim: 8 dim: 6 dim: 6 } } }
+    layer { name: "conv1" type: "Convolution" bottom: "data" top: "a"
+      convolution_param { num_output: 40 kernel_size: 1 bias_term: false weight_filler { type: "gaussian" std: 0.3 } } }
+    layer { name: "bn1" type: "BatchNorm" bottom: "a" top: "a" }
+    layer { name: "scale1" type: "Scale" bottom: "a" top: "a"
+      scale_param { bias_term: true filler { type: "uniform" min: 0.5 max: 1.5 } } }
+    layer { name: "conv2" type: "Convolution" bottom: "data" top: "b"
+      convolution_param { num_output: 40 kernel_size: 3 pad: 1 bias_term: false weight_filler { type: "gaussian" std: 0.2 } } }
+    layer { name: "bn2" type: "BatchNorm" bottom: "b" top: "b" }
+    layer { name: "scale2" type: "Scale" bottom: "b" top: "b"
+      scale_param { bias_term: true filler { type: "uniform" min: 0.5 max: 1.5 } } }
+    layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "b" top: "c" }
+    layer { name: "relu" type: "ReLU" bottom: "c" top: "c" }
+    layer { name: "conv3" type: "Convolution" bottom: "c" top: "d"
+      convolution_param { num_output: 8 kernel_size: 1 weight_filler { type: "gaussian" std: 0.3 } } })";
+  test::ActiveGpuContext gpu;
+  NetPair n;  // nhwc: cuDNN's BatchNorm, nchw: the own kernels (both NHWC)
+  {
+    PlanMode mode(LayoutPlanMode::kGpuHalf);
+    set_cudnn_batch_norm(true);
+    n.nhwc = std::make_unique<Net>(MakeNet<float16, float16>(block), SourceInfo(), gpu.ctx);
+    set_cudnn_batch_norm(false);
+    n.nchw = std::make_unique<Net>(MakeNet<float16, float16>(block), SourceInfo(), gpu.ctx);
+  }
+  for (size_t i = 0; i < n.nhwc->params().size(); ++i)
+    test::SetData(n.nchw->params()[i].get(), test::GetData(*n.nhwc->params()[i]));
+  const Net& a = *n.nhwc;
+  const Net& b = *n.nchw;
+  // The plans: the own kernels' net computes the sum in the shortcut and
+  // gives bn2's input gradient the sum's buffer; the cuDNN net neither.
+  EXPECT_NE(&a.blob_by_name("c")->data(), &a.blob_by_name("a")->data());
+  EXPECT_EQ(&b.blob_by_name("c")->data(), &b.blob_by_name("a")->data());
+  ASSERT_TRUE(a.blob_by_name("b/bn_input")) << "bn2 no longer reads a renamed bottom";
+  EXPECT_NE(&a.blob_by_name("c")->diff(), &a.blob_by_name("b/bn_input")->diff());
+  EXPECT_EQ(&b.blob_by_name("c")->diff(), &b.blob_by_name("b/bn_input")->diff());
+  for (int r = 0; r < 2; ++r) {
+    set_cudnn_batch_norm(true);
+    Step<float16>(n.nhwc.get(), r);
+    set_cudnn_batch_norm(false);
+    Step<float16>(n.nchw.get(), r);
+  }
+  const EngineUse use = CountEngines(a);
+  EXPECT_EQ(use.batch_norms, 2);
+  EXPECT_EQ(use.batch_norm_cudnn, 2);
+  EXPECT_EQ(use.batch_norm_cudnn_backward, 2);
+  EXPECT_EQ(CountEngines(b).batch_norm_cudnn, 0);
+  for (const char* name : {"bn1", "bn2"}) {
+    const auto& bn = dynamic_cast<const BatchNormLayer<float16, float16>&>(*a.layer_by_name(name));
+    EXPECT_TRUE(bn.cudnn_ran()) << name << ": cuDNN's forward did not run (see the log's warning)";
+    EXPECT_TRUE(bn.cudnn_backward_ran()) << name << ": cuDNN's backward did not run (see the log's warning)";
+    using Bn = BatchNormLayer<float16, float16>;
+    EXPECT_FALSE(dynamic_cast<const Bn&>(*b.layer_by_name(name)).cudnn_ran()) << name;
+  }
+  const double tol = GpuTolerance(true);
+  ExpectClose(test::GetData(*a.output_blobs()[0]), test::GetData(*b.output_blobs()[0]), tol, "output");
+  ExpectClose(test::GetDiff(*a.input_blobs()[0]), test::GetDiff(*b.input_blobs()[0]), tol, "input diff");
+  for (size_t i = 0; i < a.params().size(); ++i)
+    ExpectClose(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i]), tol,
+                "param diff " + a.param_display_names()[i]);
+#endif
+}
+
+// cuDNN's graph-API plans are finalized with a handle and cached per
+// Context: a new Context measures its own, even where its handle reuses a
+// destroyed Context's address (the plans of the dead handle must not run on it).
+TEST(NetLayout, GpuGraphPlansAreNotSharedByANewContext) {
+  if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
+#ifdef CORTADO_USE_CUDA
+  struct Restore {
+    bool was = cudnn_graph_api();
+    ~Restore() { set_cudnn_graph_api(was); }
+  } restore;
+  set_cudnn_graph_api(true);
+  const NetParameter p = MakeNet<float16, float16>(Wide(kNet));
+  std::vector<size_t> measured;
+  for (int round = 0; round < 2; ++round) {
+    test::ActiveGpuContext gpu;  // a new Context (and cuDNN handle) each round
+    Net net(p, SourceInfo(), gpu.ctx);
+    const size_t before = cudnn_graph_plans_cached();
+    Step<float16>(&net, 0);
+    measured.push_back(cudnn_graph_plans_cached() - before);
+  }
+  EXPECT_GT(measured[0], 0u) << "no plan was measured";
+  EXPECT_EQ(measured[1], measured[0]) << "the second Context reused plans of the first";
 #endif
 }
 

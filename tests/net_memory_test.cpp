@@ -19,6 +19,7 @@
 #include "cortado/net_memory.hpp"
 #include "cortado/util/io.hpp"
 #include "cortado/util/rng.hpp"
+#include "model_files.hpp"
 #include "test_util.hpp"
 #include "test_scopes.hpp"
 
@@ -249,6 +250,37 @@ TYPED_TEST(NetMemoryTest, SumComputesInTheBottomNobodyReadsAfterIt) {
   ExpectSameBits(n);
 }
 
+// A projection block's residual add fused into the BatchNorm chain before it
+// (net_fusion.hpp), on the layer's own kernels, which allow aliased operands:
+// the sum is computed in the shortcut's memory and the head's input gradient
+// may share the sum's buffer, with the unshared net's bits. (Where cuDNN's
+// BatchNorm is planned, neither: net_layout_test's
+// GpuCudnnBatchNormRunsAProjectionBlock.)
+TYPED_TEST(NetMemoryTest, FusedResidualOnTheOwnKernelsSharesAndMatches) {
+  const char* block = R"(
+    layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 6 dim: 5 } } }
+    layer { name: "conv1" type: "Convolution" bottom: "data" top: "a"
+      convolution_param { num_output: 4 kernel_size: 1 weight_filler { type: "gaussian" std: 0.5 } } }
+    layer { name: "bn1" type: "BatchNorm" bottom: "a" top: "a" }
+    layer { name: "conv2" type: "Convolution" bottom: "data" top: "b"
+      convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.4 } } }
+    layer { name: "bn2" type: "BatchNorm" bottom: "b" top: "b" }
+    layer { name: "scale2" type: "Scale" bottom: "b" top: "b"
+      scale_param { bias_term: true filler { type: "uniform" min: 0.5 max: 1.5 } } }
+    layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "b" top: "c" }
+    layer { name: "relu" type: "ReLU" bottom: "c" top: "c" }
+    layer { name: "conv3" type: "Convolution" bottom: "c" top: "d"
+      convolution_param { num_output: 2 kernel_size: 1 weight_filler { type: "gaussian" std: 0.5 } } })";
+  NetPair n = Build(MakeNet<TypeParam>(block));
+  const Net& a = *n.shared;
+  ASSERT_TRUE(a.blob_by_name("b/bn_input")) << "bn2 no longer reads a renamed bottom";
+  EXPECT_EQ(&BlobNamed(a, "b/bn_input").diff(), &BlobNamed(a, "c").diff());
+  EXPECT_NE(&BlobNamed(a, "a").diff(), &BlobNamed(a, "c").diff());
+  EXPECT_EQ(&BlobNamed(a, "a").data(), &BlobNamed(a, "c").data());
+  RunBoth<TypeParam>(&n, 2);
+  ExpectSameBits(n);
+}
+
 // Where a bottom's data is still read, the sum keeps a buffer of its own.
 TEST(NetMemory, DataPlanLeavesBottomsThatAreRead) {
   using P = test::TypePair<float, float>;
@@ -304,17 +336,15 @@ TEST(NetMemory, OffByEnvironmentAndForNetsWithoutBackward) {
   EXPECT_EQ(ShareDiffBuffers(net).groups, 0);
 }
 
-// The model files: the plan holds its rules on every one, and ResNet-18
-// trains one step to the same bits with and without it.
-std::string ModelFile(const std::string& rel) {
-  return std::string(CORTADO_TEST_DATA_DIR) + "/../models/" + rel;
-}
-
+// The model files (synthetic stage): the plan holds its rules on every one,
+// and ResNet-18 trains one step to the same bits with and without it.
 TEST(NetMemory, ModelFilesShareWithinTheRules) {
-  for (const char* m : {"resnet50/train_val_dummy_fp16.prototxt", "resnet50_nvcaffe/train_val_dummy_fp16.prototxt",
-                        "googlenet/train_val_dummy.prototxt", "resnet18/train_val_dummy.prototxt"}) {
-    NetParameter p;
-    ReadTextProto(ModelFile(m), &p);
+  const std::pair<const char*, Precision> models[] = {{"resnet50", Precision::kFp16},
+                                                      {"resnet50_nvcaffe", Precision::kFp16},
+                                                      {"googlenet", Precision::kFp32},
+                                                      {"resnet18", Precision::kFp32}};
+  for (const auto& [m, precision] : models) {
+    NetParameter p = test::SyntheticModelNet(m, precision);
     SetBatchSize(&p, 1);
     p.mutable_state()->set_phase(TRAIN);
     NetPair n = Build(p);
@@ -377,9 +407,8 @@ TEST(NetMemory, BatchNormOutOfPlaceRenamesItsProducersTop) {
   }
 
   // ResNet-50's files: every BatchNorm (53) follows its convolution in place.
-  for (const char* m : {"resnet50/train_val_dummy_fp16.prototxt", "resnet50_nvcaffe/train_val_dummy_fp16.prototxt"}) {
-    NetParameter r;
-    ReadTextProto(ModelFile(m), &r);
+  for (const char* m : {"resnet50", "resnet50_nvcaffe"}) {
+    NetParameter r = Net::FilterNet(test::SyntheticModelNet(m, Precision::kFp16));
     EXPECT_EQ(BatchNormOutOfPlace(&r), 53) << m;
   }
 }
@@ -412,8 +441,7 @@ TYPED_TEST(NetMemoryTest, BatchNormOutOfPlaceTrainsToTheSameBits) {
 }
 
 TEST(NetMemory, ResNet18StepGivesTheSameBits) {
-  NetParameter p;
-  ReadTextProto(ModelFile("resnet18/train_val_dummy.prototxt"), &p);
+  NetParameter p = test::SyntheticModelNet("resnet18", Precision::kFp32);
   SetBatchSize(&p, 1);
   p.mutable_state()->set_phase(TRAIN);
   NetPair n = Build(p);

@@ -7,6 +7,7 @@
 // The CUDA types are named by their underlying struct pointers so that this
 // header needs no CUDA include and compiles in a CPU-only build.
 
+#include <cstdint>
 #include <memory>
 
 struct CUstream_st;
@@ -33,6 +34,10 @@ class Context {
   CUstream_st* stream() const { return stream_; }
   cublasContext* cublas() const { return cublas_; }
   cudnnContext* cudnn() const { return cudnn_; }
+  /// A number no other Context of this process has had: what caches of
+  /// handle-bound state (cuDNN's finalized graph plans) key on, since a new
+  /// Context's handles may reuse a dead one's addresses.
+  uint64_t serial() const { return serial_; }
   /// Makes this context's device current and its stream the one that
   /// SyncedMemory copies on, for the calling thread.
   void Activate() const;
@@ -40,6 +45,8 @@ class Context {
   void Synchronize() const;
 
  private:
+  static uint64_t NextSerial();
+  uint64_t serial_ = NextSerial();
   int device_ = -1;
   CUstream_st* stream_ = nullptr;
   cublasContext* cublas_ = nullptr;

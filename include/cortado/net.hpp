@@ -30,6 +30,8 @@
 
 namespace cortado {
 
+struct FusedChain;  // net_fusion.hpp
+
 class Net {
  public:
   /// `info` locates fields in the prototxt for error messages (may be empty);
@@ -126,6 +128,9 @@ class Net {
                   std::vector<std::string>* errors);
   void AnalyseBackward(bool force_backward);
   void ShareParameters();
+  // Which layer's backward completes each learnable parameter's gradient
+  // (ready_after_layer_), after fusion: a fused tail's by its head.
+  void PlanParamReadiness(const std::vector<FusedChain>& chains);
   /// "file:line: layer 'name' (Type): field: msg".
   std::string LayerError(int layer_id, const std::string& field, const std::string& msg) const;
   [[noreturn]] void LayerFail(int layer_id, const std::string& field, const std::string& msg) const;

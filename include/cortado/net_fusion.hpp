@@ -45,7 +45,7 @@ struct FusedChain {
 
 /// Fuses the chains of `net` (already built; its layers not fused yet) and
 /// returns them. The Net calls it at the end of its build when fuse_layers.
-std::vector<FusedChain> FuseLayers(const Net& net);
+std::vector<FusedChain> FuseLayers(Net& net);
 
 /// "head <- tail1, tail2" for each chain, for logs and tests.
 std::string FusionSummary(const Net& net, const std::vector<FusedChain>& chains);

@@ -24,7 +24,11 @@
 //   shares a buffer with a blob of another size.
 // - The span of a blob is the range of the layers running backward that
 //   have it as a bottom or a top (in-place layers and the fused tails of
-//   net_fusion.hpp compute in place, so they touch the same blob); blobs
+//   net_fusion.hpp compute in place, so they touch the same blob; where a
+//   head's pass takes no aliased operands, fused_pass_may_alias() false, as
+//   for cuDNN's BatchNorm, what a fused tail touches its head touches too:
+//   the residual add's sum is then in the BatchNorm's span, and its input's
+//   gradient never shares the sum's); blobs
 //   that already share a diff (Reshape, Flatten: a view of their bottom) are
 //   one group with the union of their spans. Two groups share a buffer only
 //   if their spans do not touch: the layer at the end of one span reads that
@@ -56,6 +60,8 @@
 // - B is not an input or output of the net, has no loss weight, holds the
 //   top's count and shares its data with no other blob (a Split's tops, a
 //   view, a parameter).
+// - the layer is not a residual add fused into a head whose pass takes no
+//   aliased operands (fused_pass_may_alias(): cuDNN's BatchNorm);
 // B then uses the top's data tensor: B's producer writes it, the layer sums
 // into it. In ResNet-50 this is the last BatchNorm's output of each block
 // (16 activations). After Forward, such a B shows the top's values; a net
@@ -97,7 +103,7 @@ struct DiffSharingStats {
 
 /// Plans and applies the sharing above to `net` (built, fused). Returns what
 /// it did; with CORTADO_SHARE_DIFFS=0 or a net without backward, nothing.
-DiffSharingStats ShareDiffBuffers(const Net& net);
+DiffSharingStats ShareDiffBuffers(Net& net);
 
 /// Whether the environment allows sharing (CORTADO_SHARE_DIFFS unset or not "0").
 bool DiffSharingEnabled();
@@ -108,7 +114,7 @@ struct DataSharingStats {
 };
 
 /// Plans and applies the data sharing above to `net` (built, fused).
-DataSharingStats ShareDataBuffers(const Net& net);
+DataSharingStats ShareDataBuffers(Net& net);
 
 /// Whether the environment allows it (CORTADO_SHARE_DATA unset or not "0").
 bool DataSharingEnabled();

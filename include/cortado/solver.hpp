@@ -311,6 +311,7 @@ class Solver {
   int graph_head_ = 0;     // the leading (data) layers, run outside the graph
   int graph_warm_ = 0;     // deferred steps run before the first capture
   int graph_captured_iter_ = -1;
+  uint64_t graph_workspace_ = 0;  // the stream workspace's generation the graphs captured
   std::array<double, 3> graph_key_{};  // rate, momentum, weight decay
   int64_t graph_launches_ = 0, graph_captures_ = 0;
   // The "plateau" policy's state (current_step_ is its step).

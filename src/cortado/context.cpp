@@ -1,11 +1,18 @@
 #include "cortado/context.hpp"
 
+#include <atomic>
+
 #include "cortado/common.hpp"
 #include "cortado/util/cuda.hpp"
 
 namespace cortado {
 
 std::shared_ptr<Context> Context::Cpu() { return std::make_shared<Context>(); }
+
+uint64_t Context::NextSerial() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
 
 #ifdef CORTADO_USE_CUDA
 std::shared_ptr<Context> Context::Create(int device) {

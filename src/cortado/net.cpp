@@ -228,7 +228,9 @@ void Net::Init(const NetParameter& in_param) {
   if (!errors.empty()) ThrowBuildErrors(errors, info_.file(), name_);
   AnalyseBackward(in_param.force_backward());
   ShareParameters();
-  if (in_param.fuse_layers()) FuseLayers(*this);  // net_fusion.hpp: an execution detail, the values unchanged
+  // net_fusion.hpp: an execution detail, the values unchanged.
+  const std::vector<FusedChain> chains = in_param.fuse_layers() ? FuseLayers(*this) : std::vector<FusedChain>();
+  PlanParamReadiness(chains);
   const DiffSharingStats shared = ShareDiffBuffers(*this);  // net_memory.hpp: likewise
   if (shared.buffers < shared.groups) INFO_LOG << "Network '" << name_ << "': " << DiffSharingSummary(shared);
   const DataSharingStats computed_in = ShareDataBuffers(*this);  // net_memory.hpp: likewise
@@ -475,12 +477,23 @@ void Net::ShareParameters() {
     params_[i]->ShareData(*params_[param_owners_[i]]);
     params_[i]->ShareDiff(*params_[param_owners_[i]]);
   }
+}
+
+void Net::PlanParamReadiness(const std::vector<FusedChain>& chains) {
+  // The layer whose backward computes each layer's parameter gradients: its
+  // own, or the head of the fused chain it is a tail of (the head writes a
+  // fused Scale's gradients; the Scale's own backward does nothing).
+  std::vector<int> computed_by(layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i) computed_by[i] = static_cast<int>(i);
+  for (const FusedChain& c : chains)
+    for (int t : c.tails) computed_by[static_cast<size_t>(t)] = c.head;
   // A learnable parameter's gradient is complete after the backward of the
-  // first layer (in net order) that uses it: backward runs last to first.
+  // first layer (in net order) that computes a part of it: backward runs
+  // last to first.
   std::vector<int> first_user(learnable_params_.size(), static_cast<int>(layers_.size()));
   for (size_t p = 0; p < params_.size(); ++p) {
     int& f = first_user[static_cast<size_t>(learnable_param_ids_[p])];
-    f = std::min(f, param_layer_indices_[p].first);
+    f = std::min(f, computed_by[static_cast<size_t>(param_layer_indices_[p].first)]);
   }
   ready_after_layer_.assign(layers_.size(), {});
   for (size_t k = 0; k < first_user.size(); ++k)

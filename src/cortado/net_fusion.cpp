@@ -12,7 +12,7 @@ namespace {
 bool touches(const BlobVec& v, const Blob* b) { return std::find(v.begin(), v.end(), b) != v.end(); }
 }  // namespace
 
-std::vector<FusedChain> FuseLayers(const Net& net) {
+std::vector<FusedChain> FuseLayers(Net& net) {
   const auto& layers = net.layers();
   const auto& bottoms = net.bottom_vecs();
   const auto& tops = net.top_vecs();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cortado/layer_traits.hpp"
+#include "cortado/layers/layer_fusion.hpp"
 #include "cortado/net.hpp"
 
 namespace cortado {
@@ -34,9 +35,21 @@ struct Group {
   bool keep = false;      // must keep its own buffer
 };
 
+// For each layer, the head of the fused chain it is a tail of; -1: none.
+std::vector<int> FusedHeads(const Net& net) {
+  std::map<std::string, int> index;
+  for (size_t i = 0; i < net.layer_names().size(); ++i) index[net.layer_names()[i]] = static_cast<int>(i);
+  std::vector<int> head(net.layers().size(), -1);
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    const auto* tail = dynamic_cast<const FusableLayer*>(net.layers()[i].get());
+    if (tail && tail->fused_away()) head[i] = index.at(tail->fused_into());
+  }
+  return head;
+}
+
 }  // namespace
 
-DiffSharingStats ShareDiffBuffers(const Net& net) {
+DiffSharingStats ShareDiffBuffers(Net& net) {
   DiffSharingStats stats;
   if (!DiffSharingEnabled()) return stats;
   const auto& layers = net.layers();
@@ -68,9 +81,22 @@ DiffSharingStats ShareDiffBuffers(const Net& net) {
   for (size_t i = 0; i < net.blobs().size(); ++i)
     if (net.blob_loss_weight(static_cast<int>(i)) != 0) group(net.blobs()[i].get()).keep = true;
 
-  auto touch = [](Group& g, int layer) {
-    g.lo = g.lo < 0 ? layer : std::min(g.lo, layer);
-    g.hi = std::max(g.hi, layer);
+  // A fused tail's work is done in its head's pass (net_fusion.hpp). Where
+  // the head's pass takes no aliased operands (fused_pass_may_alias():
+  // cuDNN's BatchNorm), what the tail touches the head touches too: for the
+  // residual add that puts the sum's gradient in the head's span, so that
+  // the head's input gradient never shares the sum's buffer. The layers' own
+  // kernels allow that sharing, which saves about a gradient buffer per
+  // residual block (ResNet-50: 9.3M values per 2 images instead of 12.3M).
+  std::vector<int> head = FusedHeads(net);
+  for (int& h : head)
+    if (h >= 0 && dynamic_cast<const FusableLayer&>(*net.layers()[static_cast<size_t>(h)]).fused_pass_may_alias()) h = -1;
+  auto touch = [&](Group& g, int layer) {
+    for (int at : {layer, head[static_cast<size_t>(layer)]}) {
+      if (at < 0) continue;
+      g.lo = g.lo < 0 ? at : std::min(g.lo, at);
+      g.hi = std::max(g.hi, at);
+    }
   };
   for (int i = 0; i < n; ++i) {
     const BlobVec& bottoms = net.bottom_vecs()[i];
@@ -162,7 +188,7 @@ bool DeadAfter(const Net& net, const Blob* b, int at) {
 }
 }  // namespace
 
-DataSharingStats ShareDataBuffers(const Net& net) {
+DataSharingStats ShareDataBuffers(Net& net) {
   DataSharingStats stats;
   if (!DataSharingEnabled()) return stats;
   const auto& need = net.layer_need_backward();
@@ -176,10 +202,16 @@ DataSharingStats ShareDataBuffers(const Net& net) {
   fixed.insert(net.output_blobs().begin(), net.output_blobs().end());
   for (size_t i = 0; i < net.blobs().size(); ++i)
     if (net.blob_loss_weight(static_cast<int>(i)) != 0) fixed.insert(net.blobs()[i].get());
+  const std::vector<int> head = FusedHeads(net);
   for (int i = 0; i < static_cast<int>(net.layers().size()); ++i) {
     const BlobVec& bottoms = net.bottom_vecs()[static_cast<size_t>(i)];
     const BlobVec& tops = net.top_vecs()[static_cast<size_t>(i)];
     if (tops.size() != 1 || !SumsIntoBottom(net.layers()[static_cast<size_t>(i)]->layer_param())) continue;
+    // A residual add fused into a head whose pass takes no aliased operands
+    // (cuDNN's BatchNorm) keeps its sum in memory of its own.
+    const int h = head[static_cast<size_t>(i)];
+    if (h >= 0 && !dynamic_cast<const FusableLayer&>(*net.layers()[static_cast<size_t>(h)]).fused_pass_may_alias())
+      continue;
     Blob* top = tops[0];
     if (std::find(bottoms.begin(), bottoms.end(), top) != bottoms.end()) continue;  // in place already
     for (Blob* b : bottoms) {

@@ -580,6 +580,13 @@ bool Solver::GraphIteration(UpdateExecutor& exec, const UpdatePlan& plan, int sl
   }
   const Context& ctx = net_->context();
   ctx.Activate();
+  // The graphs hold the stream workspace's address: a test pass or a new
+  // shape that grew it since the capture freed that memory.
+  if (step_graph_ && cuda::stream_workspace_generation(ctx.stream()) != graph_workspace_) {
+    INFO_LOG << "CUDA graphs: captured again at iteration " << iter_
+             << " (the stream's workspace grew since the capture, in a test pass or for a new shape)";
+    DropGraphs(false);
+  }
   const auto& layers = net_->layers();
   // The loss gradients as the graph reads them: an eager step may have set a
   // new scale on the host, and no graph may capture its upload.
@@ -606,6 +613,7 @@ bool Solver::GraphIteration(UpdateExecutor& exec, const UpdatePlan& plan, int sl
       if (g->Capture(ctx.stream(), [&] { DeferredPass(exec, plan, slot, graph_head_, last); }, &why)) {
         graph = std::move(g);
         graph_key_ = key;
+        graph_workspace_ = cuda::stream_workspace_generation(ctx.stream());
         graph_captured_iter_ = iter_;
         ++graph_captures_;
         INFO_LOG << "CUDA graphs: iteration " << iter_ << " captured (layers " << graph_head_ << " to "

@@ -83,6 +83,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "cortado/layer.hpp"
@@ -107,12 +109,19 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
   bool AbsorbResidual(LayerBase* tail, Blob* other, Blob* out, bool other_diff) override;
   /// The blob a fused residual add adds (null: none).
   const Blob* fused_residual() const { return residual_; }
+  /// False where the chain is meant for cuDNN's kernels (CudnnPlanned), which
+  /// take no aliased operands: the memory plans then give the sum and the
+  /// input's gradient memory of their own.
+  bool fused_pass_may_alias() const override { return !CudnnPlanned(); }
 
   CORTADO_LAYER_SETUP
   /// Whether the last forward kept a copy of its input (tests, diagnostics).
   bool kept_copy() const { return saved_; }
   /// Whether the last forward ran on cuDNN's kernels (CORTADO_CUDNN_BN; tests, diagnostics).
   bool cudnn_ran() const { return cudnn_ran_; }
+  /// Whether the last backward did (it follows a cuDNN forward unless the
+  /// gradients' memory forbids; each refusal is logged once with its reason).
+  bool cudnn_backward_ran() const { return cudnn_backward_ran_; }
 
   CORTADO_LAYER_PASSES
 
@@ -138,10 +147,17 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
   // they apply to the current shape, whether the last forward used them,
   // their state (shared_ptr: the type is the .cpp's), and float copies of
   // the parameter gradients they write.
+  // CudnnPlanned: the layer's types, switch, layout, statistics and chain
+  // suit cuDNN (decided after fusion, whatever the device, so that the
+  // memory plans and the CPU tests see what a GPU net gets); UseCudnn: and
+  // the current blobs do.
+  bool CudnnPlanned() const;
   bool UseCudnn(const BlobVec& bottom, const BlobVec& top) const;
+  void CudnnFallback(const std::string& why) const;  // logs each reason once for this layer
   void CudnnParams(const float** gamma, const float** beta);
   bool ForwardCudnn(const BlobVec& bottom, const BlobVec& top);  // false: cuDNN refused the shape
-  bool cudnn_ran_ = false;
+  bool cudnn_ran_ = false, cudnn_backward_ran_ = false;
+  mutable std::set<std::string> cudnn_fallbacks_;  // reasons already logged
   std::shared_ptr<void> cudnn_;
   Blob cudnn_dgamma_{FLOAT}, cudnn_dbeta_{FLOAT}, cudnn_ones_{FLOAT}, cudnn_zeros_{FLOAT};
   Blob cudnn_dz_{type_of<Btype>()};  // a residual's gradient cuDNN writes where none is wanted

@@ -63,6 +63,9 @@ namespace cortado {
 /// until its shape changes).
 bool cudnn_graph_api();
 void set_cudnn_graph_api(bool on);
+/// How many graph-API plans the process has cached (keyed by operation,
+/// shape and the Context that measured them; tests).
+size_t cudnn_graph_plans_cached();
 /// Channel padding of channels-last convolutions (CORTADO_CUDNN_PAD_CHANNELS:
 /// 0, the default, none; 4 or 8): an NHWC convolution without groups whose
 /// input channels are not a multiple of it (ResNet's conv1 reads 3) runs on

@@ -60,6 +60,13 @@ class FusableLayer {
   /// `other` to this chain's blob into `out`; other_diff: whether other's
   /// gradient is wanted. Returns false, changing nothing, where it cannot.
   virtual bool AbsorbResidual(LayerBase* tail, Blob* other, Blob* out, bool other_diff) { return false; }
+  /// As a head: whether its fused pass may read and write memory shared by
+  /// the chain's blobs beyond in place (the memory plans of net_memory.hpp
+  /// ask, after fusion): the chain's output in the residual's memory, and its
+  /// input's gradient in the output's. The layers' own kernels read each
+  /// value before writing it there; a library's fused kernels (cuDNN's
+  /// BatchNorm) may not.
+  virtual bool fused_pass_may_alias() const { return true; }
   /// The head whose pass does this layer's work; empty when it runs its own.
   const std::string& fused_into() const { return fused_into_; }
   bool fused_away() const { return !fused_into_.empty(); }

@@ -14,6 +14,7 @@
 #include <cudnn.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "cortado/common.hpp"
 
@@ -56,6 +57,10 @@ void device_free(void* p);
 /// one stream is ordered, so its layers can share it, and two streams (two
 /// ranks on one device) never do.
 void* stream_workspace(size_t bytes);
+/// How many times `stream`'s workspace was reallocated (0: never made). A
+/// CUDA graph that captured its address is stale once this changes (a test
+/// pass or a new shape asked for more): the Solver captures again.
+uint64_t stream_workspace_generation(cudaStream_t stream);
 /// Frees the workspace and the cached free blocks of `stream`, whose work
 /// must be finished (~Context, before destroying its stream).
 void release_stream(cudaStream_t stream);

@@ -9,6 +9,7 @@
 #include "cortado/filler.hpp"
 #include "cortado/layers/relu_layer.hpp"
 #include "cortado/util/cpu_parallel.hpp"
+#include "cortado/util/logging.hpp"
 #include "cortado/util/math_buffer.hpp"
 #include "cortado/util/plane_math.hpp"
 #include "cudnn_batch_norm.hpp"
@@ -375,6 +376,23 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
   });
 }
 
+template <typename Ftype, typename Btype>
+bool BatchNormLayer<Ftype, Btype>::CudnnPlanned() const {
+#ifdef CORTADO_USE_CUDA
+  return std::is_same_v<Ftype, float16> && std::is_same_v<Btype, float16> && cudnn_bn::Enabled() &&
+         channels_last_ && !use_global_stats_ && (!residual_ || relu_);  // cuDNN adds a residual only before its activation
+#else
+  return false;
+#endif
+}
+
+template <typename Ftype, typename Btype>
+void BatchNormLayer<Ftype, Btype>::CudnnFallback(const std::string& why) const {
+  if (!cudnn_fallbacks_.insert(why).second) return;
+  LOG(WARNING) << "layer '" << this->layer_param().name() << "' (BatchNorm): cuDNN's BatchNorm does not run it ("
+               << why << "); the layer's own kernels do";
+}
+
 #ifdef CORTADO_USE_CUDA
 bool cudnn_batch_norm() { return cudnn_bn::Enabled(); }
 void set_cudnn_batch_norm(bool on) { cudnn_bn::SetEnabled(on); }
@@ -405,9 +423,20 @@ void BatchNormLayer<Ftype, Btype>::CudnnParams(const float** gamma, const float*
 
 template <typename Ftype, typename Btype>
 bool BatchNormLayer<Ftype, Btype>::UseCudnn(const BlobVec& bottom, const BlobVec& top) const {
-  return std::is_same_v<Ftype, float16> && std::is_same_v<Btype, float16> && cudnn_bn::Enabled() &&
-         channels_last_ && bottom[0]->num_axes() == 4 && !use_global_stats_ && top[0] != bottom[0] &&
-         (!residual_ || relu_);  // cuDNN adds a residual only before its activation
+  if (!CudnnPlanned()) {
+    // Asked for but not planned: say why once (a type pair other than FP16
+    // says nothing: cuDNN's NHWC kernels are for 16-bit nets).
+    if (std::is_same_v<Ftype, float16> && std::is_same_v<Btype, float16> && cudnn_bn::Enabled() &&
+        !use_global_stats_) {
+      if (!channels_last_) CudnnFallback("its blob is not channels-last");
+      else if (residual_ && !relu_) CudnnFallback("a fused residual add without a ReLU after it");
+    }
+    return false;
+  }
+  if (bottom[0]->num_axes() != 4) CudnnFallback(str_cat("a ", bottom[0]->num_axes(), "-axis bottom"));
+  else if (top[0] == bottom[0]) CudnnFallback("in place (out of place is the training nets' plan)");
+  else return true;
+  return false;
 }
 
 template <typename Ftype, typename Btype>
@@ -418,13 +447,16 @@ bool BatchNormLayer<Ftype, Btype>::ForwardCudnn(const BlobVec& bottom, const Blo
   const Blob& b = *bottom[0];
   Ftype* y = chain_out(top)->template mutable_gpu_data<Ftype>();
   const Ftype* z = residual_ ? residual_->template gpu_data<Ftype>() : nullptr;
-  if (z == y) return false;  // the sum in the residual's memory: the own kernels read each value before writing it
+  if (z == y) {  // the sum in the residual's memory: the own kernels read each value before writing it
+    CudnnFallback("the residual sum shares the residual's memory");
+    return false;
+  }
   bn->Reshape(b.shape(0), b.shape(1), b.shape(2), b.shape(3), relu_, residual_ != nullptr);
   const float *gamma, *beta;
   CudnnParams(&gamma, &beta);
   if (!bn->Forward(this->context().cudnn(), b.template gpu_data<Ftype>(), y, gamma, beta, eps_,
                    mean_.template mutable_gpu_data<M>(), inv_std_.template mutable_gpu_data<M>(), z))
-    return false;  // cuDNN does not take the shape: the own kernels run it
+    return false;  // cuDNN does not take the shape (logged there): the own kernels run it
   const double m = static_cast<double>(num_) * spatial_;
   gpu::bn_running_from_saved<M>(channels_, eps_, maf_, m > 1 ? m / (m - 1) : 1.0, mean_.template gpu_data<M>(),
                                 inv_std_.template gpu_data<M>(), this->blobs_[0]->template mutable_gpu_data<M>(),
@@ -440,6 +472,7 @@ void BatchNormLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, const Blob
   using M = MF;
   CUstream_st* stream = this->context().stream();
   cudnn_ran_ = false;
+  cudnn_backward_ran_ = false;
   if constexpr (std::is_same_v<M, float>) {
     if (UseCudnn(bottom, top) && ForwardCudnn(bottom, top)) return;
   }
@@ -481,6 +514,7 @@ void BatchNormLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::v
                                                 const BlobVec& bottom) {
   using M = math_t<Btype>;
   CUstream_st* stream = this->context().stream();
+  cudnn_backward_ran_ = false;
   const Btype* dy = chain_out(top)->template gpu_diff<Btype>();
   const Ftype* x_saved = saved_ ? x_saved_.template gpu_data<Ftype>() : bottom[0]->template gpu_data<Ftype>();
   const M* mean = mean_.template gpu_data<M>();
@@ -502,7 +536,11 @@ void BatchNormLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const std::v
       cudnn_dz_.ReshapeLike(*bottom[0]);
       dz = cudnn_dz_.template mutable_gpu_data<Btype>();
     }
+    if (cudnn_ran_ && !dx_wanted) CudnnFallback("backward: no input gradient is wanted");
+    else if (cudnn_ran_ && (dx == dy || dz == dy || dz == dx))
+      CudnnFallback("backward: the input's, the output's or the residual's gradients share memory");
     if (cudnn_ran_ && dx_wanted && dx != dy && dz != dy && dz != dx) {
+      cudnn_backward_ran_ = true;
       auto* bn = static_cast<cudnn_bn::CudnnBatchNorm*>(cudnn_.get());
       const float *gamma, *beta;
       CudnnParams(&gamma, &beta);

@@ -234,16 +234,24 @@ std::string ConvSpec::describe() const {
                  nhwc ? " NHWC" : " NCHW");
 }
 
+size_t ConvPlan::cached() {
+  std::lock_guard<std::mutex> lock(cache_mutex());
+  return cache().size();
+}
+
 ConvPlan::~ConvPlan() {
   if (plan_) cudnnBackendDestroyDescriptor(plan_);
 }
 
-std::shared_ptr<const ConvPlan> ConvPlan::Find(cudnnHandle_t handle, const ConvSpec& spec, const void* a,
-                                               const void* b, void* out, size_t workspace_limit, std::string* why) {
+std::shared_ptr<const ConvPlan> ConvPlan::Find(cudnnHandle_t handle, uint64_t handle_serial, const ConvSpec& spec,
+                                               const void* a, const void* b, void* out, size_t workspace_limit,
+                                               std::string* why) {
   // A plan is finalized with a handle: cached per handle (a Context's, used
-  // on its stream), so that no plan serves another handle or thread.
+  // on its stream), so that no plan serves another handle or thread; by the
+  // Context's serial, not the handle's address, which a later Context's
+  // handle may reuse.
   std::vector<int64_t> key = spec.key();
-  key.push_back(static_cast<int64_t>(reinterpret_cast<intptr_t>(handle)));
+  key.push_back(static_cast<int64_t>(handle_serial));
   {
     std::lock_guard<std::mutex> lock(cache_mutex());
     auto it = cache().find(key);

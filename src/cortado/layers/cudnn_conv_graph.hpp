@@ -59,13 +59,18 @@ class ConvPlan {
  public:
   static constexpr int kMaxMeasured = 8;
 
-  /// The cached plan of `spec`, or a new one measured with the operands
-  /// (forward: x, w, y; backward data: w, dy, dx; backward filter: x, dy,
-  /// dw; the output is overwritten with garbage) on `handle`'s stream, within
-  /// `workspace_limit` bytes. Null, with the reason in *why, when no engine
-  /// runs it (the caller takes the legacy path).
-  static std::shared_ptr<const ConvPlan> Find(cudnnHandle_t handle, const ConvSpec& spec, const void* a,
-                                              const void* b, void* out, size_t workspace_limit, std::string* why);
+  /// The cached plan of `spec` for the handle, or a new one measured with
+  /// the operands (forward: x, w, y; backward data: w, dy, dx; backward
+  /// filter: x, dy, dw; the output is overwritten with garbage) on `handle`'s
+  /// stream, within `workspace_limit` bytes. `handle_serial` names the handle
+  /// in the cache (Context::serial(): unique for the process, unlike the
+  /// handle's address). Null, with the reason in *why, when no engine runs it
+  /// (the caller takes the legacy path).
+  static std::shared_ptr<const ConvPlan> Find(cudnnHandle_t handle, uint64_t handle_serial, const ConvSpec& spec,
+                                              const void* a, const void* b, void* out, size_t workspace_limit,
+                                              std::string* why);
+  /// How many plans the cache holds (tests).
+  static size_t cached();
 
   ~ConvPlan();
   ConvPlan(const ConvPlan&) = delete;

@@ -135,6 +135,7 @@ const char* math_name(cudnnMathType_t m) {
 
 bool cudnn_graph_api() { return cudnn_graph::GraphApiEnabled(); }
 void set_cudnn_graph_api(bool on) { cudnn_graph::SetGraphApi(on); }
+size_t cudnn_graph_plans_cached() { return cudnn_graph::ConvPlan::cached(); }
 int cudnn_pad_channels() { return pad_channels_value().load(); }
 void set_cudnn_pad_channels(int multiple) {
   CORTADO_CHECK(multiple == 0 || multiple == 4 || multiple == 8) << "channel padding to a multiple of " << multiple;
@@ -239,10 +240,11 @@ struct CudnnConvPass {
   // with FMA-only math, and the fastest of both is kept: cuDNN's Tensor Core
   // kernels want channel counts that are multiples of 8, and for small or odd
   // counts (LeNet's 1 and 20) an FMA kernel on NCHW can be the faster one.
-  void Choose(cudnnHandle_t handle, const void* a, const void* b, void* out) {
+  void Choose(const Context& ctx, const void* a, const void* b, void* out) {
+    cudnnHandle_t handle = ctx.cudnn();
     if (cudnn_graph::GraphApiEnabled()) {
       std::string why;
-      graph = cudnn_graph::ConvPlan::Find(handle, spec, a, b, out, find_workspace_bytes(), &why);
+      graph = cudnn_graph::ConvPlan::Find(handle, ctx.serial(), spec, a, b, out, find_workspace_bytes(), &why);
       if (graph) {
         choice = Choice{-1, graph->workspace_bytes(), asked_math};
         ready = true;
@@ -418,7 +420,7 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Forward_gpu(const BlobVec& bottom, con
       x = x_pad_.template gpu_data<Ftype>();
     }
     Ftype* y = top[i]->template mutable_gpu_data<Ftype>();
-    if (!p.ready) p.Choose(handle, x, w, y);
+    if (!p.ready) p.Choose(this->context(), x, w, y);
     if (p.graph) {
       p.graph->Execute(handle, x, w, y, p.workspace());
     } else {
@@ -471,7 +473,7 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
       if (!p.ready) {
         // Measuring writes its output: give it a scratch filter, not the accumulated diff.
         DeviceScratch dw = scratch((krsc_copy_ ? dw_krsc_.count() : this->blobs_[0]->count()) * sizeof(Btype));
-        p.Choose(handle, x, dy, dw.get());
+        p.Choose(this->context(), x, dy, dw.get());
       }
       Btype* dw = wd;
       if (krsc_copy_) {  // the diff as KRSC, accumulated into there
@@ -494,7 +496,7 @@ void CuDNNConvolutionLayer<Ftype, Btype>::Backward_gpu(const BlobVec& top, const
           krsc_copy_ ? w_krsc_.template gpu_data<Btype>() : this->blobs_[0]->template gpu_data<Btype>();
       Btype* dx = padded_c_ > 0 ? x_pad.template mutable_gpu_diff<Btype>()
                                 : bottom[i]->template mutable_gpu_diff<Btype>();
-      if (!p.ready) p.Choose(handle, w, dy, dx);
+      if (!p.ready) p.Choose(this->context(), w, dy, dx);
       if (p.graph) {
         p.graph->Execute(handle, w, dy, dx, p.workspace());
       } else {

@@ -29,6 +29,7 @@ using PoolKey = std::pair<int, const void*>;
 struct Workspace {
   void* ptr = nullptr;
   size_t bytes = 0;
+  uint64_t generation = 0;  // times it was reallocated
 };
 
 struct Cache {
@@ -158,8 +159,15 @@ void* stream_workspace(size_t bytes) {
     w->bytes = 0;
     w->ptr = device_alloc(bytes);
     w->bytes = bytes;
+    w->generation += 1;
   }
   return w->ptr;
+}
+
+uint64_t stream_workspace_generation(cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(cache().mu);
+  auto it = cache().workspaces.find(stream);
+  return it == cache().workspaces.end() ? 0 : it->second.generation;
 }
 
 void release_stream(cudaStream_t stream) {
