@@ -1,11 +1,15 @@
 // trainer: the command-line front end, in the shape of Caffe's `caffe` tool.
-//   trainer train --solver=S [--snapshot=F | --weights=W] [--gpu=...]
+//   trainer train --solver=S [--snapshot=F | --weights=W] [--gpu=...] [--precision=P] [--stage=S]
 //   trainer train ... --gpu=0,1,...  (one rank per GPU in this process; parallel.hpp)
 //   mpirun -np N trainer train ...   (N ranks, data-parallel; communicator.hpp)
-//   trainer test  --model=M --weights=W [--iterations=N]
-//   trainer time  --model=M [--solver=S] [--batch_size=B] [--iterations=N] [--warmup=N] [--gpu=N]
+//   trainer test  --model=M --weights=W [--iterations=N] [--precision=P]
+//   trainer time  --model=M [--solver=S] [--batch_size=B] [--iterations=N] [--warmup=N] [--gpu=N] [--precision=P]
 //   trainer grad_stats --model=M [--weights=W] [--iterations=N] [--csv=F] [--plot=F.png]
 //   trainer device_query [--gpu=N]
+// --precision=fp32|fp16|bf16 runs one net file and one solver file in that
+// precision (precision.hpp: the defaults it sets where the files are silent);
+// without it the files' own types run. Every command logs the types its nets
+// and solver run with.
 // A user error (bad prototxt, missing file, bad flag) prints one message and
 // exits with status 1; with several ranks the rank that failed names itself
 // and ends the whole job with status 1 (the others would wait for it forever).
@@ -30,6 +34,7 @@
 #include "cortado/communicator.hpp"
 #include "cortado/context.hpp"
 #include "cortado/parallel.hpp"
+#include "cortado/precision.hpp"
 #include "cortado/solver.hpp"
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/cuda.hpp"
@@ -51,7 +56,12 @@ DEFINE_int32(batch_size, 0, "time: the batch (first dimension) of the model's Da
              "0 keeps the model's.");
 DEFINE_string(phase, "", "TRAIN or TEST: the phase of --model (test defaults to TEST, time to TRAIN).");
 DEFINE_int32(level, 0, "The net state level.");
-DEFINE_string(stage, "", "Comma-separated net state stages.");
+DEFINE_string(stage, "", "Comma-separated net state stages (train: of the train net, as in Caffe, and of its test "
+              "nets too). The model folders' nets read DummyData instead of ImageNet with --stage=synthetic.");
+DEFINE_string(precision, "", "fp32, fp16 or bf16 (train, test, time): the nets' default forward/backward types and "
+              "math (for the layers that state none) and, unless the solver states them, solver_data_type FLOAT "
+              "and, for fp16, dynamic_loss_scale (time without --solver keeps its unscaled stand-in update). "
+              "Empty: the files' own types (FLOAT where they state none).");
 DEFINE_string(gpu, "", "GPU ids ('0', '0,1', 'all') or 'cpu'. Empty: the CPU, except that train follows a "
               "solver's solver_mode: GPU and device_id (Caffe's rule). train with several ids runs one "
               "rank per id in this process; under mpirun each rank takes the id at its local rank (modulo their "
@@ -132,10 +142,54 @@ Phase phase_flag(Phase fallback) {
   fail("--phase=", FLAGS_phase, ": expected TRAIN or TEST");
 }
 
+// --precision (precision.hpp), applied to a net or a solver parameter where
+// the flag is given; a field the file states is kept, and said in the log
+// where it differs from the flag's (a choice of the file, not a mistake:
+// LeNet's solver states dynamic_loss_scale: false, say).
+void apply_precision(NetParameter* p) {
+  if (FLAGS_precision.empty()) return;
+  for (const std::string& kept : ApplyPrecision(ParsePrecision(FLAGS_precision), p))
+    INFO_LOG << "--precision=" << FLAGS_precision << ": net '" << p->name() << "' ("
+                                        << (p->state().phase() == TRAIN ? "TRAIN" : "TEST") << ") keeps " << kept;
+}
+
+void apply_precision(SolverParameter* p) {
+  if (FLAGS_precision.empty()) return;
+  for (const std::string& kept : ApplyPrecision(ParsePrecision(FLAGS_precision), p))
+    INFO_LOG << "--precision=" << FLAGS_precision << ": the solver keeps " << kept;
+}
+
+// The precision's line of the log, and the types each net runs with.
+void log_types(const Net& net) {
+  INFO_LOG << "Precision: " << (FLAGS_precision.empty() ? "the files' own types (no --precision)"
+                                                        : "--precision=" + FLAGS_precision);
+  INFO_LOG << NetTypesSummary(net);
+}
+
+void log_types(Solver& solver) {
+  log_types(*solver.net());
+  for (const auto& t : solver.test_nets()) INFO_LOG << NetTypesSummary(*t);
+  INFO_LOG << SolverTypesSummary(solver.param(), solver.data_type(), solver.net()->global_grad_scale());
+}
+
+// train's edit of each net the solver builds: --precision, and --stage in
+// the test nets too (the train net has it through train_state, as in
+// Caffe), so that --stage=synthetic tests on the synthetic data as well.
+void edit_train_net(NetParameter* p) {
+  if (p->state().phase() == TEST) {
+    NetState* state = p->mutable_state();
+    for (const std::string& s : split(FLAGS_stage))
+      if (std::find(state->stage().begin(), state->stage().end(), s) == state->stage().end()) state->add_stage(s);
+  }
+  apply_precision(p);
+}
+
 // One rank's training (the only one, or one of several).
-void train_rank(const SolverParameter& param, const SourceInfo& info, const SolverSetup& setup,
+void train_rank(const SolverParameter& param, const SourceInfo& info, SolverSetup setup,
                 const SignalHandler* signals) {
-  std::unique_ptr<Solver> solver = Solver::Create(param, info, setup);
+  setup.edit_net = edit_train_net;
+  std::unique_ptr<Solver> solver = Solver::Create(param, info, std::move(setup));
+  log_types(*solver);
   // Rank 0 reads the signals; the ranks agree on its action every iteration.
   if (signals) solver->set_action_function([signals] { return signals->CheckForSignals(); });
   for (const std::string& w : split(FLAGS_weights)) {
@@ -156,6 +210,7 @@ int train() {
   SourceInfo info;
   ReadTextProto(FLAGS_solver, &param, &info);
   apply_solver_device(param, info);
+  apply_precision(&param);
   if (!FLAGS_stage.empty() || FLAGS_level) {
     param.mutable_train_state()->set_level(FLAGS_level);
     for (const std::string& s : split(FLAGS_stage)) param.mutable_train_state()->add_stage(s);
@@ -188,8 +243,15 @@ int train() {
 }
 
 std::unique_ptr<Net> load_model(Phase phase, std::shared_ptr<const Context> ctx) {
-  std::vector<std::string> stages = split(FLAGS_stage);
-  auto net = std::make_unique<Net>(FLAGS_model, phase, FLAGS_level, stages, std::move(ctx));
+  NetParameter p;
+  SourceInfo info;
+  ReadTextProto(FLAGS_model, &p, &info);
+  p.mutable_state()->set_phase(phase);
+  p.mutable_state()->set_level(FLAGS_level);
+  for (const std::string& s : split(FLAGS_stage)) p.mutable_state()->add_stage(s);
+  apply_precision(&p);
+  auto net = std::make_unique<Net>(p, info, std::move(ctx));
+  log_types(*net);
   for (const std::string& w : split(FLAGS_weights)) net->CopyTrainedLayersFrom(w);
   return net;
 }
@@ -257,7 +319,7 @@ double mean_of(const std::vector<double>& v) {
   return v.empty() ? 0 : s / v.size();
 }
 
-// Applies --level, --stage and --batch_size to a net parameter of `phase`.
+// Applies --level, --stage, --batch_size and --precision to a net parameter of `phase`.
 void apply_net_flags(NetParameter* p, Phase phase) {
   p->mutable_state()->set_phase(phase);
   p->mutable_state()->set_level(FLAGS_level);
@@ -266,6 +328,7 @@ void apply_net_flags(NetParameter* p, Phase phase) {
   if (FLAGS_batch_size > 0 && SetBatchSize(p, FLAGS_batch_size) == 0)
     fail("--batch_size=", FLAGS_batch_size, ": ", FLAGS_model.empty() ? "the solver's net" : FLAGS_model,
          " has no Data, DummyData or Input layer to set it on");
+  apply_precision(p);
 }
 
 // The solver whose update time measures, around the --model (or --solver) net.
@@ -281,6 +344,10 @@ std::unique_ptr<Solver> timing_solver(std::shared_ptr<const Context> ctx) {
     sp.set_momentum(0.9f);
     sp.set_weight_decay(1e-4f);
   }
+  // --precision reaches the solver given, as in train; the stand-in update
+  // above is the tool's own, unscaled whatever the precision, so that a net
+  // times the same with --precision as with the file's own types.
+  if (!FLAGS_solver.empty()) apply_precision(&sp);
   if (!FLAGS_model.empty()) {
     sp.clear_net();
     sp.clear_net_param();
@@ -334,12 +401,14 @@ int time_net() {
       ReadTextProto(FLAGS_model, &check);
     }
     solver = timing_solver(context);
+    log_types(*solver);
   } else {
     NetParameter p;
     SourceInfo info;
     ReadTextProto(FLAGS_model, &p, &info);
     apply_net_flags(&p, TEST);
     test_net = std::make_unique<Net>(p, info, context);
+    log_types(*test_net);
     for (const std::string& w : split(FLAGS_weights)) test_net->CopyTrainedLayersFrom(w);
   }
   Net* net = solver ? solver->net() : test_net.get();
@@ -587,6 +656,8 @@ void plot_grad_stats(const GradStatsResult& result) {
 
 int grad_stats() {
   require(FLAGS_model, "model", "grad_stats");
+  if (!FLAGS_precision.empty())
+    fail("--precision=", FLAGS_precision, ": grad_stats measures in FP32 whatever the net's types; drop --precision");
   require_iterations();
   const std::shared_ptr<const Context> ctx = device_context("grad_stats");
   NetParameter param;
@@ -633,7 +704,9 @@ int main(int argc, char** argv) {
       "                --iterations, --warmup, --gpu)\n"
       "  grad_stats    histogram of a model's gradients against FP16's range, with a loss scale\n"
       "                (--model, --weights, --iterations, --csv, --plot)\n"
-      "  device_query  show GPU diagnostic information");
+      "  device_query  show GPU diagnostic information\n"
+      "train, test and time: --precision=fp32|fp16|bf16 chooses the types (default: the files' own);\n"
+      "--stage=synthetic feeds the models/ nets synthetic data instead of ImageNet");
   gflags::SetVersionString(CORTADO_VERSION);
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
@@ -660,6 +733,7 @@ int main(int argc, char** argv) {
     return 1;
   };
   try {
+    if (!FLAGS_precision.empty()) ParsePrecision(FLAGS_precision);  // a bad value fails before anything is read
     if (LauncherRanks() > 1) {
       g_comm = MpiWorld();  // an Error naming the fix in a build without MPI
       if (several_ranks()) {
