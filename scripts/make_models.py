@@ -2,29 +2,27 @@
 """Writes the ImageNet model folders under models/ (prototxt nets and solvers).
 
     python3 scripts/make_models.py            # from the repository root
-    python3 scripts/make_models.py --check    # exit 1 if a file would change
+    python3 scripts/make_models.py --check    # exit 1 if a file would change (or is not generated)
 
 Every folder (alexnet, alexnet_bn, googlenet, vgg16, resnet50,
-resnet50_nvcaffe, resnet18) gets:
+resnet50_nvcaffe, resnet18) gets one file per role:
 
-  train_val.prototxt            FP32; Data layers for TRAIN and TEST on the
-                                ILSVRC12 LMDBs, loss, top-1 and top-5 accuracy
-  train_val_fp16.prototxt       the same layers with FP16 storage
-  train_val_bf16.prototxt       the same layers with BF16 storage
-  deploy.prototxt               Input 10x3xHxW, ends in Softmax "prob"
-  train_val_dummy.prototxt      DummyData instead of the Data layers, no
-  train_val_dummy_fp16.prototxt accuracy: for benchmarks without ImageNet
-  train_val_dummy_bf16.prototxt
-  solver.prototxt               the published recipe
-  solver_fp16.prototxt          the same on the FP16 net, dynamic loss scaling
-  solver_bf16.prototxt          the same on the BF16 net, no loss scaling
-  solver_dummy.prototxt         100 iterations on the dummy net, no testing
-  solver_dummy_fp16.prototxt
-  solver_dummy_bf16.prototxt
+  train_val.prototxt   Data layers for TRAIN and TEST on the ILSVRC12 LMDBs,
+                       loss, top-1 and top-5 accuracy; and a DummyData layer
+                       (constant data, label 0) under the stage "synthetic"
+                       that replaces the Data layers for benchmarks without
+                       ImageNet (trainer --stage=synthetic)
+  deploy.prototxt      Input 10x3xHxW, ends in Softmax "prob"
+  solver.prototxt      the published recipe
+
+The files state no types: they are FP32 as written, and trainer
+--precision=fp16 or bf16 (include/cortado/precision.hpp) chooses 16-bit
+storage, FP32 master weights and, for FP16, dynamic loss scaling at run time.
+Caffe reads them unchanged (the stage rules are Caffe's NetStateRule).
 
 The files are plain prototxt meant to be read and edited; this script only
-saves writing some 20,000 lines by hand and keeps the variants of one net in
-step. Layer names are Caffe's (conv1, inception_3a/1x1, res2a_branch1,
+saves writing some 7,000 lines by hand and keeps the nets of one architecture
+in step. Layer names are Caffe's (conv1, inception_3a/1x1, res2a_branch1,
 bn2a_branch1, scale2a_branch1, ...) so that .caffemodel weights trained with
 Caffe load by name. Python 3, standard library only.
 """
@@ -521,15 +519,7 @@ MODELS = [
     ),
 ]
 
-# The net-wide fields of each precision. BF16 always computes in FP32, so
-# it needs no math fields.
-PRECISION_FIELDS = {
-    "fp32": [],
-    "fp16": [("default_forward_type", Enum("FLOAT16")), ("default_backward_type", Enum("FLOAT16")),
-             ("default_forward_math", Enum("FLOAT")), ("default_backward_math", Enum("FLOAT"))],
-    "bf16": [("default_forward_type", Enum("BFLOAT16")), ("default_backward_type", Enum("BFLOAT16"))],
-}
-SUFFIX = {"fp32": "", "fp16": "_fp16", "bf16": "_bf16"}
+SYNTHETIC = "synthetic"  # the stage that swaps ImageNet for DummyData (trainer --stage=synthetic)
 
 
 def generated_note(path):
@@ -538,35 +528,38 @@ def generated_note(path):
 
 
 def data_layers(m):
+    # Caffe's rules: a layer is kept when one include rule matches, and every
+    # condition of a rule must hold, so "TRAIN and not synthetic" is one rule.
     def data(phase, source, batch, mirror):
         t = [("mirror", mirror), ("crop_size", m["crop"])] + m["mean"]
-        return layer("data", "Data", [], ["data", "label"], ("include", [("phase", phase)]),
+        return layer("data", "Data", [], ["data", "label"],
+                     ("include", [("phase", phase), ("not_stage", SYNTHETIC)]),
                      ("transform_param", t),
                      ("data_param", [("source", source), ("batch_size", batch), ("backend", Enum("LMDB"))]))
     return [data(TRAIN, TRAIN_LMDB, m["batch"], True), data(TEST, VAL_LMDB, m["test_batch"], False)]
 
 
+def synthetic_layer(m):
+    # A constant data filler fills the batch once at setup; a random one would
+    # be redrawn on the host at every forward, and a benchmark would time that.
+    return layer("data", "DummyData", [], ["data", "label"],
+                 ("include", [("stage", SYNTHETIC)]),
+                 ("dummy_data_param", [
+                     ("shape", [("dim", m["batch"]), ("dim", 3), ("dim", m["crop"]), ("dim", m["crop"])]),
+                     ("shape", [("dim", m["batch"])]),
+                     ("data_filler", filler("constant", value=1.0)),
+                     ("data_filler", filler("constant", value=0.0)),
+                 ]))
+
+
 def train_val_layers(m):
     body, logits = m["body"](False)
     loss, loss_top, top1, top5 = m.get("loss_names", ("loss", "loss", "accuracy", "accuracy_top5"))
-    return data_layers(m) + body + [
+    return data_layers(m) + [synthetic_layer(m)] + body + [
         softmax_loss(loss, logits, loss_top),
         accuracy(top1, logits),
         accuracy(top5, logits, top_k=5),
     ]
-
-
-def dummy_layers(m):
-    # A constant data filler fills the batch once at setup; a random one would
-    # be redrawn on the host at every forward, and a benchmark would time that.
-    d = layer("data", "DummyData", [], ["data", "label"],
-              ("dummy_data_param", [
-                  ("shape", [("dim", m["batch"]), ("dim", 3), ("dim", m["crop"]), ("dim", m["crop"])]),
-                  ("shape", [("dim", m["batch"])]),
-                  ("data_filler", filler("constant", value=1.0)),
-                  ("data_filler", filler("constant", value=0.0)),
-              ]))
-    return [d] + [l for l in train_val_layers(m)[2:] if ("type", "Accuracy") not in l]
 
 
 def deploy_layers(m):
@@ -576,10 +569,9 @@ def deploy_layers(m):
     return [inp] + body + [layer("prob", "Softmax", logits, "prob")]
 
 
-def net_file(path, comments, name, layers, precision):
+def net_file(path, comments, name, layers):
     lines = generated_note(path) + ["# " + c for c in comments]
-    head = [("name", name)] + PRECISION_FIELDS[precision]
-    lines += write_message(head)
+    lines += write_message([("name", name)])
     for l in layers:
         lines += write_message([("layer", l)])
     return "\n".join(lines) + "\n"
@@ -593,83 +585,47 @@ def solver_file(path, comments, fields):
 def model_files(m):
     d = "models/" + m["dir"]
     per_gpu = "Batch per GPU: %d (train), %d (test)." % (m["batch"], m["test_batch"])
-
-    def half_note(base, precision):
-        return ["%s storage for data, weights and gradients, FP32 math; otherwise" % precision.upper(),
-                "identical to %s.prototxt." % base]
-
-    dummy_note = ["For benchmarks without ImageNet: train_val's layers with one DummyData",
-                  "layer (batch %d, constant data, label 0) instead of the Data layers, and no" % m["batch"],
-                  "accuracy. trainer time --model=%s/train_val_dummy_fp16.prototxt --gpu=0" % d]
+    types_note = ["Types: FP32 as written (no type fields). trainer --precision=fp16 or bf16",
+                  "gives every layer 16-bit storage with FP32 math (docs/mixed_precision.md)."]
+    synthetic_note = ["--stage=synthetic replaces the Data layers by one DummyData (batch %d," % m["batch"],
+                      "constant data, label 0) in both phases: benchmarks without ImageNet, e.g.",
+                      "trainer time --solver=%s/solver.prototxt --stage=synthetic --precision=fp16 --gpu=0" % d]
     deploy_note = "Inference: 10 images of %dx%d, class probabilities in \"prob\"." % (m["crop"], m["crop"])
-    tv, dummy = train_val_layers(m), dummy_layers(m)
-    nets = {
-        "train_val": ([m["about"], per_gpu], tv, "fp32"),
-        "train_val_dummy": ([m["about"]] + dummy_note, dummy, "fp32"),
-        "deploy": ([m["about"], deploy_note], deploy_layers(m), "fp32"),
+    files = {
+        "train_val.prototxt": net_file(d + "/train_val.prototxt", [m["about"], per_gpu] + types_note + synthetic_note,
+                                       m["name"], train_val_layers(m)),
+        "deploy.prototxt": net_file(d + "/deploy.prototxt", [m["about"], deploy_note], m["name"], deploy_layers(m)),
     }
-    for p in ("fp16", "bf16"):
-        nets["train_val" + SUFFIX[p]] = ([m["about"]] + half_note("train_val", p), tv, p)
-        nets["train_val_dummy" + SUFFIX[p]] = ([m["about"]] + dummy_note + half_note("train_val_dummy", p), dummy, p)
-    files = {}
-    for base, (comments, layers, precision) in nets.items():
-        path = "%s/%s.prototxt" % (d, base)
-        files[base + ".prototxt"] = net_file(path, comments, m["name"], layers, precision)
-
-    seed = [("random_seed", 1), ("solver_mode", Enum("GPU"))]
-    half_solver = {
-        "fp32": [],
-        "fp16": [("solver_data_type", Enum("FLOAT")), ("dynamic_loss_scale", True)],
-        "bf16": [("solver_data_type", Enum("FLOAT"))],
-    }
-    half_comment = {
-        "fp32": [],
-        "fp16": ["FP16 net, FP32 master weights (solver_data_type FLOAT), dynamic loss",
-                 "scaling (start 65536, halve on overflow and skip the step, double after",
-                 "2000 clean iterations)."],
-        "bf16": ["BF16 net, FP32 master weights (solver_data_type FLOAT), no loss scaling",
-                 "(BF16 has FP32's exponent range)."],
-    }
-    for p in ("fp32", "fp16", "bf16"):
-        suffix = SUFFIX[p]
-        fields = [("net", "%s/train_val%s.prototxt" % (d, suffix))] + m["solver"] + [
-            ("snapshot_prefix", "%s/%s%s" % (d, m["dir"], suffix))] + seed + half_solver[p]
-        name = "solver%s.prototxt" % suffix
-        files[name] = solver_file(d + "/" + name, m["recipe"] + [per_gpu] + half_comment[p], fields)
-
-    # The dummy solvers: the recipe's update rule and rates on the dummy net,
-    # 100 iterations of one pass each (no iter_size), no testing, no snapshot
-    # at the end.
-    keep = ("base_lr", "lr_policy", "gamma", "power", "stepsize", "stepvalue", "momentum",
-            "weight_decay")
-    rule = [f for f in m["solver"] if f[0] in keep]
-    for p in ("fp32", "fp16", "bf16"):
-        suffix = SUFFIX[p]
-        net = "train_val_dummy" + suffix
-        fields = [("net", "%s/%s.prototxt" % (d, net))] + rule + [
-            ("display", 10), ("max_iter", 100), ("snapshot_after_train", False),
-            ("snapshot_prefix", "%s/%s_dummy%s" % (d, m["dir"], suffix))] + seed + half_solver[p]
-        name = "solver_dummy%s.prototxt" % suffix
-        comments = ["Benchmark: 100 iterations of %s's recipe on %s.prototxt (no ImageNet," % (m["dir"], net),
-                    "no testing, one pass per iteration), e.g.",
-                    "trainer train --solver=%s/%s --gpu=0" % (d, name),
-                    "Batch per GPU: %d." % m["batch"]]
-        files[name] = solver_file(d + "/" + name, comments + half_comment[p], fields)
+    precision_note = [
+        "Precision at run time: trainer train --solver=%s/solver.prototxt --precision=fp16" % d,
+        "(FP16 storage, FP32 master weights, dynamic loss scaling: start 65536, halve on",
+        "overflow and skip the step, double after 2000 clean iterations) or --precision=bf16",
+        "(FP32 master weights, no loss scaling: BF16 has FP32's exponent range); FP32",
+        "without the flag. A field stated here (solver_data_type, dynamic_loss_scale)",
+        "wins over the flag."]
+    fields = [("net", "%s/train_val.prototxt" % d)] + m["solver"] + [
+        ("snapshot_prefix", "%s/%s" % (d, m["dir"])), ("random_seed", 1), ("solver_mode", Enum("GPU"))]
+    files["solver.prototxt"] = solver_file(d + "/solver.prototxt", m["recipe"] + [per_gpu] + precision_note, fields)
     return files
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=".", help="the repository root (default: the working directory)")
-    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file is missing or differs")
+    ap.add_argument("--check", action="store_true",
+                    help="write nothing; exit 1 if a file is missing or differs, or a folder holds another prototxt")
     args = ap.parse_args()
     if not os.path.isdir(os.path.join(args.root, "models")):
         sys.exit("make_models.py: error: %s has no models/ folder; run from the repository root or give --root"
                  % os.path.abspath(args.root))
-    stale = []
+    stale, extra = [], []
     for m in MODELS:
         folder = os.path.join(args.root, "models", m["dir"])
-        for name, text in sorted(model_files(m).items()):
+        files = model_files(m)
+        if os.path.isdir(folder):
+            extra += [os.path.join(folder, n) for n in sorted(os.listdir(folder))
+                      if n.endswith(".prototxt") and n not in files]
+        for name, text in sorted(files.items()):
             path = os.path.join(folder, name)
             try:
                 with open(path) as f:
@@ -686,10 +642,12 @@ def main():
             with open(tmp, "w") as f:
                 f.write(text)
             os.replace(tmp, path)
+    for p in extra:
+        print("make_models.py: not one of the generated files (one net, one deploy net, one solver): " + p)
     if args.check:
         for p in stale:
             print("make_models.py: out of date: " + p)
-        return 1 if stale else 0
+        return 1 if stale or extra else 0
     print("make_models.py: %d file(s) written, %d model folder(s)" % (len(stale), len(MODELS)))
     return 0
 

@@ -2,14 +2,16 @@
 // images to LMDB with the real convert_mnist tool, train the repository's
 // LeNet (models/lenet) in FP32 and in FP16 storage, and check that both learn
 // far above chance (10%) and end close to each other; and the LSTM that reads
-// each image as a sequence of rows (models/lstm_rows), with its own FP16
-// solver file (Adam, clipping, dynamic loss scaling).
+// each image as a sequence of rows (models/lstm_rows) in FP16, with its
+// solver file (Adam, clipping) and the fp16 precision (dynamic loss scaling),
+// as trainer --precision=fp16 runs them.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 
+#include "cortado/precision.hpp"
 #include "cortado/solver.hpp"
 #include "cortado/util/io.hpp"
 #include "test_paths.hpp"
@@ -42,10 +44,10 @@ class LeNetEndToEnd : public ::testing::Test {
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
-  // Trains models/<model>/<net> for `iters` iterations and returns the test
-  // accuracy. With an empty `solver_file`: Caffe's LeNet recipe; else that
-  // file's recipe with this test's net, data and length.
-  double Train(const std::string& model, const std::string& net_file, int iters, const std::string& solver_file = "") {
+  // Trains models/<model>/<net_file> with the folder's solver.prototxt in
+  // `precision`, as trainer --precision runs them, on this test's data and
+  // for `iters` iterations, and returns the test accuracy.
+  double Train(const std::string& model, const std::string& net_file, Precision precision, int iters) {
     const std::string folder = str_cat(test::SourceRoot(), "/models/", model, "/");
     NetParameter net;
     ReadTextProto(folder + net_file, &net);
@@ -54,14 +56,12 @@ class LeNetEndToEnd : public ::testing::Test {
       const bool train = l.include(0).phase() == TRAIN;
       l.mutable_data_param()->set_source((dir_ / (train ? "train_lmdb" : "test_lmdb")).string());
     }
+    ApplyPrecision(precision, &net);
     SolverParameter sp;
-    if (solver_file.empty()) {
-      ParseTextProto("base_lr: 0.01 momentum: 0.9 weight_decay: 0.0005 lr_policy: 'inv' gamma: 0.0001 power: 0.75 ",
-                     "solver", &sp);
-    } else {
-      ReadTextProto(folder + solver_file, &sp);
-      sp.clear_net();
-    }
+    ReadTextProto(folder + "solver.prototxt", &sp);
+    ApplyPrecision(precision, &sp);
+    sp.clear_net();
+    sp.clear_test_iter();
     SolverParameter run;
     ParseTextProto(str_cat("test_iter: 10 test_interval: 100000 test_initialization: false display: 0 random_seed: 1 ",
                            "snapshot_after_train: false snapshot: 0 max_iter: ", iters),
@@ -84,8 +84,8 @@ bool LeNetEndToEnd::converted_ = false;
 
 TEST_F(LeNetEndToEnd, LearnsInFp32AndFp16Storage) {
   if (!converted_) GTEST_SKIP() << "Fashion-MNIST not found in " << dataset_dir();
-  const double fp32 = Train("lenet", "lenet_train_test.prototxt", 300);
-  const double fp16 = Train("lenet", "lenet_train_test_fp16.prototxt", 300);
+  const double fp32 = Train("lenet", "lenet_train_test.prototxt", Precision::kFp32, 300);
+  const double fp16 = Train("lenet", "lenet_train_test.prototxt", Precision::kFp16, 300);
   std::cout << "LeNet on a 2,000-image subset, 300 iterations: test accuracy FP32 " << fp32 << ", FP16 storage "
             << fp16 << std::endl;
   EXPECT_GT(fp32, 0.70);
@@ -95,7 +95,7 @@ TEST_F(LeNetEndToEnd, LearnsInFp32AndFp16Storage) {
 
 TEST_F(LeNetEndToEnd, LstmOverRowsLearnsInFp16) {
   if (!converted_) GTEST_SKIP() << "Fashion-MNIST not found in " << dataset_dir();
-  const double fp16 = Train("lstm_rows", "train_val_fp16.prototxt", 300, "solver_fp16.prototxt");
+  const double fp16 = Train("lstm_rows", "train_val.prototxt", Precision::kFp16, 300);
   std::cout << "LSTM over rows on a 2,000-image subset, 300 iterations: test accuracy FP16 storage " << fp16
             << std::endl;
   EXPECT_GT(fp16, 0.65);  // 0.746 when written

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "cortado/precision.hpp"
 #include "cortado/solver.hpp"
 #include "cortado/util/io.hpp"
 #include "test_paths.hpp"
@@ -47,9 +48,12 @@ class LossScalingExperiment : public ::testing::Test {
     float final_scale;
   };
 
-  Result Train(const std::string& net_file, const std::string& solver_extra) {
+  // LeNet's net in `precision` (its storage types only: the solver's
+  // scaling is `solver_extra`'s, so that each run states what it compares).
+  Result Train(Precision precision, const std::string& solver_extra) {
     NetParameter net;
-    ReadTextProto(str_cat(test::SourceRoot(), "/models/lenet/", net_file), &net);
+    ReadTextProto(str_cat(test::SourceRoot(), "/models/lenet/lenet_train_test.prototxt"), &net);
+    ApplyPrecision(precision, &net);
     for (LayerParameter& l : *net.mutable_layer()) {
       if (l.type() == "Data")
         l.mutable_data_param()->set_source((dir_ / (l.include(0).phase() == TRAIN ? "train_lmdb" : "test_lmdb")).string());
@@ -76,9 +80,9 @@ bool LossScalingExperiment::ready_ = false;
 
 TEST_F(LossScalingExperiment, Fp16LearnsOnlyWithLossScaling) {
   if (!ready_) GTEST_SKIP() << "Fashion-MNIST is not installed";
-  const Result fp32 = Train("lenet_train_test.prototxt", "");
-  const Result unscaled = Train("lenet_train_test_fp16.prototxt", "");
-  const Result dynamic = Train("lenet_train_test_fp16.prototxt", "dynamic_loss_scale: true");
+  const Result fp32 = Train(Precision::kFp32, "");
+  const Result unscaled = Train(Precision::kFp16, "");
+  const Result dynamic = Train(Precision::kFp16, "dynamic_loss_scale: true");
   std::cout << "loss weight 1e-6, 200 iterations: FP32 " << fp32.accuracy << ", FP16 unscaled " << unscaled.accuracy
             << ", FP16 dynamic scaling " << dynamic.accuracy << " (skipped " << dynamic.skipped << ", final S "
             << dynamic.final_scale << ")" << std::endl;
@@ -89,8 +93,8 @@ TEST_F(LossScalingExperiment, Fp16LearnsOnlyWithLossScaling) {
 
 TEST_F(LossScalingExperiment, Bf16LearnsWithoutLossScaling) {
   if (!ready_) GTEST_SKIP() << "Fashion-MNIST is not installed";
-  const Result fp32 = Train("lenet_train_test.prototxt", "");
-  const Result bf16 = Train("lenet_train_test_bf16.prototxt", "");
+  const Result fp32 = Train(Precision::kFp32, "");
+  const Result bf16 = Train(Precision::kBf16, "");
   std::cout << "loss weight 1e-6, 200 iterations: FP32 " << fp32.accuracy << ", BF16 unscaled " << bf16.accuracy
             << std::endl;
   EXPECT_GT(fp32.accuracy, 0.65);

@@ -1,26 +1,32 @@
 // The ImageNet model folders under models/ (written by scripts/make_models.py):
-// - every file is there and parses;
+// - each folder holds one net, one deploy net and one solver, and they parse;
 // - the deploy net builds on the CPU, gives "prob" of 10x1000, and its
 //   learnable parameters (BatchNorm's running statistics are parameters with
 //   lr_mult 0, not learnable) add up to the published count, or, where no
 //   count is published, to the count worked out here from the architecture;
-// - each solver builds its train and test nets (Data layers swapped for a
-//   DummyData of batch 1, so no ImageNet is needed), and the train net has
-//   the deploy net's parameters plus GoogLeNet's auxiliary classifiers;
-// - the FP16 files are the FP32 ones plus the four type fields (nets) or the
-//   FP16 net and dynamic loss scaling (solvers);
-// - the dummy nets are train_val's layers with one DummyData of train_val's
-//   batch and crop instead of the Data layers, and no Accuracy.
-// The real tool runs on every dummy net in the models.time.* ctest cases.
+// - the solver builds its train and test nets (Data layers swapped for a
+//   DummyData of batch 1, so no ImageNet is needed), in FP32 as written and
+//   with the fp16 precision applied, and the train net has the deploy net's
+//   parameters plus GoogLeNet's auxiliary classifiers;
+// - the files state no types, and --precision=fp16 gives them what the FP16
+//   variant files stated before (the four net defaults; solver_data_type
+//   FLOAT and dynamic loss scaling);
+// - the stage "synthetic" swaps the Data layers for one DummyData of
+//   train_val's batch and crop, in both phases, and leaves the rest alone.
+// The real tool runs every net in the synthetic stage and each precision in
+// the models.time.* ctest cases.
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "cortado/net.hpp"
+#include "cortado/precision.hpp"
 #include "cortado/solver.hpp"
 #include "cortado/util/io.hpp"
 #include "test_paths.hpp"
@@ -102,9 +108,7 @@ const Model kModels[] = {
     {"resnet18", 224, 11689512, 11689512},
 };
 
-const char* const kFiles[] = {"train_val.prototxt",       "train_val_fp16.prototxt",       "deploy.prototxt",
-                              "train_val_dummy.prototxt", "train_val_dummy_fp16.prototxt", "solver.prototxt",
-                              "solver_fp16.prototxt",     "solver_dummy.prototxt",         "solver_dummy_fp16.prototxt"};
+const char* const kFiles[] = {"train_val.prototxt", "deploy.prototxt", "solver.prototxt"};
 
 void PrintTo(const Model& m, std::ostream* os) { *os << m.dir; }
 
@@ -156,17 +160,15 @@ void WithoutImageNet(NetParameter* p) {
   }
 }
 
-void ClearNetTypes(NetParameter* p) {
-  p->clear_default_forward_type();
-  p->clear_default_backward_type();
-  p->clear_default_forward_math();
-  p->clear_default_backward_math();
-}
-
 class Models : public ::testing::TestWithParam<Model> {};
 
-TEST_P(Models, FilesExistAndParse) {
+TEST_P(Models, OneFilePerRoleAndTheyParse) {
   const Model& m = GetParam();
+  std::vector<std::string> found;
+  for (const auto& e : std::filesystem::directory_iterator(kRoot + "/models/" + m.dir))
+    if (e.path().extension() == ".prototxt") found.push_back(e.path().filename().string());
+  std::sort(found.begin(), found.end());
+  EXPECT_EQ(found, (std::vector<std::string>{"deploy.prototxt", "solver.prototxt", "train_val.prototxt"}));
   for (const char* f : kFiles) {
     ASSERT_TRUE(FileExists(PathOf(m, f))) << PathOf(m, f);
     if (std::string(f).rfind("solver", 0) == 0) {
@@ -199,20 +201,29 @@ TEST_P(Models, DeployBuildsWithThePublishedParameterCount) {
   EXPECT_EQ(LearnableCount(net), m.deploy_params);
 }
 
-// The train_val net as its solvers see it: the real solver file (its fields
-// validated by the Solver), TRAIN and TEST nets built from train_val.
+// The train_val net as its solver sees it: the real solver file (its fields
+// validated by the Solver), TRAIN and TEST nets built from train_val, in FP32
+// as written and in FP16 as trainer --precision=fp16 builds them.
 TEST_P(Models, SolverBuildsTrainAndTestNets) {
   const Model& m = GetParam();
-  for (const char* file : {"solver.prototxt", "solver_fp16.prototxt"}) {
-    SCOPED_TRACE(file);
-    SolverParameter s = ReadSolver(m, file);
+  for (const bool fp16 : {false, true}) {
+    SCOPED_TRACE(fp16 ? "fp16" : "as written");
+    SolverParameter s = ReadSolver(m, "solver.prototxt");
     s.set_net(kRoot + "/" + s.net());
     s.clear_snapshot_prefix();
     s.set_snapshot(0);
+    if (fp16) ApplyPrecision(Precision::kFp16, &s);
     SolverSetup setup;
-    setup.edit_net = WithoutImageNet;
+    setup.edit_net = [fp16](NetParameter* p) {
+      WithoutImageNet(p);
+      if (fp16) ApplyPrecision(Precision::kFp16, p);
+    };
     const std::unique_ptr<Solver> solver = Solver::Create(s, SourceInfo(), setup);
     EXPECT_EQ(LearnableCount(*solver->net()), m.train_params);
+    for (const auto& l : solver->net()->layers())
+      EXPECT_EQ(l->forward_type(), fp16 ? FLOAT16 : FLOAT) << l->name();
+    EXPECT_EQ(solver->param().dynamic_loss_scale(), fp16);
+    EXPECT_EQ(solver->data_type(), FLOAT);
     ASSERT_EQ(solver->test_nets().size(), 1u);
     const Net& test = *solver->test_nets()[0];
     // Top-1 and top-5 accuracy in TEST, besides the loss(es).
@@ -225,89 +236,77 @@ TEST_P(Models, SolverBuildsTrainAndTestNets) {
   }
 }
 
-TEST_P(Models, Fp16NetsAreTheFp32NetsWithTypes) {
+// The precision comes from the flag alone: the files state no type and no
+// scaling, so that --precision=fp16 gives exactly what train_val_fp16 and
+// solver_fp16 stated before they were folded in (the net's four defaults;
+// solver_data_type FLOAT and dynamic_loss_scale true).
+TEST_P(Models, FilesStateNoTypesAndFp16IsTheFormerVariant) {
   const Model& m = GetParam();
-  for (const std::string base : {"train_val", "train_val_dummy"}) {
-    const NetParameter fp32 = ReadNet(m, base + ".prototxt");
-    NetParameter fp16 = ReadNet(m, base + "_fp16.prototxt");
-    EXPECT_EQ(fp16.default_forward_type(), FLOAT16) << base;
-    EXPECT_EQ(fp16.default_backward_type(), FLOAT16) << base;
-    EXPECT_EQ(fp16.default_forward_math(), FLOAT) << base;
-    EXPECT_EQ(fp16.default_backward_math(), FLOAT) << base;
-    EXPECT_FALSE(fp32.has_default_forward_type() || fp32.has_default_backward_type()) << base;
-    ClearNetTypes(&fp16);
-    std::string diff;
-    MessageDifferencer d;
-    d.ReportDifferencesToString(&diff);
-    EXPECT_TRUE(d.Compare(fp32, fp16)) << base << ": " << diff;
+  for (const char* f : {"train_val.prototxt", "deploy.prototxt"}) {
+    NetParameter net = ReadNet(m, f);
+    EXPECT_FALSE(net.has_default_forward_type() || net.has_default_backward_type() || net.has_default_forward_math() ||
+                 net.has_default_backward_math())
+        << f;
+    for (const LayerParameter& l : net.layer())
+      EXPECT_FALSE(l.has_forward_type() || l.has_backward_type() || l.has_forward_math() || l.has_backward_math())
+          << f << ": " << l.name();
+    EXPECT_TRUE(ApplyPrecision(Precision::kFp16, &net).empty()) << f;
+    EXPECT_EQ(net.default_forward_type(), FLOAT16) << f;
+    EXPECT_EQ(net.default_backward_type(), FLOAT16) << f;
+    EXPECT_EQ(net.default_forward_math(), FLOAT) << f;
+    EXPECT_EQ(net.default_backward_math(), FLOAT) << f;
   }
+  SolverParameter s = ReadSolver(m, "solver.prototxt");
+  EXPECT_FALSE(s.has_solver_data_type() || s.has_dynamic_loss_scale());
+  EXPECT_TRUE(ApplyPrecision(Precision::kFp16, &s).empty());
+  EXPECT_EQ(s.solver_data_type(), FLOAT);
+  EXPECT_TRUE(s.dynamic_loss_scale());
 }
 
-TEST_P(Models, Fp16SolversAreTheFp32SolversWithLossScaling) {
-  const Model& m = GetParam();
-  for (const std::string base : {"solver", "solver_dummy"}) {
-    const SolverParameter fp32 = ReadSolver(m, base + ".prototxt");
-    SolverParameter fp16 = ReadSolver(m, base + "_fp16.prototxt");
-    EXPECT_TRUE(fp16.dynamic_loss_scale()) << base;
-    EXPECT_EQ(fp16.solver_data_type(), FLOAT) << base;
-    EXPECT_EQ(fp16.net(), fp32.net().substr(0, fp32.net().size() - 9) + "_fp16.prototxt") << base;
-    EXPECT_EQ(fp16.snapshot_prefix(), fp32.snapshot_prefix() + "_fp16") << base;
-    fp16.clear_dynamic_loss_scale();
-    fp16.clear_solver_data_type();
-    fp16.set_net(fp32.net());
-    fp16.set_snapshot_prefix(fp32.snapshot_prefix());
-    std::string diff;
-    MessageDifferencer d;
-    d.ReportDifferencesToString(&diff);
-    EXPECT_TRUE(d.Compare(fp32, fp16)) << base << ": " << diff;
-  }
+// train_val in `phase` and `stages`, filtered as the Net filters it.
+NetParameter Filtered(const NetParameter& tv, Phase phase, const std::vector<std::string>& stages) {
+  NetParameter p = tv;
+  p.mutable_state()->set_phase(phase);
+  for (const std::string& s : stages) p.mutable_state()->add_stage(s);
+  return Net::FilterNet(p);
 }
 
-TEST_P(Models, DummyNetIsTrainValWithoutImageNet) {
+TEST_P(Models, SyntheticStageSwapsTheDataLayersForDummyData) {
   const Model& m = GetParam();
   const NetParameter tv = ReadNet(m, "train_val.prototxt");
-  const NetParameter dummy = ReadNet(m, "train_val_dummy.prototxt");
-  ASSERT_GE(tv.layer_size(), 2);
-  ASSERT_EQ(tv.layer(0).type(), "Data");
-  const int batch = static_cast<int>(tv.layer(0).data_param().batch_size());
-  EXPECT_EQ(static_cast<int>(tv.layer(0).transform_param().crop_size()), m.crop);
+  for (const Phase phase : {TRAIN, TEST}) {
+    SCOPED_TRACE(phase == TRAIN ? "TRAIN" : "TEST");
+    const NetParameter real = Filtered(tv, phase, {});
+    const NetParameter synthetic = Filtered(tv, phase, {"synthetic"});
+    ASSERT_GE(real.layer_size(), 2);
+    ASSERT_EQ(real.layer(0).type(), "Data");
+    EXPECT_EQ(static_cast<int>(real.layer(0).transform_param().crop_size()), m.crop);
+    // The train batch in both phases: the synthetic test net is a benchmark's.
+    const int batch = static_cast<int>(Filtered(tv, TRAIN, {}).layer(0).data_param().batch_size());
 
-  ASSERT_GE(dummy.layer_size(), 1);
-  const LayerParameter& d = dummy.layer(0);
-  EXPECT_EQ(d.type(), "DummyData");
-  EXPECT_EQ(d.include_size() + d.exclude_size(), 0);
-  ASSERT_EQ(d.top_size(), 2);
-  EXPECT_EQ(d.top(0), "data");
-  EXPECT_EQ(d.top(1), "label");
-  ASSERT_EQ(d.dummy_data_param().shape_size(), 2);
-  const BlobShape& data = d.dummy_data_param().shape(0);
-  ASSERT_EQ(data.dim_size(), 4);
-  EXPECT_EQ(data.dim(0), batch);
-  EXPECT_EQ(data.dim(1), 3);
-  EXPECT_EQ(data.dim(2), m.crop);
-  EXPECT_EQ(data.dim(3), m.crop);
-  ASSERT_EQ(d.dummy_data_param().shape(1).dim_size(), 1);
-  EXPECT_EQ(d.dummy_data_param().shape(1).dim(0), batch);
-  ASSERT_EQ(d.dummy_data_param().data_filler_size(), 2);
-  EXPECT_EQ(d.dummy_data_param().data_filler(1).type(), "constant");
-  EXPECT_EQ(d.dummy_data_param().data_filler(1).value(), 0.f);  // label 0
-
-  std::vector<const LayerParameter*> expected;
-  for (const LayerParameter& l : tv.layer())
-    if (l.type() != "Data" && l.type() != "Accuracy") expected.push_back(&l);
-  ASSERT_EQ(dummy.layer_size() - 1, static_cast<int>(expected.size()));
-  for (size_t i = 0; i < expected.size(); ++i)
-    EXPECT_TRUE(MessageDifferencer::Equals(*expected[i], dummy.layer(static_cast<int>(i) + 1)))
-        << "layer " << i + 1 << " '" << dummy.layer(static_cast<int>(i) + 1).name() << "' differs from train_val's '"
-        << expected[i]->name() << "'";
-
-  for (const char* file : {"solver_dummy.prototxt", "solver_dummy_fp16.prototxt"}) {
-    const SolverParameter s = ReadSolver(m, file);
-    EXPECT_NE(s.net().find("/train_val_dummy"), std::string::npos) << file;
-    EXPECT_EQ(s.test_iter_size(), 0) << file;
-    EXPECT_EQ(s.test_interval(), 0) << file;
-    EXPECT_EQ(s.display(), 10) << file;
-    EXPECT_EQ(s.max_iter(), 100) << file;
+    ASSERT_EQ(synthetic.layer_size(), real.layer_size());
+    const LayerParameter& d = synthetic.layer(0);
+    EXPECT_EQ(d.type(), "DummyData");
+    ASSERT_EQ(d.top_size(), 2);
+    EXPECT_EQ(d.top(0), "data");
+    EXPECT_EQ(d.top(1), "label");
+    ASSERT_EQ(d.dummy_data_param().shape_size(), 2);
+    const BlobShape& data = d.dummy_data_param().shape(0);
+    ASSERT_EQ(data.dim_size(), 4);
+    EXPECT_EQ(data.dim(0), batch);
+    EXPECT_EQ(data.dim(1), 3);
+    EXPECT_EQ(data.dim(2), m.crop);
+    EXPECT_EQ(data.dim(3), m.crop);
+    ASSERT_EQ(d.dummy_data_param().shape(1).dim_size(), 1);
+    EXPECT_EQ(d.dummy_data_param().shape(1).dim(0), batch);
+    ASSERT_EQ(d.dummy_data_param().data_filler_size(), 2);
+    EXPECT_EQ(d.dummy_data_param().data_filler(0).type(), "constant");  // filled once, not redrawn each forward
+    EXPECT_EQ(d.dummy_data_param().data_filler(1).type(), "constant");
+    EXPECT_EQ(d.dummy_data_param().data_filler(1).value(), 0.f);  // label 0
+    // Every other layer is the same in both.
+    for (int i = 1; i < real.layer_size(); ++i)
+      EXPECT_TRUE(MessageDifferencer::Equals(real.layer(i), synthetic.layer(i)))
+          << "layer " << i << " '" << synthetic.layer(i).name() << "' differs from '" << real.layer(i).name() << "'";
   }
 }
 
