@@ -17,10 +17,11 @@ TARGETS="trainer convert_mnist" bash scripts/build.sh
 echo "     built in $((SECONDS - tb)) s"
 step "3/4" "converting Fashion-MNIST to LMDB (data/fashion_mnist/create.sh)"
 bash data/fashion_mnist/create.sh
-SOLVER=${SOLVER:-models/lenet/solver_fp16.prototxt}
-LOG=${LOG:-$BUILD_DIR/lenet_fp16_train.log}
-step "4/4" "training LeNet with FP16 storage ($SOLVER), log in $LOG"
-"$BUILD_DIR/tools/trainer" train --solver="$SOLVER" 2>&1 | tee "$LOG"
+SOLVER=${SOLVER:-models/lenet/solver.prototxt}
+PRECISION=${PRECISION:-fp16}
+LOG=${LOG:-$BUILD_DIR/lenet_${PRECISION}_train.log}
+step "4/4" "training LeNet with $PRECISION storage ($SOLVER --precision=$PRECISION), log in $LOG"
+"$BUILD_DIR/tools/trainer" train --solver="$SOLVER" --precision="$PRECISION" 2>&1 | tee "$LOG"
 acc=$(grep "Test net output #0: accuracy" "$LOG" | tail -1 | sed 's/.*accuracy = //')
 echo
-echo "LeNet ($SOLVER) on the 10,000 Fashion-MNIST test images: accuracy = $acc (all steps: $((SECONDS - t0)) s)"
+echo "LeNet ($SOLVER, $PRECISION) on the 10,000 Fashion-MNIST test images: accuracy = $acc (all steps: $((SECONDS - t0)) s)"

@@ -7,7 +7,7 @@ Caffe's pycaffe, through Cortado's C interface (libcortado_c.so, ctypes).
     out = net.forward(data=images)             # {"prob": array of (N, 10)}
     net.blobs["conv1"].data                     # a copy, float32
     net.params["conv1"][0].data = w             # sets the weights
-    solver = cortado.get_solver("models/lenet/solver_fp16.prototxt")
+    solver = cortado.get_solver("models/lenet/solver.prototxt")
     solver.step(100); solver.net.blobs["loss"].data
 
 Values cross as float32 copies whatever the blob's storage type (FP16 and

@@ -2,9 +2,9 @@
 # LeNet on the CPU, Cortado against PyTorch: the same net, batch and update
 # side by side in one run.
 #   Cortado: `trainer time` (forward + backward + the SGD update, batch 64, the
-#            Data layer included) on models/lenet/lenet_train_test.prototxt and
-#            its FP16 and BF16 variants (16-bit storage computes in FP32 on
-#            the CPU; BF16 GEMMs multiply bfloat16 pairs where the CPU has
+#            Data layer included) on models/lenet/lenet_train_test.prototxt,
+#            as written and with --precision=fp16 and bf16 (16-bit storage
+#            computes in FP32 on the CPU; BF16 GEMMs multiply bfloat16 pairs where the CPU has
 #            AVX-512 BF16). cortado_bf16_widen runs the BF16 net with
 #            CORTADO_CPU_BF16_DOT=0 (operands widened to float, the path
 #            before the AVX-512 BF16 kernel), and the ratio of the two is
@@ -20,8 +20,9 @@
 # Last, one key=value line (lenet_cpu: ...).
 #
 # BASELINE_TRAINER names another trainer binary (an earlier commit's build,
-# say) that runs the FP32 net as one more configuration of every round, and
-# the Cortado / baseline speed ratio is printed.
+# say) that runs the FP32 net as one more configuration of every round (the
+# file as written: no --precision, which an older trainer lacks), and the
+# Cortado / baseline speed ratio is printed.
 #
 # Needs a build (BUILD_DIR, default build), the Fashion-MNIST LMDBs
 # (data/fashion_mnist/create.sh), and a Python with PyTorch (PYTHON, default
@@ -46,15 +47,13 @@ if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
   echo "lenet_cpu: no PyTorch for $PYTHON; timing Cortado only (PYTHON names a Python with torch)"
 fi
 
-declare -A model=([cortado_fp32]=models/lenet/lenet_train_test.prototxt
-                  [cortado_fp16]=models/lenet/lenet_train_test_fp16.prototxt
-                  [cortado_bf16]=models/lenet/lenet_train_test_bf16.prototxt
-                  [cortado_bf16_widen]=models/lenet/lenet_train_test_bf16.prototxt)
+MODEL=models/lenet/lenet_train_test.prototxt
+# The --precision of each configuration; none: the file's own FP32.
+declare -A precision=([cortado_fp16]=fp16 [cortado_bf16]=bf16 [cortado_bf16_widen]=bf16)
 configs=(cortado_fp32 cortado_fp16 cortado_bf16 cortado_bf16_widen)
 BASELINE_TRAINER=${BASELINE_TRAINER:-}
 if [ -n "$BASELINE_TRAINER" ]; then
   [ -x "$BASELINE_TRAINER" ] || { echo "lenet_cpu: BASELINE_TRAINER=$BASELINE_TRAINER is not an executable" >&2; exit 1; }
-  model[baseline_fp32]=${model[cortado_fp32]}
   configs+=(baseline_fp32)
 fi
 [ "$HAVE_TORCH" = 1 ] && configs+=(pytorch_fp32 pytorch_bf16)
@@ -68,7 +67,9 @@ for r in $(seq 1 "$REPEATS"); do
       [[ $c == baseline_* ]] && bin=$BASELINE_TRAINER
       dot=1
       [[ $c == *_widen ]] && dot=0
-      ms=$(trainer_time lenet_cpu "$log" "$bin" "$dot" --model="${model[$c]}" --iterations="$ITERS" \
+      prec=()
+      [ -n "${precision[$c]:-}" ] && prec=(--precision="${precision[$c]}")
+      ms=$(trainer_time lenet_cpu "$log" "$bin" "$dot" --model="$MODEL" "${prec[@]}" --iterations="$ITERS" \
         --warmup="$WARMUP") || exit 1
       [ "$c" = cortado_bf16 ] && BF16_GEMMS=$(grep -o 'bfloat16 GEMMs: [^:]*' "$log" | head -1)
     else
@@ -107,15 +108,15 @@ cortado_ratios
 
 if [ "${TRAIN:-0}" = 1 ]; then
   echo "Training 2,000 iterations (Caffe's LeNet recipe), test accuracy on 10,000 images:"
-  for s in solver solver_fp16 solver_bf16; do
+  for p in fp32 fp16 bf16; do
     t0=$(date +%s.%N)
-    "$TRAINER" train --solver=models/lenet/$s.prototxt >"$log" 2>&1 || { tail -20 "$log" >&2; exit 1; }
+    "$TRAINER" train --solver=models/lenet/solver.prototxt --precision=$p >"$log" 2>&1 || { tail -20 "$log" >&2; exit 1; }
     t1=$(date +%s.%N)
     acc=$(grep 'Test net output #0: accuracy' "$log" | tail -1 | sed 's/.*= //')
-    printf '  cortado %-12s accuracy %s  %.0f s\n' "$s" "$acc" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
-    summary+=" cortado_${s}_accuracy=$acc"
+    printf '  cortado %-12s accuracy %s  %.0f s\n' "$p" "$acc" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
+    summary+=" cortado_${p}_accuracy=$acc"
   done
-  rm -f models/lenet/lenet_iter_2000.* models/lenet/lenet_fp16_iter_2000.* models/lenet/lenet_bf16_iter_2000.*
+  rm -f models/lenet/lenet_iter_2000.*
   if [ "$HAVE_TORCH" = 1 ]; then
     for p in fp32 bf16; do
       out=$("$PYTHON" scripts/bench/lenet_pytorch.py --mode train --precision $p --threads "$THREADS")

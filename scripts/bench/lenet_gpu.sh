@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # LeNet on the GPU, FP32 against FP16 (and BF16) storage: `trainer time --gpu`
-# on models/lenet/lenet_train_test.prototxt, lenet_train_test_fp16.prototxt
-# and lenet_train_test_bf16.prototxt
+# on models/lenet/lenet_train_test.prototxt with --precision=fp32, fp16 and bf16
 # (batch 64, forward + backward + the SGD update, the Data layer included;
 # trainer time's default update, as in training), REPEATS runs of
 # ITERS timed iterations after WARMUP untimed ones, FP32, FP16 and BF16
@@ -44,8 +43,7 @@ else
 fi
 
 declare -A runs=([fp32]="" [fp16]="" [bf16]="") conversions=([fp32]="" [fp16]="" [bf16]="")
-declare -A model=([fp32]=models/lenet/lenet_train_test.prototxt [fp16]=models/lenet/lenet_train_test_fp16.prototxt
-                  [bf16]=models/lenet/lenet_train_test_bf16.prototxt)
+MODEL=models/lenet/lenet_train_test.prototxt
 log=$(mktemp)
 declare -A last=([fp32]=$(mktemp) [fp16]=$(mktemp) [bf16]=$(mktemp))
 trap 'rm -f "$log" "${last[fp32]}" "${last[fp16]}" "${last[bf16]}"' EXIT
@@ -53,10 +51,10 @@ batch_flag=()
 [ -n "${BATCH:-}" ] && batch_flag=(--batch_size="$BATCH")
 for r in $(seq 1 "$REPEATS"); do
   for p in fp32 fp16 bf16; do
-    if ! "$TRAINER" time --model="${model[$p]}" "${gpu_flag[@]}" --iterations="$ITERS" --warmup="$WARMUP" \
+    if ! "$TRAINER" time --model="$MODEL" --precision="$p" "${gpu_flag[@]}" --iterations="$ITERS" --warmup="$WARMUP" \
         "${batch_flag[@]}" >"${last[$p]}" 2>"$log" || ! out=$(grep '^time:' "${last[$p]}"); then
       tail -20 "$log" >&2
-      echo "lenet_gpu: trainer time failed for ${model[$p]}" >&2
+      echo "lenet_gpu: trainer time failed for $MODEL --precision=$p" >&2
       exit 1
     fi
     [ "$(kv device "$out")" = "$want_device" ] || { echo "lenet_gpu: trainer did not run on $want_device: $out" >&2; exit 1; }

@@ -6,14 +6,17 @@
 #
 #   BASELINE_TRAINER=<an earlier build's trainer> bash scripts/bench/memory_cpu.sh
 #
-# Environment: MODEL (models/resnet50/train_val_dummy_fp16.prototxt), BATCH
-# (8), ITERS (2), WARMUP (1), REPEATS (3), TRAINER (build/tools/trainer).
-# Both trainers should be built alike (both with or both without CUDA: the
-# CUDA libraries alone add about 150 MiB to the resident set).
+# Environment: MODEL (models/resnet50/train_val.prototxt, run in its
+# synthetic stage), PRECISION (fp16), BATCH (8), ITERS (2), WARMUP (1),
+# REPEATS (3), TRAINER (build/tools/trainer). Both trainers get the same
+# flags, so the baseline must know --precision; both should be built alike
+# (both with or both without CUDA: the CUDA libraries alone add about 150 MiB
+# to the resident set).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/bench/lib.sh
-MODEL=${MODEL:-models/resnet50/train_val_dummy_fp16.prototxt}
+MODEL=${MODEL:-models/resnet50/train_val.prototxt}
+PRECISION=${PRECISION:-fp16}
 BATCH=${BATCH:-8}
 ITERS=${ITERS:-2}
 WARMUP=${WARMUP:-1}
@@ -30,7 +33,7 @@ declare -A runs=([cortado]="" [baseline]="")
 declare -A bin=([cortado]="$TRAINER" [baseline]="$BASELINE_TRAINER")
 for r in $(seq "$REPEATS"); do
   for who in cortado baseline; do
-    if ! "${bin[$who]}" time --model="$MODEL" --batch_size="$BATCH" --iterations="$ITERS" --warmup="$WARMUP" \
+    if ! "${bin[$who]}" time --model="$MODEL" --stage=synthetic --precision="$PRECISION" --batch_size="$BATCH" --iterations="$ITERS" --warmup="$WARMUP" \
          >"$log/$who.$r" 2>&1 || ! line=$(grep '^time:' "$log/$who.$r"); then
       tail -20 "$log/$who.$r" >&2
       echo "memory_cpu: trainer time failed for $who (${bin[$who]})" >&2
@@ -43,6 +46,6 @@ for r in $(seq "$REPEATS"); do
 done
 c=$(echo "${runs[cortado]}" | tr ' ' '\n' | grep . | median %.1f)
 b=$(echo "${runs[baseline]}" | tr ' ' '\n' | grep . | median %.1f)
-echo "$MODEL, batch $BATCH: peak resident memory, medians of $REPEATS: Cortado $c MiB, baseline $b MiB," \
+echo "$MODEL ($PRECISION), batch $BATCH: peak resident memory, medians of $REPEATS: Cortado $c MiB, baseline $b MiB," \
      "Cortado / baseline = $(ratio "$c" "$b")"
-echo "memory: model=$MODEL batch=$BATCH cortado_mib=$c baseline_mib=$b ratio=$(ratio "$c" "$b")"
+echo "memory: model=$MODEL precision=$PRECISION batch=$BATCH cortado_mib=$c baseline_mib=$b ratio=$(ratio "$c" "$b")"

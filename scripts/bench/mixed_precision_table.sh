@@ -12,26 +12,27 @@ LOGDIR=${LOGDIR:-$BUILD_DIR/mixed_precision_logs}
 mkdir -p "$LOGDIR"
 bash data/fashion_mnist/create.sh >/dev/null
 
+# Recipe|solver|precision (the trainer's --precision flag).
 rows=(
-  "FP32|solver.prototxt"
-  "FP16 storage, FP32 master weights (mixed precision)|solver_fp16.prototxt"
-  "FP16 storage, no master weights|solver_fp16_no_master.prototxt"
-  "Mixed precision + static loss scale 1024|solver_fp16_static_scale.prototxt"
-  "Mixed precision + dynamic loss scale|solver_fp16_dynamic_scale.prototxt"
-  "FP16 storage, FP16 solver data (H = mH + dW)|solver_fp16_solver_data.prototxt"
-  "BF16 storage, FP32 master weights, no loss scaling|solver_bf16.prototxt"
+  "FP32|solver.prototxt|fp32"
+  "FP16 storage, FP32 master weights (mixed precision)|solver.prototxt|fp16"
+  "FP16 storage, no master weights|solver_fp16_no_master.prototxt|fp16"
+  "Mixed precision + static loss scale 1024|solver_fp16_static_scale.prototxt|fp16"
+  "Mixed precision + dynamic loss scale|solver_fp16_dynamic_scale.prototxt|fp16"
+  "FP16 storage, FP16 solver data (H = mH + dW)|solver_fp16_solver_data.prototxt|fp16"
+  "BF16 storage, FP32 master weights, no loss scaling|solver.prototxt|bf16"
 )
 
 echo "| Recipe | Test accuracy | Skipped steps | Train time (s) | Command |"
 echo "|---|---|---|---|---|"
 for row in "${rows[@]}"; do
-  name=${row%%|*}
-  solver=models/lenet/${row##*|}
-  log="$LOGDIR/$(basename "$solver" .prototxt).log"
+  IFS='|' read -r name file precision <<<"$row"
+  solver=models/lenet/$file
+  log="$LOGDIR/$(basename "$solver" .prototxt)_$precision.log"
   start=$(date +%s)
-  "$TRAINER" train --solver="$solver" > "$log" 2>&1
+  "$TRAINER" train --solver="$solver" --precision="$precision" > "$log" 2>&1
   secs=$(( $(date +%s) - start ))
   acc=$(grep "Test net output #0: accuracy" "$log" | tail -1 | sed 's/.*accuracy = //')
   skipped=$(grep -c "update skipped" "$log" || true)
-  echo "| $name | $acc | $skipped | $secs | \`trainer train --solver=$solver\` |"
+  echo "| $name | $acc | $skipped | $secs | \`trainer train --solver=$solver --precision=$precision\` |"
 done

@@ -35,26 +35,24 @@ gpu_flag=()
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # The solver without tests or snapshots, two display intervals: the second
-# is the measurement (the first holds start-up).
-for p in fp32 fp16; do
-  src=models/lenet/solver.prototxt
-  [ $p = fp16 ] && src=models/lenet/solver_fp16.prototxt
-  grep -v -E '^(test_iter|test_interval|display|max_iter|snapshot|snapshot_prefix):' "$src" >"$work/solver_$p.prototxt"
-  printf 'max_iter: %d\ndisplay: %d\nsnapshot: 0\nsnapshot_after_train: false\n' "$ITERS" $(( ITERS / 2 )) \
-    >>"$work/solver_$p.prototxt"
-done
+# is the measurement (the first holds start-up). The precision is the
+# trainer's --precision.
+grep -v -E '^(test_iter|test_interval|display|max_iter|snapshot|snapshot_prefix):' models/lenet/solver.prototxt \
+  >"$work/solver.prototxt"
+printf 'max_iter: %d\ndisplay: %d\nsnapshot: 0\nsnapshot_after_train: false\n' "$ITERS" $(( ITERS / 2 )) \
+  >>"$work/solver.prototxt"
 
 # last_ips LOG: the images/s of the last display interval.
 last_ips() { grep -o '[0-9.e+]* images/s' "$1" | tail -1 | cut -d' ' -f1; }
 run() {  # run KIND PRECISION -> images/s
   local log=$work/log
   if [ "$1" = one ]; then
-    OPENBLAS_NUM_THREADS=$CORES GLOG_logtostderr=1 "$TRAINER" train --solver="$work/solver_$2.prototxt" \
-      "${gpu_flag[@]}" >"$log" 2>&1
+    OPENBLAS_NUM_THREADS=$CORES GLOG_logtostderr=1 "$TRAINER" train --solver="$work/solver.prototxt" \
+      --precision="$2" "${gpu_flag[@]}" >"$log" 2>&1
   else
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none -np "$RANKS" \
       -x OPENBLAS_NUM_THREADS=$per_rank -x GLOG_logtostderr=1 \
-      "$TRAINER" train --solver="$work/solver_$2.prototxt" "${gpu_flag[@]}" >"$log" 2>&1
+      "$TRAINER" train --solver="$work/solver.prototxt" --precision="$2" "${gpu_flag[@]}" >"$log" 2>&1
   fi || { tail -20 "$log" >&2; echo "ranks: the $1 $2 run failed" >&2; exit 1; }
   last_ips "$log"
 }

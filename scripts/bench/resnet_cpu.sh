@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ResNet training on the CPU, Cortado against PyTorch, side by side in one run.
 #   Cortado: `trainer time` (forward + backward + the SGD update) on
-#            models/$ARCH/train_val_dummy.prototxt and its BF16 variant (a
-#            DummyData net: no data loading) at batch BATCH.
+#            models/$ARCH/train_val.prototxt in its synthetic stage (a
+#            DummyData: no data loading), as written and with
+#            --precision=bf16, at batch BATCH.
 #   PyTorch: scripts/bench/resnet_cpu_pytorch.py, torchvision's $ARCH on one
 #            synthetic batch in memory, FP32 and autocast bfloat16.
 # ARCH: resnet18 (default) or resnet50. REPEATS rounds (default 3), each
@@ -11,7 +12,8 @@
 # the median over rounds of the per-run medians, and the Cortado / PyTorch
 # speed ratios (above 1: Cortado is faster). BASELINE_TRAINER names another
 # trainer binary (an earlier commit's build, say) that runs the FP32 net as
-# one more configuration, and the Cortado / baseline ratio is printed. Last,
+# one more configuration (as written: no --precision, which an older trainer
+# lacks), and the Cortado / baseline ratio is printed. Last,
 # one key=value line (resnet_cpu: ...).
 #
 # Needs a build (BUILD_DIR, default build) and a Python with PyTorch and
@@ -44,10 +46,9 @@ if ! "$PYTHON" -c 'import torch, torchvision' 2>/dev/null; then
   echo "resnet_cpu: no PyTorch with torchvision for $PYTHON; timing Cortado only"
 fi
 
-declare -A model=([cortado_fp32]=models/$ARCH/train_val_dummy.prototxt
-                  [cortado_bf16]=models/$ARCH/train_val_dummy_bf16.prototxt
-                  [cortado_bf16_widen]=models/$ARCH/train_val_dummy_bf16.prototxt
-                  [baseline_fp32]=models/$ARCH/train_val_dummy.prototxt)
+MODEL=models/$ARCH/train_val.prototxt
+# The --precision of each configuration; none: the file's own FP32.
+declare -A precision=([cortado_bf16]=bf16 [cortado_bf16_widen]=bf16)
 configs=(cortado_fp32 cortado_bf16 cortado_bf16_widen)
 [ -n "$BASELINE_TRAINER" ] && configs+=(baseline_fp32)
 [ "$HAVE_TORCH" = 1 ] && configs+=(pytorch_fp32 pytorch_bf16)
@@ -69,8 +70,10 @@ for r in $(seq 1 "$REPEATS"); do
       [[ $c == baseline_* ]] && bin=$BASELINE_TRAINER
       dot=1
       [[ $c == *_widen ]] && dot=0
-      ms=$(trainer_time resnet_cpu "$log" "$bin" "$dot" --model="${model[$c]}" --batch_size="$BATCH" \
-        --iterations="$ITERS" --warmup="$WARMUP") || exit 1
+      prec=()
+      [ -n "${precision[$c]:-}" ] && prec=(--precision="${precision[$c]}")
+      ms=$(trainer_time resnet_cpu "$log" "$bin" "$dot" --model="$MODEL" --stage=synthetic "${prec[@]}" \
+        --batch_size="$BATCH" --iterations="$ITERS" --warmup="$WARMUP") || exit 1
       [ "$c" = cortado_bf16 ] && BF16_GEMMS=$(grep -o 'bfloat16 GEMMs: [^:]*' "$log" | head -1)
     fi
     runs[$c]+="$ms "

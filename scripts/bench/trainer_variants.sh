@@ -14,8 +14,8 @@
 # A variant is a name, '=', then comma-separated settings (none: the
 # defaults), e.g.
 #   scripts/bench/trainer_variants.sh 'default=' 'own_diffs=CORTADO_SHARE_DIFFS=0' -- \
-#     --model=models/resnet50/train_val_dummy_fp16.prototxt \
-#     --solver=models/resnet50/solver_dummy_fp16.prototxt --gpu=0 --batch_size=256 --iterations=20 --warmup=5
+#     --solver=models/resnet50/solver.prototxt --stage=synthetic --precision=fp16 \
+#     --gpu=0 --batch_size=256 --iterations=20 --warmup=5
 #
 # Environment: TRAINER (build/tools/trainer), REPEATS (2), LOG_DIR (a
 # temporary folder, kept and printed).
