@@ -222,27 +222,6 @@ cp -r models "$STAGE/models"
 cp -r tests/bad_input tests/models "$STAGE/tests/"
 cp scripts/bench/lib.sh scripts/bench/resnet50_pytorch.py scripts/bench/imagenet_jpegs.py scripts/bench/trainer_variants.sh \
   scripts/bench/resnet50_train_check.sh "$STAGE/scripts/bench/"
-# LeNet without Fashion-MNIST: the Data layers replaced by DummyData
-# (uniform pixels in [0, 1), batch 64), for the check's LeNet timings.
-for p in "" _fp16; do
-  awk -v dummy='layer {
-  name: "mnist"
-  type: "DummyData"
-  top: "data"
-  top: "label"
-  dummy_data_param {
-    shape { dim: 64 dim: 1 dim: 28 dim: 28 }
-    shape { dim: 64 }
-    data_filler { type: "uniform" min: 0 max: 1 }
-    data_filler { type: "constant" value: 0 }
-  }
-}' '
-    /^layer {/ { inl = 1; buf = ""; }
-    inl { buf = buf $0 "\n"; if ($0 ~ /^}/) { inl = 0; if (buf ~ /type: "Data"/) { if (!done) { print dummy; done = 1 } } else printf "%s", buf } next }
-    { print }
-  ' "models/lenet/lenet_train_test$p.prototxt" >"$STAGE/models/lenet/lenet_train_test_dummy$p.prototxt"
-  grep -q DummyData "$STAGE/models/lenet/lenet_train_test_dummy$p.prototxt" || die "no Data layer replaced in lenet_train_test$p.prototxt"
-done
 
 # What the GPU machine must provide, and what was built.
 glibc_of() { for f in "$@"; do objdump -T "$f" 2>/dev/null; done | grep -oE 'GLIBC_[0-9]+\.[0-9]+' | sort -t. -k2,2n -u | tail -1; }

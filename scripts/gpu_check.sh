@@ -19,8 +19,9 @@
 #   c. LeNet FP32 and FP16 `trainer time --gpu` (DummyData, batch 64; 3 runs
 #      of 200 iterations each, alternating; medians)
 #   d. ResNet-50 FP16 at batch 256 (RESNET_BATCH): Cortado's models/resnet50
-#      and models/resnet50_nvcaffe train_val_dummy_fp16 nets with their
-#      solver_dummy_fp16 update, and PyTorch AMP channels_last
+#      and models/resnet50_nvcaffe train_val nets (--stage=synthetic: random
+#      data drawn once, --precision=fp16) with their solver's update, and
+#      PyTorch AMP channels_last on the same ResNet v1
 #      (scripts/bench/resnet50_pytorch.py, run first), 5 warm-up and 20 timed
 #      iterations each: images/s and peak memory (RESNET_TIMEOUT, 120 s a run);
 #      then resnet50_nvcaffe again with fuse_layers: false, the gain of the
@@ -29,7 +30,20 @@
 #      CORTADO_CUDNN_BN=1 (cuDNN's NHWC BatchNorm), CORTADO_CUDNN_API=graph
 #      (cuDNN's graph API) or CORTADO_CUDNN_PAD_CHANNELS=4 (conv1's 3
 #      channels padded) as well, and with all of them (RESNET_NETS names
-#      the runs and their order; the default is all of them)
+#      the runs and their order; the default is all of them). Each run also
+#      reports its final losses, its skipped updates and which engines its
+#      layers ran on (BatchNorms on cuDNN forward and backward, convolution
+#      passes on graph-API plans, padded convolutions, channels-last blobs:
+#      net_engines.hpp); a run whose loss is not finite, that skipped an
+#      update, or whose switch no layer took is BROKEN in the summary (and
+#      the stage fails), not a time. RESNET_ITERS and RESNET_WARMUP change
+#      the 20 and 5
+#   g. ResNet-50 learns: scripts/bench/resnet50_train_check.sh (both
+#      ResNet-50 files, 200 iterations at batch 32 on real JPEGs, the loss
+#      must fall below 0.75 of its first value) on the LMDB in TRAIN_DATA
+#      (default: .gpu_data beside the bundle folder, made on the build
+#      machine with PREPARE_ONLY=1 WORK_DIR=.gpu_data; SKIPPED without it;
+#      TRAIN_TIMEOUT, 150 s)
 #   f. nvJPEG: images/s of bin/nvjpeg_decode (util/nvjpeg_batch.hpp) at batch
 #      NVJPEG_BATCH (256), FP16, random-resized crop 224 + mirror + mean, over
 #      1,024 ImageNet-like JPEGs made by scripts/bench/imagenet_jpegs.py
@@ -37,7 +51,7 @@
 #      where nvJPEG cannot be loaded (the bundle carries a libnvjpeg when it
 #      was packed with NVJPEG_LIB)
 #   b. compute-sanitizer memcheck on one iteration (after one warm-up) of
-#      `trainer time` on models/resnet50/train_val_dummy_fp16.prototxt at
+#      `trainer time` on models/resnet50/train_val.prototxt (synthetic, FP16) at
 #      batch 8 (MEMCHECK_TIMEOUT, 240 s, or what is left), with the
 #      VAR=value words of MEMCHECK_ENV (say "CORTADO_NHWC=1
 #      CORTADO_CUDNN_BN=1" for the channels-last paths); SKIPPED where
@@ -45,13 +59,20 @@
 #      foresee (cuDNN's algorithm search runs under the sanitizer too)
 #   e. a summary of a dozen lines, printed last and written to
 #      $OUT/gpu_check_summary.txt (OUT unset: the bundle's folder); the logs
-#      go to gpu_check_logs/ beside it
+#      go to gpu_check_logs/ beside it, packed with the summary as
+#      gpu_check_logs.tar.xz
 #
-# Options: --no-tests, --no-memcheck, --no-lenet, --no-resnet, --no-nvjpeg
-# (skip a stage), --no-bench (skip c, d and f), so that a second call reruns only what failed;
+# GPU=cpu tries the plan on a machine without a GPU: stage d on the CPU at
+# batch 2, 1 + 2 iterations (RESNET_* override), judged as on a GPU (the
+# channels-last, cuDNN and padding switches take no layer on the CPU, so
+# their runs show as BROKEN: what a GPU run that fell back everywhere would
+# show); the GPU-only stages skip.
+#
+# Options: --no-tests, --no-memcheck, --no-lenet, --no-resnet, --no-train, --no-nvjpeg
+# (skip a stage), --no-bench (skip c, d, g and f), so that a second call reruns only what failed;
 # --tests=FILTER (a gtest filter for stage a; default every case).
-# Environment: GPU (0), JOBS (test processes: half the cores, at most 8), OUT,
-# TEST_TIMEOUT, MEMCHECK_TIMEOUT, RESNET_TIMEOUT, DEADLINE, RESNET_BATCH (256), RESNET_NETS,
+# Environment: GPU (0; cpu: the dry run above), JOBS (test processes: half the cores, at most 8), OUT,
+# TEST_TIMEOUT, MEMCHECK_TIMEOUT, RESNET_TIMEOUT, TRAIN_TIMEOUT, DEADLINE, RESNET_BATCH (256), RESNET_ITERS (20), RESNET_WARMUP (5), RESNET_NETS, TRAIN_DATA,
 # NVJPEG_BATCH (256),
 # PYTHON (python3), CUDA_HOME (searched first for the CUDA libraries),
 # WORK_DIR (where the archive is unpacked: beside it, else a temporary folder).
@@ -65,7 +86,7 @@ T0=$(date +%s)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ARCHIVE_NAME=cortado_gpu.tar.xz
 
-RUN_TESTS=1 RUN_MEMCHECK=1 RUN_LENET=1 RUN_RESNET=1 RUN_NVJPEG=1 TEST_FILTER=""
+RUN_TESTS=1 RUN_MEMCHECK=1 RUN_LENET=1 RUN_RESNET=1 RUN_NVJPEG=1 RUN_TRAIN=1 TEST_FILTER=""
 for a in "$@"; do
   case "$a" in
     --no-tests) RUN_TESTS=0 ;;
@@ -73,7 +94,8 @@ for a in "$@"; do
     --no-lenet) RUN_LENET=0 ;;
     --no-resnet) RUN_RESNET=0 ;;
     --no-nvjpeg) RUN_NVJPEG=0 ;;
-    --no-bench) RUN_LENET=0 RUN_RESNET=0 RUN_NVJPEG=0 ;;
+    --no-train) RUN_TRAIN=0 ;;
+    --no-bench) RUN_LENET=0 RUN_RESNET=0 RUN_NVJPEG=0 RUN_TRAIN=0 ;;
     --tests=*) TEST_FILTER=${a#--tests=} ;;
     -h|--help) sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d'; exit 0 ;;
     *) echo "gpu_check: unknown option $a (see --help)" >&2; exit 1 ;;
@@ -84,8 +106,17 @@ PYTHON=${PYTHON:-python3}
 TEST_TIMEOUT=${TEST_TIMEOUT:-180}
 MEMCHECK_TIMEOUT=${MEMCHECK_TIMEOUT:-240}
 RESNET_TIMEOUT=${RESNET_TIMEOUT:-120}
+TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-150}
 DEADLINE=${DEADLINE:-470}
+# GPU=cpu: a dry run of the check on this machine's CPU (stage d at a small
+# batch, its runs judged as on a GPU; the GPU-only stages skip), to try the
+# plan before a GPU lease is spent on it.
+if [ "$GPU" = cpu ]; then
+  RESNET_BATCH=${RESNET_BATCH:-2} RESNET_ITERS=${RESNET_ITERS:-2} RESNET_WARMUP=${RESNET_WARMUP:-1}
+fi
 RESNET_BATCH=${RESNET_BATCH:-256}
+RESNET_ITERS=${RESNET_ITERS:-20}
+RESNET_WARMUP=${RESNET_WARMUP:-5}
 NVJPEG_BATCH=${NVJPEG_BATCH:-256}
 # Stage d's Cortado runs: the net's folder (resnet50_nvcaffe for its
 # variants) and the environment of each.
@@ -141,6 +172,7 @@ REPORT_DIR=${OUT:-$BUNDLE}
 LOG_DIR=$REPORT_DIR/gpu_check_logs
 mkdir -p "$LOG_DIR" || die "cannot write $LOG_DIR"
 SUMMARY_FILE=$REPORT_DIR/gpu_check_summary.txt
+LOG_ARCHIVE=$REPORT_DIR/gpu_check_logs.tar.xz
 BINS=("$ROOT"/bin/*)
 say "bundle: $(sed -n 's/^commit: //p' MANIFEST), built $(sed -n 's/^built: //p' MANIFEST); CUDA libraries needed: $(sed -n 's/^cuda_libraries: //p' MANIFEST)"
 
@@ -217,7 +249,9 @@ TRAINER=$ROOT/bin/trainer
 
 # ---- the GPU -----------------------------------------------------------------------------
 HAVE_GPU=0 GPU_NAME="none" DRIVER=""
-if command -v nvidia-smi >/dev/null && q=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null) && [ -n "$q" ]; then
+if [ "$GPU" = cpu ]; then
+  say "GPU=cpu: a dry run on the CPU (stage d at batch $RESNET_BATCH, $RESNET_WARMUP + $RESNET_ITERS iterations; the GPU-only stages skip)"
+elif command -v nvidia-smi >/dev/null && q=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null) && [ -n "$q" ]; then
   line=$(echo "$q" | sed -n "$((GPU + 1))p")
   [ -n "$line" ] || die "GPU=$GPU, but nvidia-smi lists $(echo "$q" | wc -l) device(s)"
   HAVE_GPU=1
@@ -311,6 +345,34 @@ trainer_time() {  # LOG SECONDS ARGS...
   grep '^time:' "$log" | tail -1 | grep . || return 1
 }
 
+# What a ResNet-50 run did besides its speed (trainer time's "time:" line):
+# its final losses, its skipped updates, and which engines its layers ran on.
+run_facts() {
+  local o=$1
+  echo "loss $(kv last_loss "$o") (loop $(kv loop_loss "$o")), skipped $(kv skipped_updates "$o") + $(kv loop_skipped_steps "$o") in the loop, BatchNorm on cuDNN $(kv bn_cudnn "$o")/$(kv bn_layers "$o") (backward $(kv bn_cudnn_backward "$o")), graph-API passes $(kv conv_graph_passes "$o")/$(( 3 * $(kv cudnn_convs "$o") )), padded convolutions $(kv conv_padded "$o"), NHWC blobs $(kv nhwc_blobs "$o")"
+}
+# Why a run is not a measurement (prints the reason, status 0), or status 1:
+# a loss that is not finite, a skipped update, or a switch of its
+# environment that no layer took.
+run_broken() {
+  local o=$1 env=$2 why=""
+  for k in last_loss loop_loss; do
+    case "$(kv $k "$o")" in ""|*nan*|*NaN*|*inf*|*Inf*) why+="${why:+, }$k $(kv $k "$o")" ;; esac
+  done
+  [ "$(kv skipped_updates "$o")" = 0 ] || why+="${why:+, }$(kv skipped_updates "$o") timed updates skipped"
+  [ "$(kv loop_skipped_steps "$o")" = 0 ] || why+="${why:+, }$(kv loop_skipped_steps "$o") loop steps skipped"
+  for w in $env; do
+    case "$w" in
+      CORTADO_NHWC=1) [ "$(kv nhwc_blobs "$o")" -gt 0 ] 2>/dev/null || why+="${why:+, }no blob is channels-last" ;;
+      CORTADO_CUDNN_BN=1) [ "$(kv bn_cudnn "$o")" -gt 0 ] 2>/dev/null && [ "$(kv bn_cudnn_backward "$o")" -gt 0 ] 2>/dev/null ||
+                            why+="${why:+, }no BatchNorm ran on cuDNN forward and backward" ;;
+      CORTADO_CUDNN_API=graph) [ "$(kv conv_graph_passes "$o")" -gt 0 ] 2>/dev/null || why+="${why:+, }no convolution pass ran on a graph plan" ;;
+      CORTADO_CUDNN_PAD_CHANNELS=*) [ "$(kv conv_padded "$o")" -gt 0 ] 2>/dev/null || why+="${why:+, }no convolution was padded" ;;
+    esac
+  done
+  [ -n "$why" ] && echo "$why"
+}
+
 # ---- c. LeNet ---------------------------------------------------------------------------------
 lenet_line="not run (--no-lenet)"
 if [ $RUN_LENET = 1 ] && [ $HAVE_GPU = 0 ]; then
@@ -321,9 +383,8 @@ elif [ $RUN_LENET = 1 ]; then
   lenet_ok=1
   for r in 1 2 3; do
     for p in fp32 fp16; do
-      suffix=""; [ $p = fp16 ] && suffix=_fp16
-      if out=$(trainer_time "$LOG_DIR/lenet_${p}_$r.log" 60 --model=models/lenet/lenet_train_test_dummy$suffix.prototxt \
-                 --iterations=200 --warmup=20); then
+      if out=$(trainer_time "$LOG_DIR/lenet_${p}_$r.log" 60 --model=models/lenet/lenet_train_test.prototxt \
+                 --stage=synthetic --precision=$p --iterations=200 --warmup=20); then
         lenet_ms[$p]+="$(kv total_ms_median "$out") "
       else
         lenet_ok=0; tail -5 "$LOG_DIR/lenet_${p}_$r.log" >&2; break 2
@@ -343,16 +404,18 @@ fi
 
 # ---- d. ResNet-50 -------------------------------------------------------------------------------
 declare -A resnet_line=()
-if [ $RUN_RESNET = 1 ] && [ $HAVE_GPU = 1 ]; then
-  say "d. ResNet-50 FP16 batch $RESNET_BATCH: Cortado (resnet50, resnet50_nvcaffe) and PyTorch AMP, 5 + 20 iterations (logs: $LOG_DIR/resnet_*.log)"
+if [ $RUN_RESNET = 1 ] && { [ $HAVE_GPU = 1 ] || [ "$GPU" = cpu ]; }; then
+  say "d. ResNet-50 FP16 batch $RESNET_BATCH: Cortado (resnet50, resnet50_nvcaffe) and PyTorch AMP, $RESNET_WARMUP + $RESNET_ITERS iterations (logs: $LOG_DIR/resnet_*.log)"
+  torch_device=cuda:$GPU torch_check='import torch; assert torch.cuda.is_available()'
+  [ "$GPU" = cpu ] && torch_device=cpu torch_check='import torch'
   result[resnet]=PASS
   # PyTorch first: the baseline of every ratio, kept when the deadline cuts the variants short.
   log=$LOG_DIR/resnet_pytorch.log
-  if ! "$PYTHON" -c 'import torch; assert torch.cuda.is_available()' >"$log" 2>&1; then
-    resnet_line[pytorch]="n/a: PyTorch with CUDA not importable by $PYTHON ($(tail -1 "$log"))"
+  if ! "$PYTHON" -c "$torch_check" >"$log" 2>&1; then
+    resnet_line[pytorch]="n/a: PyTorch (${torch_device%%:*}) not importable by $PYTHON ($(tail -1 "$log"))"
   else
     timeout -k 10 "$(limit "$RESNET_TIMEOUT")" "$PYTHON" scripts/bench/resnet50_pytorch.py --precision amp --batch "$RESNET_BATCH" \
-      --iters 20 --warmup 5 --device "cuda:$GPU" >"$log" 2>&1
+      --iters "$RESNET_ITERS" --warmup "$RESNET_WARMUP" --device "$torch_device" >"$log" 2>&1
     rc=$?
     out=$(grep '^pytorch:' "$log" | tail -1)
     if [ $rc = 0 ] && [ -n "$out" ]; then
@@ -366,19 +429,25 @@ if [ $RUN_RESNET = 1 ] && [ $HAVE_GPU = 1 ]; then
   fi
   say "PyTorch AMP: ${resnet_line[pytorch]}"
   # The unfused run: the same net file with fuse_layers: false first.
-  { echo "fuse_layers: false"; cat models/resnet50_nvcaffe/train_val_dummy_fp16.prototxt; } >"$LOG_DIR/resnet50_nvcaffe_unfused.prototxt"
+  { echo "fuse_layers: false"; cat models/resnet50_nvcaffe/train_val.prototxt; } >"$LOG_DIR/resnet50_nvcaffe_unfused.prototxt"
   for net in $RESNET_NETS; do
     log=$LOG_DIR/resnet_$net.log
     folder=$net; [ $net = resnet50 ] || folder=resnet50_nvcaffe
-    model=models/$folder/train_val_dummy_fp16.prototxt solver=models/$folder/solver_dummy_fp16.prototxt
+    model=models/$folder/train_val.prototxt solver=models/$folder/solver.prototxt
     [ $net = resnet50_nvcaffe_unfused ] && model=$LOG_DIR/resnet50_nvcaffe_unfused.prototxt
     run_env=${RESNET_ENV[$net]}
     if out=$(RUN_ENV=$run_env trainer_time "$log" "$RESNET_TIMEOUT" --model="$model" \
-               --solver="$solver" --batch_size="$RESNET_BATCH" --iterations=20 --warmup=5); then
+               --solver="$solver" --stage=synthetic --precision=fp16 --batch_size="$RESNET_BATCH" \
+               --iterations="$RESNET_ITERS" --warmup="$RESNET_WARMUP"); then
       reserved=$(grep -oE '[0-9.]+ MiB reserved from the device at most' "$log" | tail -1 | awk '{print $1}')
-      resnet_line[$net]="$(kv images_per_s "$out") images/s synchronized per part, $(kv loop_images_per_s "$out") in the training loop, peak $(kv peak_mem_mib "$out") MiB live${reserved:+, $reserved MiB reserved} ($(kv total_ms_median "$out") ms/iter)"
-      resnet_ips[$net]=$(kv images_per_s "$out")
-      resnet_loop[$net]=$(kv loop_images_per_s "$out")
+      resnet_line[$net]="$(kv images_per_s "$out") images/s synchronized per part, $(kv loop_images_per_s "$out") in the training loop, peak $(kv peak_mem_mib "$out") MiB live${reserved:+, $reserved MiB reserved} ($(kv total_ms_median "$out") ms/iter); $(run_facts "$out")"
+      if why=$(run_broken "$out" "$run_env"); then
+        resnet_line[$net]="BROKEN: $why; $(run_facts "$out") (not a time: $(kv loop_images_per_s "$out") images/s)"
+        result[resnet]=FAIL failed=1
+      else
+        resnet_ips[$net]=$(kv images_per_s "$out")
+        resnet_loop[$net]=$(kv loop_images_per_s "$out")
+      fi
     else
       if grep -qi "out of memory" "$log"; then resnet_line[$net]="OUT OF MEMORY at batch $RESNET_BATCH"
       elif tail -1 "$log" | grep -q 'TIMED OUT'; then resnet_line[$net]="TIMED OUT (RESNET_TIMEOUT $RESNET_TIMEOUT s, DEADLINE $DEADLINE s)"
@@ -388,6 +457,31 @@ if [ $RUN_RESNET = 1 ] && [ $HAVE_GPU = 1 ]; then
     fi
     say "Cortado $net: ${resnet_line[$net]}"
   done
+fi
+
+# ---- g. ResNet-50 learns ----------------------------------------------------------------------------
+# scripts/bench/resnet50_train_check.sh on an LMDB made on the build machine
+# (PREPARE_ONLY=1 WORK_DIR=.gpu_data) and carried beside the bundle: both
+# ResNet-50 files, with the defaults of this build, must learn on the GPU.
+train_line="not run (--no-train)"
+TRAIN_DATA=${TRAIN_DATA:-$BUNDLE/../.gpu_data}
+if [ $RUN_TRAIN = 1 ] && [ $HAVE_GPU = 0 ] && [ "$GPU" != cpu ]; then
+  train_line="SKIPPED (no GPU)"
+elif [ $RUN_TRAIN = 1 ] && ! ls "$TRAIN_DATA"/*lmdb* >/dev/null 2>&1; then
+  train_line="SKIPPED: no LMDB in TRAIN_DATA ($TRAIN_DATA; make it with PREPARE_ONLY=1 WORK_DIR=.gpu_data bash scripts/bench/resnet50_train_check.sh)"
+elif [ $RUN_TRAIN = 1 ]; then
+  tl=$(limit "$TRAIN_TIMEOUT")
+  train_args=()
+  [ "$GPU" = cpu ] && train_args=(BATCH=2 ITERS=30)
+  say "g. ResNet-50 learns: resnet50_train_check.sh on $TRAIN_DATA${train_args:+ (${train_args[*]})}, limit $tl s (log: $LOG_DIR/train_check.log)"
+  timeout -k 10 "$tl" "${cortado_env[@]}" GPU="$GPU" TRAINER="$TRAINER" WORK_DIR="$TRAIN_DATA" PYTHON="$PYTHON" \
+    "${train_args[@]}" bash scripts/bench/resnet50_train_check.sh >"$LOG_DIR/train_check.log" 2>&1
+  rc=$?
+  tline=$(grep '^resnet50_train_check:' "$LOG_DIR/train_check.log" | tail -1 | sed 's/^resnet50_train_check: //')
+  if [ $rc = 0 ]; then train_line="PASS: $tline"; result[train]=PASS
+  elif [ $rc = 124 ] || [ $rc = 137 ]; then train_line="TIMED OUT after $tl s"; result[train]=FAIL failed=1
+  else train_line="FAILED (exit status $rc): ${tline:-$(tail -1 "$LOG_DIR/train_check.log" | cut -c1-200)}"; result[train]=FAIL failed=1; fi
+  say "train check: $train_line"
 fi
 
 # ---- f. nvJPEG ----------------------------------------------------------------------------------
@@ -450,7 +544,7 @@ elif [ $RUN_MEMCHECK = 1 ]; then
     # shellcheck disable=SC2086  # MEMCHECK_ENV: VAR=value words, split on purpose
     timeout -k 10 "$mlimit" "${cortado_env[@]}" ${MEMCHECK_ENV:-} "$SANITIZER" --tool memcheck --leak-check no \
       --report-api-errors no --print-limit 20 --error-exitcode 9 \
-      "$TRAINER" time --model=models/resnet50/train_val_dummy_fp16.prototxt --gpu="$GPU" --batch_size=8 \
+      "$TRAINER" time --model=models/resnet50/train_val.prototxt --stage=synthetic --precision=fp16 --gpu="$GPU" --batch_size=8 \
       --iterations=1 --warmup=1 >"$LOG_DIR/memcheck.log" 2>&1
     rc=$?
     errors=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$LOG_DIR/memcheck.log" | tail -1 | grep -oE '[0-9]+' || true)
@@ -475,6 +569,8 @@ stage_word() { [ -n "${result[$1]:-}" ] && echo "${result[$1]}" || echo "$2"; }
   echo "==== Cortado GPU check ===="
   if [ $HAVE_GPU = 1 ]; then
     echo "Device:    $GPU_NAME (GPU $GPU, $GPU_MEM, driver $DRIVER), $CORES CPU cores"
+  elif [ "$GPU" = cpu ]; then
+    echo "Device:    GPU=cpu: a dry run of the plan on the CPU ($CORES CPU cores); no number here is a GPU's"
   else
     echo "Device:    NO GPU FOUND: the GPU stages did not run ($CORES CPU cores)"
   fi
@@ -484,10 +580,10 @@ stage_word() { [ -n "${result[$1]:-}" ] && echo "${result[$1]}" || echo "$2"; }
   echo "LeNet:     $lenet_line"
   if [ $RUN_RESNET = 0 ]; then
     echo "ResNet-50: not run (--no-resnet)"
-  elif [ $HAVE_GPU = 0 ]; then
+  elif [ $HAVE_GPU = 0 ] && [ "$GPU" != cpu ]; then
     echo "ResNet-50: SKIPPED (no GPU)"
   else
-    echo "ResNet-50: FP16 batch $RESNET_BATCH, median of 20 iterations after 5 (the variants: resnet50_nvcaffe with the environment named):"
+    echo "ResNet-50: FP16 batch $RESNET_BATCH$([ "$GPU" = cpu ] && echo ' ON THE CPU (GPU=cpu, a dry run of the plan)'), median of $RESNET_ITERS iterations after $RESNET_WARMUP (the variants: resnet50_nvcaffe with the environment named; BROKEN: a loss not finite, a skipped update or a switch no layer took, not a time):"
     for net in $RESNET_NETS; do
       label="$net${RESNET_ENV[$net]:+ ($(echo ${RESNET_ENV[$net]} | sed 's/CORTADO_//g'))}"
       [ $net = resnet50_nvcaffe_unfused ] && label="$net (fuse_layers: false)"
@@ -508,14 +604,19 @@ stage_word() { [ -n "${result[$1]:-}" ] && echo "${result[$1]}" || echo "$2"; }
     echo "  Cortado/PyTorch images/s:        resnet50 $(ratio "${resnet_ips[resnet50]:-}" "${resnet_ips[pytorch]:-}"), resnet50_nvcaffe $(ratio "${resnet_ips[resnet50_nvcaffe]:-}" "${resnet_ips[pytorch]:-}") (parts timed one by one)"
     echo "  the same, Cortado's training loop: resnet50 $(ratio "${resnet_loop[resnet50]:-}" "${resnet_ips[pytorch]:-}"), resnet50_nvcaffe $(ratio "${resnet_loop[resnet50_nvcaffe]:-}" "${resnet_ips[pytorch]:-}") (back to back, deferred steps and CUDA graphs)"
   fi
+  echo "Learns:    $train_line"
   echo "nvJPEG:    $nvjpeg_line"
-  echo "Stages:    tests $(stage_word tests "-"), memcheck $(stage_word memcheck "-"), lenet $(stage_word lenet "-"), resnet $(stage_word resnet "-"), nvjpeg $(stage_word nvjpeg "-"); $(elapsed) s in all"
-  echo "Logs:      $LOG_DIR"
+  echo "Stages:    tests $(stage_word tests "-"), memcheck $(stage_word memcheck "-"), lenet $(stage_word lenet "-"), resnet $(stage_word resnet "-"), train $(stage_word train "-"), nvjpeg $(stage_word nvjpeg "-"); $(elapsed) s in all"
+  echo "Logs:      $LOG_DIR, packed as $LOG_ARCHIVE"
 } >"$SUMMARY_FILE.tmp"
 echo
 cat "$SUMMARY_FILE.tmp"
 mv "$SUMMARY_FILE.tmp" "$SUMMARY_FILE"
-echo "(written to $SUMMARY_FILE)"
+cp "$SUMMARY_FILE" "$LOG_DIR/"
+# One archive of every log and the summary, to bring back from the GPU machine.
+if command -v xz >/dev/null; then tar -cJf "$LOG_ARCHIVE" -C "$REPORT_DIR" gpu_check_logs
+else tar -czf "${LOG_ARCHIVE%.xz}.gz" -C "$REPORT_DIR" gpu_check_logs; fi
+echo "(written to $SUMMARY_FILE; the logs packed as $LOG_ARCHIVE)"
 [ $failed = 1 ] && exit 1
 [ $HAVE_GPU = 0 ] && exit 2
 exit 0

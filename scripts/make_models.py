@@ -9,7 +9,7 @@ resnet50_nvcaffe, resnet18) gets one file per role:
 
   train_val.prototxt   Data layers for TRAIN and TEST on the ILSVRC12 LMDBs,
                        loss, top-1 and top-5 accuracy; and a DummyData layer
-                       (constant data, label 0) under the stage "synthetic"
+                       (Gaussian data, label 0) under the stage "synthetic"
                        that replaces the Data layers for benchmarks without
                        ImageNet (trainer --stage=synthetic)
   deploy.prototxt      Input 10x3xHxW, ends in Softmax "prob"
@@ -540,14 +540,16 @@ def data_layers(m):
 
 
 def synthetic_layer(m):
-    # A constant data filler fills the batch once at setup; a random one would
-    # be redrawn on the host at every forward, and a benchmark would time that.
+    # Random images (Gaussian, as PyTorch's benchmarks' torch.randn), label 0.
+    # `trainer time` draws them once (dummy_data_param.redraw false, set by
+    # the tool, not here: the files stay Caffe's); `train` redraws them on the
+    # host at every forward, as Caffe does.
     return layer("data", "DummyData", [], ["data", "label"],
                  ("include", [("stage", SYNTHETIC)]),
                  ("dummy_data_param", [
                      ("shape", [("dim", m["batch"]), ("dim", 3), ("dim", m["crop"]), ("dim", m["crop"])]),
                      ("shape", [("dim", m["batch"])]),
-                     ("data_filler", filler("constant", value=1.0)),
+                     ("data_filler", filler("gaussian", std=1.0)),
                      ("data_filler", filler("constant", value=0.0)),
                  ]))
 
@@ -588,7 +590,7 @@ def model_files(m):
     types_note = ["Types: FP32 as written (no type fields). trainer --precision=fp16 or bf16",
                   "gives every layer 16-bit storage with FP32 math (docs/mixed_precision.md)."]
     synthetic_note = ["--stage=synthetic replaces the Data layers by one DummyData (batch %d," % m["batch"],
-                      "constant data, label 0) in both phases: benchmarks without ImageNet, e.g.",
+                      "Gaussian data, label 0) in both phases: benchmarks without ImageNet, e.g.",
                       "trainer time --solver=%s/solver.prototxt --stage=synthetic --precision=fp16 --gpu=0" % d]
     deploy_note = "Inference: 10 images of %dx%d, class probabilities in \"prob\"." % (m["crop"], m["crop"])
     files = {

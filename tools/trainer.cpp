@@ -33,6 +33,7 @@
 
 #include "cortado/communicator.hpp"
 #include "cortado/context.hpp"
+#include "cortado/net_engines.hpp"
 #include "cortado/parallel.hpp"
 #include "cortado/precision.hpp"
 #include "cortado/solver.hpp"
@@ -331,6 +332,19 @@ void apply_net_flags(NetParameter* p, Phase phase) {
   apply_precision(p);
 }
 
+// time measures the net, not the host's random generator: DummyData's random
+// tops (the synthetic stage's images) are drawn once, one random batch as
+// PyTorch's benchmarks use, instead of at every forward as in train.
+void draw_dummy_data_once(NetParameter* p) {
+  int n = 0;
+  for (LayerParameter& lp : *p->mutable_layer()) {
+    if (lp.type() != "DummyData") continue;
+    lp.mutable_dummy_data_param()->set_redraw(false);
+    ++n;
+  }
+  if (n > 0) INFO_LOG << "time: the random tops of " << n << " DummyData layer(s) are drawn once, not at every forward";
+}
+
 // The solver whose update time measures, around the --model (or --solver) net.
 std::unique_ptr<Solver> timing_solver(std::shared_ptr<const Context> ctx) {
   SolverParameter sp;
@@ -368,7 +382,10 @@ std::unique_ptr<Solver> timing_solver(std::shared_ptr<const Context> ctx) {
     LOG(INFO) << "iter_size " << sp.iter_size() << ": time reports one forward and backward pass per update";
   sp.set_iter_size(1);
   SolverSetup setup(std::move(ctx));
-  setup.edit_net = [](NetParameter* p) { apply_net_flags(p, TRAIN); };
+  setup.edit_net = [](NetParameter* p) {
+    apply_net_flags(p, TRAIN);
+    draw_dummy_data_once(p);
+  };
   return Solver::Create(sp, info, setup);
 }
 
@@ -407,6 +424,7 @@ int time_net() {
     SourceInfo info;
     ReadTextProto(FLAGS_model, &p, &info);
     apply_net_flags(&p, TEST);
+    draw_dummy_data_once(&p);
     test_net = std::make_unique<Net>(p, info, context);
     log_types(*test_net);
     for (const std::string& w : split(FLAGS_weights)) test_net->CopyTrainedLayersFrom(w);
@@ -471,12 +489,13 @@ int time_net() {
   std::vector<double> it_f, it_b, it_u, it_t;
   std::vector<std::vector<double>> lay_f(L), lay_b(L);
   int64_t conversions = 0;  // type conversions in the whole-iteration parts (device ones are launches)
+  double last_loss = 0;     // the last timed forward's loss (NaN or Inf: a broken run, not a fast one)
   for (int it = 0; it < FLAGS_iterations; ++it) {
     net->ClearParamDiffs();  // the layer-by-layer pass below accumulated into them
     ctx.Synchronize();
     const int64_t conv0 = Tensor::total_conversions(ctx.on_gpu());
     auto t0 = clock::now();
-    net->Forward();
+    last_loss = net->Forward();
     ctx.Synchronize();
     const double f = ms_since(t0);
     t0 = clock::now();
@@ -607,7 +626,8 @@ int time_net() {
        << " loop_images_per_s=" << (loop_ms > 0 ? batch * 1000.0 / loop_ms : 0.0)
        << " loop_skipped_steps=" << loop_skipped
        << " peak_mem_mib=" << mem.first / (1 << 20) << " skipped_updates=" << skipped
-       << " conversions_per_iter=" << conv_per_iter;
+       << " conversions_per_iter=" << conv_per_iter << std::setprecision(6) << " last_loss=" << last_loss
+       << " loop_loss=" << (solver ? solver->smoothed_loss() : last_loss) << " " << EngineUseWords(CountEngines(*net));
   std::cout << line.str() << std::endl;
   return 0;
 }

@@ -34,6 +34,10 @@ int cortado_device_count(void);
 /* A net from a prototxt; phase 0 TRAIN, 1 TEST; weights: a .caffemodel or
  * .caffemodel.h5 to load, or NULL; gpu: a device number, or -1 for the CPU. */
 cortado_net* cortado_net_open(const char* model, int phase, const char* weights, int gpu);
+/* The same with a precision applied to the net as trainer --precision
+ * applies it: "fp32", "fp16" or "bf16"; NULL or "": the file's own types. */
+cortado_net* cortado_net_open_precision(const char* model, int phase, const char* weights, int gpu,
+                                        const char* precision);
 void cortado_net_close(cortado_net* net);
 int cortado_net_forward(cortado_net* net, double* loss);
 /* Fails unless a forward ran since the net was built or reshaped. */
@@ -69,6 +73,10 @@ int cortado_blob_reshape(cortado_net* net, const char* blob, const int* dims, in
 
 /* A solver from a solver prototxt; gpu as for nets. */
 cortado_solver* cortado_solver_open(const char* solver, int gpu);
+/* The same with a precision applied as trainer --precision applies it
+ * (cortado/precision.hpp): "fp32", "fp16" or "bf16"; NULL or "": the files'
+ * own types. */
+cortado_solver* cortado_solver_open_precision(const char* solver, int gpu, const char* precision);
 void cortado_solver_close(cortado_solver* solver);
 int cortado_solver_step(cortado_solver* solver, int iters);
 /* Trains to max_iter, resuming from a .solverstate first unless NULL. */

@@ -7,7 +7,7 @@ Caffe's pycaffe, through Cortado's C interface (libcortado_c.so, ctypes).
     out = net.forward(data=images)             # {"prob": array of (N, 10)}
     net.blobs["conv1"].data                     # a copy, float32
     net.params["conv1"][0].data = w             # sets the weights
-    solver = cortado.get_solver("models/lenet/solver.prototxt")
+    solver = cortado.get_solver("models/lenet/solver.prototxt", precision="fp16")
     solver.step(100); solver.net.blobs["loss"].data
 
 Values cross as float32 copies whatever the blob's storage type (FP16 and
@@ -69,7 +69,7 @@ def _L():
     sigs = {
         "cortado_last_error": (S, []), "cortado_version": (S, []),
         "cortado_set_random_seed": (None, [ctypes.c_uint64]), "cortado_device_count": (I, []),
-        "cortado_net_open": (P, [S, I, S, I]), "cortado_net_close": (None, [P]),
+        "cortado_net_open_precision": (P, [S, I, S, I, S]), "cortado_net_close": (None, [P]),
         "cortado_net_forward": (I, [P, ctypes.POINTER(ctypes.c_double)]), "cortado_net_backward": (I, [P]),
         "cortado_net_reshape": (I, [P]), "cortado_net_copy_weights": (I, [P, S]), "cortado_net_save": (I, [P, S]),
         "cortado_net_num_blobs": (I, [P]), "cortado_net_blob_name": (S, [P, I]),
@@ -80,7 +80,7 @@ def _L():
         "cortado_blob_shape": (I, [P, S, I, I, ctypes.POINTER(I), I]),
         "cortado_blob_get": (I, [P, S, I, I, I, F, I64]), "cortado_blob_set": (I, [P, S, I, I, I, F, I64]),
         "cortado_blob_reshape": (I, [P, S, ctypes.POINTER(I), I]),
-        "cortado_solver_open": (P, [S, I]), "cortado_solver_close": (None, [P]),
+        "cortado_solver_open_precision": (P, [S, I, S]), "cortado_solver_close": (None, [P]),
         "cortado_solver_step": (I, [P, I]), "cortado_solver_solve": (I, [P, S]),
         "cortado_solver_restore": (I, [P, S]), "cortado_solver_snapshot": (I, [P]),
         "cortado_solver_iter": (I, [P]), "cortado_solver_net": (P, [P]),
@@ -250,9 +250,10 @@ class Blob:
 class Net:
     """A net from a prototxt: Net(model, [weights], phase) as pycaffe, or with
     keywords (phase=TEST, weights=None, gpu: a device, -1 the CPU; default
-    from set_mode_* and set_device)."""
+    from set_mode_* and set_device; precision: "fp32", "fp16" or "bf16" as
+    trainer --precision, None the file's own types)."""
 
-    def __init__(self, model, *args, phase=None, weights=None, gpu=None, _ref=None):
+    def __init__(self, model, *args, phase=None, weights=None, gpu=None, precision=None, _ref=None):
         for a in args:
             if isinstance(a, numbers.Integral):
                 phase = a
@@ -262,7 +263,7 @@ class Net:
             phase = _int(TEST if phase is None else phase, "phase", TRAIN, TEST)
             gpu = _int(_default_gpu() if gpu is None else gpu, "gpu", -1)
             with _lock:
-                h = _L().cortado_net_open(_enc(model), phase, _enc(weights), gpu)
+                h = _L().cortado_net_open_precision(_enc(model), phase, _enc(weights), gpu, _enc(precision))
                 if not h:
                     raise _error()
             _ref = _Ref(h, "cortado_net_close", "net")
@@ -323,12 +324,14 @@ class Net:
 
 
 class Solver:
-    """A solver from a solver prototxt (its `type` picks the rule: SGD, Adam, ...)."""
+    """A solver from a solver prototxt (its `type` picks the rule: SGD, Adam, ...);
+    precision: "fp32", "fp16" or "bf16" as trainer --precision (its nets and
+    the solver), None the files' own types."""
 
-    def __init__(self, solver_file, gpu=None):
+    def __init__(self, solver_file, gpu=None, precision=None):
         gpu = _int(_default_gpu() if gpu is None else gpu, "gpu", -1)
         with _lock:
-            h = _L().cortado_solver_open(_enc(solver_file), gpu)
+            h = _L().cortado_solver_open_precision(_enc(solver_file), gpu, _enc(precision))
             if not h:
                 raise _error()
             self._ref = _Ref(h, "cortado_solver_close", "solver")
@@ -361,5 +364,5 @@ class Solver:
 SGDSolver = Solver
 
 
-def get_solver(solver_file):
-    return Solver(solver_file)
+def get_solver(solver_file, precision=None):
+    return Solver(solver_file, precision=precision)

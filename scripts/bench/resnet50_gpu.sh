@@ -2,18 +2,22 @@
 # ResNet-50 training on one GPU: Cortado against PyTorch, in the same run on
 # the same GPU, FP16 and FP32.
 #
-#   Cortado FP16: trainer time on models/resnet50/train_val_dummy_fp16.prototxt
-#                 (FP16 storage, FP32 math and master weights) with the update
-#                 of models/resnet50/solver_dummy_fp16.prototxt (SGD with
-#                 momentum, dynamic loss scaling)
+#   Cortado FP16: trainer time on models/resnet50/train_val.prototxt with
+#                 --stage=synthetic --precision=fp16 (FP16 storage, FP32 math
+#                 and master weights) and the update of
+#                 models/resnet50/solver.prototxt (SGD with momentum, dynamic
+#                 loss scaling)
 #   PyTorch AMP:  scripts/bench/resnet50_pytorch.py --precision amp
-#                 (torchvision resnet50, channels_last, cudnn.benchmark,
-#                 autocast FP16 + GradScaler, SGD with momentum)
-#   Cortado FP32 and PyTorch FP32: the same without FP16.
-#   Cortado BF16 and PyTorch BF16 (PRECISIONS="bf16 ..."): the BF16 net
-#                 (train_val_dummy_bf16, FP32 master weights, no loss
-#                 scaling); autocast bfloat16 without a GradScaler.
-# Synthetic data resident on the GPU for both (DummyData; one random batch).
+#                 (torchvision's resnet50 made ResNet v1 as Cortado's file,
+#                 channels_last, cudnn.benchmark, autocast FP16 + GradScaler,
+#                 SGD with momentum)
+#   Cortado FP32 and PyTorch FP32: the same without FP16, and without TF32
+#                 on both sides (Cortado's FP32 convolutions are FMA-only).
+#   Cortado BF16 and PyTorch BF16 (PRECISIONS="bf16 ..."): --precision=bf16
+#                 (FP32 master weights, no loss scaling); autocast bfloat16
+#                 without a GradScaler.
+# Synthetic data resident on the GPU for both: one batch of random values
+# (Cortado: the synthetic stage's DummyData, drawn once by trainer time).
 # An iteration is forward, backward and the optimizer step. Each run reports
 # PyTorch's median of ITERS iterations timed with CUDA events (its GradScaler
 # reads the overflow flag on the host every step), and Cortado's training
@@ -66,12 +70,7 @@ elif ! "$PYTHON" -c 'import torch, torchvision; assert torch.cuda.is_available()
 fi
 
 PRECISIONS=${PRECISIONS:-fp16 fp32}
-declare -A model=([cortado_fp16]=models/resnet50/train_val_dummy_fp16.prototxt
-                  [cortado_bf16]=models/resnet50/train_val_dummy_bf16.prototxt
-                  [cortado_fp32]=models/resnet50/train_val_dummy.prototxt)
-declare -A solver=([cortado_fp16]=models/resnet50/solver_dummy_fp16.prototxt
-                   [cortado_bf16]=models/resnet50/solver_dummy_bf16.prototxt
-                   [cortado_fp32]=models/resnet50/solver_dummy.prototxt)
+declare -A solver=([cortado_fp16]=fp16 [cortado_bf16]=bf16 [cortado_fp32]=fp32)  # the --precision of each
 declare -A torch_prec=([pytorch_fp16]=amp [pytorch_bf16]=bf16 [pytorch_fp32]=fp32)
 configs=()
 for p in $PRECISIONS; do
@@ -84,7 +83,8 @@ run_one() {
   local c=$1 b=$2 r=$3 out log=$LOG_DIR/$1_b$2_run$3.log
   case "$c" in
     cortado_*)
-      if ! "$TRAINER" time --model="${model[$c]}" --solver="${solver[$c]}" --batch_size="$b" $GPU_FLAG \
+      if ! "$TRAINER" time --model=models/resnet50/train_val.prototxt --solver=models/resnet50/solver.prototxt \
+           --stage=synthetic --precision="${solver[$c]}" --batch_size="$b" $GPU_FLAG \
            --iterations="$ITERS" --warmup="$WARMUP" >"$log" 2>&1; then
         grep -q "out of memory" "$log" && { echo oom; return 0; }
         tail -20 "$log" >&2; echo "resnet50_gpu: $c failed (log: $log)" >&2; return 1

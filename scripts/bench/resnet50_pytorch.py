@@ -16,8 +16,9 @@ convolutions and GEMMs are FMA-only), unless --tf32.
 The same net as Cortado's models/resnet50 (--arch v1, the default): ResNet
 v1, as Caffe's ResNet-50 files, with the stride of a stage's first block on
 its first 1x1 convolution (branch2a). torchvision's resnet50 is v1.5 (the
-stride on the 3x3, about 12% more work at the same parameters); --arch v1.5
-times it unchanged. The v1 net is torchvision's model with the two strides
+stride on the 3x3, whose four strided 3x3 convolutions then run at the
+larger size: more work at the same parameters); --arch v1.5 times it
+unchanged. The v1 net is torchvision's model with the two strides
 swapped, the same parameters and names.
 
 One iteration is forward, loss, backward, optimizer step and zero_grad. Each

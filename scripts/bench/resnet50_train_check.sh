@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Does ResNet-50 learn, with every optimisation on? Trains models/resnet50 and
-# models/resnet50_nvcaffe (their train_val_$PREC nets as shipped: layer
+# models/resnet50_nvcaffe (their train_val nets as shipped, in --precision=$PREC: layer
 # fusion, the memory plans, cuDNN where there is a GPU) for ITERS iterations
 # on a small LMDB of real JPEG data made here, and checks that the loss falls.
 #
@@ -11,7 +11,7 @@
 #    256 (Caffe's ImageNet recipe), so that the nets' 224 crops fit.
 # 3. For each model: its net with the LMDB as the source of both phases and
 #    batch BATCH, and a solver of its own (SGD, momentum 0.9, weight decay
-#    1e-4, base_lr LR fixed, the model solver's dynamic loss scaling, no test,
+#    1e-4, base_lr LR fixed, --precision's loss scaling, no test,
 #    no snapshot), `trainer train`; the displayed loss (average_loss 10)
 #    every 10 iterations.
 # A model passes when the mean of its last three displayed losses is below
@@ -20,7 +20,7 @@
 #
 # Environment: GPU (0; "cpu" trains on the CPU, for a smoke run such as
 # GPU=cpu BATCH=2 ITERS=30 IMAGES=48), BATCH (32), ITERS (200), IMAGES (512),
-# PREC (fp16; fp32 uses the nets without a suffix, bf16 the _bf16 ones), LR
+# PREC (fp16; the trainer's --precision: fp32, fp16 or bf16), LR
 # (0.00025 * BATCH: the ResNet recipe's 0.1 at 256 scaled down, without its
 # warm-up; at batch 4 on the CPU 0.01 diverged), FALL (0.75), MODELS ("resnet50 resnet50_nvcaffe"), BUILD_DIR
 # (build), TRAINER and CONVERT (the build's tools), PYTHON (python3 with
@@ -56,8 +56,7 @@ for tool in "$TRAINER" "$CONVERT"; do
   [ -x "$tool" ] || { echo "resnet50_train_check: $tool not found (build first: scripts/build.sh)" >&2; exit 1; }
 done
 case "$PREC" in
-  fp32) suffix= ;;
-  fp16 | bf16) suffix=_$PREC ;;
+  fp32 | fp16 | bf16) ;;
   *) echo "resnet50_train_check: PREC must be fp32, fp16 or bf16, got '$PREC'" >&2; exit 1 ;;
 esac
 gpu_flag=()
@@ -102,12 +101,11 @@ fi
 summary=()
 status=0
 for model in $MODELS; do
-  src=models/$model/train_val$suffix.prototxt
+  src=models/$model/train_val.prototxt
   [ -f "$src" ] || { echo "resnet50_train_check: $src not found" >&2; exit 1; }
   net=$WORK_DIR/${model}_net.prototxt
   sed -e "s#source: \".*\"#source: \"$lmdb\"#" -e "s#batch_size: [0-9]*#batch_size: $BATCH#" "$src" >"$net"
   solver=$WORK_DIR/${model}_solver.prototxt
-  scale=$(grep -E '^(dynamic_loss_scale|loss_scale|solver_data_type):' "models/$model/solver$suffix.prototxt" || true)
   cat >"$solver" <<EOF
 net: "$net"
 test_iter: 1
@@ -122,11 +120,11 @@ average_loss: 10
 max_iter: $ITERS
 snapshot_after_train: false
 random_seed: 1
-$scale
 EOF
   log=$WORK_DIR/${model}.log
   echo "resnet50_train_check: $model ($PREC, batch $BATCH, $ITERS iterations, $where): log $log"
-  if ! "$TRAINER" train --solver="$solver" "${gpu_flag[@]}" >"$log" 2>&1; then
+  # --precision sets the types and, for fp16, dynamic loss scaling (the solver above states neither).
+  if ! "$TRAINER" train --solver="$solver" --precision="$PREC" "${gpu_flag[@]}" >"$log" 2>&1; then
     echo "resnet50_train_check: $model: trainer failed; its last lines:" >&2
     tail -5 "$log" >&2
     summary+=("$model=failed")

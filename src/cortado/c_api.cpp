@@ -13,6 +13,7 @@
 
 #include "cortado/config.hpp"
 #include "cortado/net.hpp"
+#include "cortado/precision.hpp"
 #include "cortado/solver.hpp"
 #include "cortado/util/device.hpp"
 #include "cortado/util/hdf5.hpp"
@@ -113,12 +114,21 @@ int cortado_device_count(void) {
 }
 
 cortado_net* cortado_net_open(const char* model, int phase, const char* weights, int gpu) {
+  return cortado_net_open_precision(model, phase, weights, gpu, nullptr);
+}
+
+cortado_net* cortado_net_open_precision(const char* model, int phase, const char* weights, int gpu,
+                                        const char* precision) {
   auto h = std::make_unique<cortado_net>();
   const int st = Guarded([&] {
     if (!model) cortado::fail("no model file given");
     if (phase != 0 && phase != 1) cortado::fail("phase must be 0 (TRAIN) or 1 (TEST), got ", phase);
-    h->owned = std::make_unique<cortado::Net>(std::string(model), phase == 0 ? cortado::TRAIN : cortado::TEST, 0,
-                                              std::vector<std::string>{}, ContextFor(gpu));
+    cortado::NetParameter p;
+    cortado::SourceInfo info;
+    cortado::ReadTextProto(model, &p, &info);
+    p.mutable_state()->set_phase(phase == 0 ? cortado::TRAIN : cortado::TEST);
+    if (precision && *precision) cortado::ApplyPrecision(cortado::ParsePrecision(precision), &p);
+    h->owned = std::make_unique<cortado::Net>(p, info, ContextFor(gpu));
     h->net = h->owned.get();
     if (weights && *weights) h->net->CopyTrainedLayersFrom(std::string(weights));
   });
@@ -245,10 +255,23 @@ int cortado_blob_reshape(cortado_net* h, const char* blob, const int* dims, int 
 }
 
 cortado_solver* cortado_solver_open(const char* solver, int gpu) {
+  return cortado_solver_open_precision(solver, gpu, nullptr);
+}
+
+cortado_solver* cortado_solver_open_precision(const char* solver, int gpu, const char* precision) {
   auto h = std::make_unique<cortado_solver>();
   const int st = Guarded([&] {
     if (!solver) cortado::fail("no solver file given");
-    h->solver = cortado::Solver::Create(std::string(solver), ContextFor(gpu));
+    cortado::SolverParameter param;
+    cortado::SourceInfo info;
+    cortado::ReadTextProto(solver, &param, &info);
+    cortado::SolverSetup setup(ContextFor(gpu));
+    if (precision && *precision) {
+      const cortado::Precision p = cortado::ParsePrecision(precision);
+      cortado::ApplyPrecision(p, &param);
+      setup.edit_net = [p](cortado::NetParameter* net) { cortado::ApplyPrecision(p, net); };
+    }
+    h->solver = cortado::Solver::Create(param, info, std::move(setup));
     h->train.net = h->solver->net();
     for (const auto& t : h->solver->test_nets()) {
       h->tests.emplace_back();

@@ -76,6 +76,18 @@ TYPED_TEST(DummyDataLayerTest, ConstantIsFilledOnceOthersEveryForward) {
   }
 }
 
+// redraw: false (Cortado's; `trainer time` sets it): a random top is drawn
+// once, at set-up, and keeps its values over forwards.
+TYPED_TEST(DummyDataLayerTest, RedrawFalseDrawsRandomTopsOnce) {
+  set_random_seed(13);
+  this->SetUp("dummy_data_param { shape { dim: 40 } data_filler { type: 'gaussian' std: 2 } redraw: false }", 1);
+  const std::vector<double> first = test::GetData(*this->top_[0]);
+  EXPECT_NE(first, std::vector<double>(40, 0.0));
+  this->Forward();
+  this->Forward();
+  EXPECT_EQ(test::GetData(*this->top_[0]), first);
+}
+
 TYPED_TEST(DummyDataLayerTest, OneFillerForEveryTop) {
   set_random_seed(5);
   this->SetUp("dummy_data_param { shape { dim: 100 } data_filler { type: 'gaussian' mean: 10 std: 0.5 } }", 2);

@@ -181,6 +181,23 @@ class PythonApi(unittest.TestCase):
         self.assertTrue(os.path.exists(os.path.join(self.dir, "snap_iter_30.solverstate")))
         solver.close()
 
+    def test_precision_as_the_trainer_applies_it(self):
+        self.write("classifier.prototxt", CLASSIFIER)
+        solver_file = self.write("solver.prototxt", 'net: "classifier.prototxt" base_lr: 0.1 momentum: 0.9 '
+                                 'lr_policy: "fixed" max_iter: 100 random_seed: 3')
+        for precision, bits in ((None, 32), ("fp32", 32), ("bf16", 16)):
+            net = cortado.Net(self.write("c.prototxt", CLASSIFIER), cortado.TRAIN, precision=precision)
+            w = net.params["ip1"][0].data
+            # BF16 storage keeps the high 16 bits of each float32 weight.
+            self.assertEqual(bool((w.view(np.uint32) & 0xFFFF == 0).all()), bits == 16, precision)
+            net.close()
+        solver = cortado.get_solver(solver_file, precision="fp16")
+        solver.step(5)
+        self.assertEqual(solver.iter, 5)
+        solver.close()
+        with self.assertRaisesRegex(cortado.Error, "expected fp32, fp16 or bf16"):
+            cortado.get_solver(solver_file, precision="half")
+
     def test_errors_name_the_file_and_line(self):
         bad = self.write("bad.prototxt", 'name: "x"\nlayer { name: "ip" type: "InnerProduct" bottom: "nothing" top: "y" '
                                          "inner_product_param { num_output: 2 } }\n")

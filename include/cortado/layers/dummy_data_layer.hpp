@@ -9,9 +9,13 @@
 //     fields together are an error; dimensions must be >= 0.
 //   data_filler (repeated FillerParameter): none (every top constant 0), one
 //     for every top, or one per top.
+//   redraw (bool, default true; Cortado's): random tops drawn at every forward,
+//     or, false, once at setup.
 // Tops: any number >= 1, shapes as given, written in the top's data type by
 // Fill (filler.hpp), which draws from the process RNG. Tops with a "constant"
-// filler are filled once at setup; the others are refilled at every Forward.
+// filler are filled once at setup; the others are refilled at every Forward,
+// unless redraw is false (Cortado's field: drawn once at setup; `trainer
+// time` sets it).
 // Backward: none (no bottoms). Not in place.
 // GPU: the tops are filled on the host exactly as on the CPU (Fill draws
 // from the process RNG, so a GPU net sees the same values as a CPU net) and

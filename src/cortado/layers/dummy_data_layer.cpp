@@ -76,7 +76,7 @@ void DummyDataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobV
       this->field_error("dummy_data_param.data_filler", e.what());
     }
     fillers_.push_back(f);
-    refill_.push_back(f.type() != "constant");
+    refill_.push_back(f.type() != "constant" && p.redraw());
   }
   // The first fill also checks the filler's values (uniform min <= max ...).
   for (int i = 0; i < num_top; ++i) {
