@@ -208,7 +208,7 @@ done
 chmod u+w "$STAGE"/lib/*.so* "$STAGE"/lib/cxx/*
 strip --strip-unneeded "$STAGE"/lib/*.so* "$STAGE"/lib/cxx/* 2>/dev/null || true
 
-# nvJPEG is opened at run time (util/nvjpeg_batch.hpp) and is not part of
+# nvJPEG is opened at run time (data/nvjpeg_batch.hpp) and is not part of
 # every CUDA installation: NVJPEG_LIB names a libnvjpeg.so.N to carry (the
 # nvidia-nvjpeg wheel's needs nothing beyond libc), so that the nvJPEG tests
 # run instead of skipping where the GPU machine has none.

@@ -44,7 +44,7 @@
 #      (default: .gpu_data beside the bundle folder, made on the build
 #      machine with PREPARE_ONLY=1 WORK_DIR=.gpu_data; SKIPPED without it;
 #      TRAIN_TIMEOUT, 150 s)
-#   f. nvJPEG: images/s of bin/nvjpeg_decode (util/nvjpeg_batch.hpp) at batch
+#   f. nvJPEG: images/s of bin/nvjpeg_decode (data/nvjpeg_batch.hpp) at batch
 #      NVJPEG_BATCH (256), FP16, random-resized crop 224 + mirror + mean, over
 #      1,024 ImageNet-like JPEGs made by scripts/bench/imagenet_jpegs.py
 #      (python3 with numpy and PIL), 3 runs of 20 batches after 3; SKIPPED

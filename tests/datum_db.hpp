@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cortado.pb.h"
-#include "cortado/util/db.hpp"
+#include "cortado/data/lmdb.hpp"
 
 namespace cortado {
 namespace test {

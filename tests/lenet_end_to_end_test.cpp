@@ -11,9 +11,9 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "cortado/io/proto_io.hpp"
 #include "cortado/precision.hpp"
-#include "cortado/solver.hpp"
-#include "cortado/util/io.hpp"
+#include "cortado/solvers/solver.hpp"
 #include "test_paths.hpp"
 
 namespace cortado {

@@ -5,8 +5,8 @@
 // net (layout plans, memory plans, CUDA graphs) read them through this.
 #include <string>
 
+#include "cortado/io/proto_io.hpp"
 #include "cortado/precision.hpp"
-#include "cortado/util/io.hpp"
 #include "test_paths.hpp"
 
 namespace cortado {

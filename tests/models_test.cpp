@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "cortado/net.hpp"
+#include "cortado/io/proto_io.hpp"
+#include "cortado/net/net.hpp"
 #include "cortado/precision.hpp"
-#include "cortado/solver.hpp"
-#include "cortado/util/io.hpp"
+#include "cortado/solvers/solver.hpp"
 #include "test_paths.hpp"
 
 namespace cortado {
@@ -300,7 +300,9 @@ TEST_P(Models, SyntheticStageSwapsTheDataLayersForDummyData) {
     ASSERT_EQ(d.dummy_data_param().shape(1).dim_size(), 1);
     EXPECT_EQ(d.dummy_data_param().shape(1).dim(0), batch);
     ASSERT_EQ(d.dummy_data_param().data_filler_size(), 2);
-    EXPECT_EQ(d.dummy_data_param().data_filler(0).type(), "constant");  // filled once, not redrawn each forward
+    // Random images (trainer time draws them once: redraw is the tool's, not the file's).
+    EXPECT_EQ(d.dummy_data_param().data_filler(0).type(), "gaussian");
+    EXPECT_FALSE(d.dummy_data_param().has_redraw());
     EXPECT_EQ(d.dummy_data_param().data_filler(1).type(), "constant");
     EXPECT_EQ(d.dummy_data_param().data_filler(1).value(), 0.f);  // label 0
     // Every other layer is the same in both.

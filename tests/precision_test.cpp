@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "cortado/net.hpp"
+#include "cortado/io/proto_io.hpp"
+#include "cortado/net/net.hpp"
 #include "cortado/precision.hpp"
-#include "cortado/solver.hpp"
-#include "cortado/util/io.hpp"
+#include "cortado/solvers/solver.hpp"
 #include "command.hpp"
 #include "test_paths.hpp"
 

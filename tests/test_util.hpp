@@ -34,7 +34,7 @@
 #include "cortado/config.hpp"
 #include "cortado/context.hpp"
 #include "cortado/layer.hpp"
-#include "cortado/layer_factory.hpp"
+#include "cortado/layer_registry.hpp"
 #include "cortado/types.hpp"
 #include "cortado/util/rng.hpp"
 #include "test_scopes.hpp"

@@ -24,9 +24,9 @@
 
 #include "cortado.pb.h"
 #include "cortado/common.hpp"
-#include "cortado/layer_factory.hpp"
-#include "cortado/solver.hpp"
-#include "cortado/util/io.hpp"
+#include "cortado/io/proto_io.hpp"
+#include "cortado/layer_registry.hpp"
+#include "cortado/solvers/solver.hpp"
 
 DEFINE_bool(solver, false, "Read the files as SolverParameter (default: NetParameter)");
 

@@ -27,9 +27,9 @@
 #include <vector>
 
 #include "cortado/common.hpp"
-#include "cortado/util/data_transformer.hpp"
-#include "cortado/util/db.hpp"
-#include "cortado/util/io.hpp"
+#include "cortado/data/data_transformer.hpp"
+#include "cortado/data/lmdb.hpp"
+#include "cortado/io/proto_io.hpp"
 #include "cortado.pb.h"
 
 DEFINE_string(backend, "lmdb", "The database format to read; Cortado reads lmdb only");

@@ -56,8 +56,8 @@
 #include <opencv2/imgproc.hpp>
 
 #include "cortado/common.hpp"
-#include "cortado/util/db.hpp"
-#include "cortado/util/image_list.hpp"
+#include "cortado/data/image_list.hpp"
+#include "cortado/data/lmdb.hpp"
 #include "cortado.pb.h"
 
 DEFINE_bool(gray, false, "Read the images as grayscale (1 channel); default: color (3 channels, BGR)");

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "cortado/common.hpp"
-#include "cortado/util/db.hpp"
+#include "cortado/data/lmdb.hpp"
 #include "cortado.pb.h"
 
 DEFINE_int64(limit, 0, "Convert at most this many records (0: all)");

@@ -1,4 +1,4 @@
-// Times the GPU JPEG decoding and transform (util/nvjpeg_batch.hpp) on JPEG
+// Times the GPU JPEG decoding and transform (data/nvjpeg_batch.hpp) on JPEG
 // files: batches of --batch records, decoded by nvJPEG and transformed as the
 // ResNet recipe's training input (random-resized crop, mirror, mean_value,
 // scale), written in --type on the device. Prints images/s.
@@ -29,9 +29,9 @@
 
 #include "cortado/bfloat16.hpp"
 #include "cortado/common.hpp"
+#include "cortado/data/data_transformer.hpp"
+#include "cortado/data/nvjpeg_batch.hpp"
 #include "cortado/util/cuda.hpp"
-#include "cortado/util/data_transformer.hpp"
-#include "cortado/util/nvjpeg_batch.hpp"
 
 DEFINE_int32(batch, 256, "Records per batch");
 DEFINE_int32(iters, 20, "Timed batches");

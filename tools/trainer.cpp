@@ -1,6 +1,6 @@
 // trainer: the command-line front end, in the shape of Caffe's `caffe` tool.
 //   trainer train --solver=S [--snapshot=F | --weights=W] [--gpu=...] [--precision=P] [--stage=S]
-//   trainer train ... --gpu=0,1,...  (one rank per GPU in this process; parallel.hpp)
+//   trainer train ... --gpu=0,1,...  (one rank per GPU in this process; run_ranks.hpp)
 //   mpirun -np N trainer train ...   (N ranks, data-parallel; communicator.hpp)
 //   trainer test  --model=M --weights=W [--iterations=N] [--precision=P]
 //   trainer time  --model=M [--solver=S] [--batch_size=B] [--iterations=N] [--warmup=N] [--gpu=N] [--precision=P]
@@ -31,21 +31,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cortado/communicator.hpp"
+#include "cortado/comm/communicator.hpp"
+#include "cortado/comm/rank_phase.hpp"
+#include "cortado/comm/run_ranks.hpp"
 #include "cortado/context.hpp"
-#include "cortado/net_engines.hpp"
-#include "cortado/parallel.hpp"
+#include "cortado/net/net_engines.hpp"
 #include "cortado/precision.hpp"
-#include "cortado/solver.hpp"
+#include "cortado/solvers/grad_stats.hpp"
+#include "cortado/solvers/signals.hpp"
+#include "cortado/solvers/solver.hpp"
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/cuda.hpp"
 #include "cortado/util/device.hpp"
 #include "cortado/util/gemm_bf16.hpp"
-#include "cortado/util/grad_stats.hpp"
 #include "cortado/util/logging.hpp"
 #include "cortado/util/openmp_spin.hpp"
-#include "cortado/util/rank_phase.hpp"
-#include "cortado/util/signals.hpp"
 
 DEFINE_string(solver, "", "The solver prototxt (train; time: the update to time, and its net without --model).");
 DEFINE_string(model, "", "The net prototxt (test, time).");
@@ -633,7 +633,7 @@ int time_net() {
 }
 
 // grad_stats: where a net's gradients fall on FP16's range, measured in FP32
-// (see cortado/util/grad_stats.hpp), and the static loss scale that fits them.
+// (see cortado/solvers/grad_stats.hpp), and the static loss scale that fits them.
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);

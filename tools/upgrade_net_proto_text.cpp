@@ -4,13 +4,13 @@
 //
 //   upgrade_net_proto_text IN OUT
 //
-// IN is read as every Cortado command reads a net (util/upgrade.hpp upgrades
+// IN is read as every Cortado command reads a net (io/upgrade_proto.hpp upgrades
 // it); OUT gets the upgraded NetParameter in text format (written to
 // OUT.tmp and renamed). A file already in today's format is written as it
 // parses. Errors name the file and line; the exit status is then 1.
 
 #include "cortado.pb.h"
-#include "cortado/util/upgrade.hpp"
+#include "cortado/io/upgrade_proto.hpp"
 #include "upgrade_proto_text.hpp"
 
 int main(int argc, char** argv) {

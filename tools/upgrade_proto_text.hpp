@@ -1,6 +1,6 @@
 #pragma once
 // The body of upgrade_net_proto_text and upgrade_solver_proto_text: read IN
-// as Cortado reads it (util/upgrade.hpp upgrades it), write the message in
+// as Cortado reads it (io/upgrade_proto.hpp upgrades it), write the message in
 // text format to OUT (OUT.tmp, renamed), say on stdout whether IN needed the
 // upgrade. Errors print "<tool>: error: <message>" and give status 1.
 
@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "cortado/common.hpp"
-#include "cortado/util/io.hpp"
+#include "cortado/io/proto_io.hpp"
 
 namespace cortado {
 

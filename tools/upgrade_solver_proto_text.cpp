@@ -4,14 +4,14 @@
 //
 //   upgrade_solver_proto_text IN OUT
 //
-// IN is read as every Cortado command reads a solver (util/upgrade.hpp
+// IN is read as every Cortado command reads a solver (io/upgrade_proto.hpp
 // upgrades it); OUT gets the upgraded SolverParameter in text format
 // (written to OUT.tmp and renamed). A file that sets both solver_type and
 // type to different solvers is an error; so is any parse error (exit
 // status 1).
 
 #include "cortado.pb.h"
-#include "cortado/util/upgrade.hpp"
+#include "cortado/io/upgrade_proto.hpp"
 #include "upgrade_proto_text.hpp"
 
 int main(int argc, char** argv) {

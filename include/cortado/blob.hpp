@@ -90,12 +90,12 @@ class Blob {
 
   /// Reads shape and values; with reshape false the shapes must match (the
   /// message names `what`). Values come from double_data, data or NVCaffe's
-  /// raw_data, the first present (util/blob_io.hpp: ReadBlobProtoValues);
+  /// raw_data, the first present (io/blob_io.hpp: ReadBlobProtoValues);
   /// the diff likewise when the proto has one.
   void FromProto(const BlobProto& proto, bool reshape, const std::string& what = "blob");
   /// Writes shape and data as float (BVLC Caffe reads it); double blobs write
   /// double_data. write_diff adds the diff. NVCaffe's raw format:
-  /// util/blob_io.hpp, BlobToProto.
+  /// io/blob_io.hpp, BlobToProto.
   void ToProto(BlobProto* proto, bool write_diff = false) const;
   bool ShapeEquals(const BlobProto& proto) const;
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU JPEG decoding (nvJPEG; util/nvjpeg_batch.hpp): images/s of decoding and
+# GPU JPEG decoding (nvJPEG; data/nvjpeg_batch.hpp): images/s of decoding and
 # transforming batches of ImageNet-like JPEGs on the device, as the ResNet
 # recipe's training input (random-resized crop 224, mirror, mean_value,
 # scale) in TYPE.

@@ -2,7 +2,7 @@
 
 #include <climits>
 
-#include "cortado/util/blob_io.hpp"
+#include "cortado/io/blob_io.hpp"
 #include "cortado/util/math.hpp"
 
 namespace cortado {

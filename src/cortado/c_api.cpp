@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "cortado/config.hpp"
-#include "cortado/net.hpp"
+#include "cortado/io/hdf5.hpp"
+#include "cortado/io/proto_io.hpp"
+#include "cortado/net/net.hpp"
 #include "cortado/precision.hpp"
-#include "cortado/solver.hpp"
+#include "cortado/solvers/solver.hpp"
 #include "cortado/util/device.hpp"
-#include "cortado/util/hdf5.hpp"
-#include "cortado/util/io.hpp"
 #include "cortado/util/rng.hpp"
 
 struct cortado_net {

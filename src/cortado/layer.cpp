@@ -1,6 +1,6 @@
 #include "cortado/layer.hpp"
 
-#include "cortado/deferred_loss.hpp"
+#include "cortado/solvers/deferred_loss.hpp"
 
 #ifdef CORTADO_USE_CUDA
 #include "cortado/util/cuda.hpp"

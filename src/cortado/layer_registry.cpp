@@ -2,7 +2,7 @@
 // traits (layer_traits.hpp). Adding a layer is one include and one line here.
 #include <algorithm>
 
-#include "cortado/layer_factory.hpp"
+#include "cortado/layer_registry.hpp"
 #include "cortado/layer_traits.hpp"
 #include "cortado/layers/absval_layer.hpp"
 #include "cortado/layers/accuracy_layer.hpp"

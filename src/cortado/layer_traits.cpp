@@ -9,7 +9,7 @@
 
 #include "cortado.pb.h"
 #include "cortado/common.hpp"
-#include "cortado/util/io.hpp"
+#include "cortado/io/proto_io.hpp"
 
 namespace cortado {
 

@@ -6,7 +6,7 @@
 #include <tuple>
 
 #include "cortado/common.hpp"
-#include "cortado/net.hpp"
+#include "cortado/net/net.hpp"
 #include "cortado/types.hpp"
 
 namespace cortado {

@@ -10,7 +10,7 @@
 #include <numeric>
 #include <type_traits>
 
-#include "cortado/layer_factory.hpp"
+#include "cortado/layer_registry.hpp"
 #include "cortado/layers/cudnn_convolution_layer.hpp"
 #include "cortado/util/im2col.hpp"
 #include "test_util.hpp"

@@ -26,13 +26,13 @@
 #include <vector>
 
 #include "cortado/context.hpp"
-#include "cortado/util/db.hpp"
+#include "cortado/data/lmdb.hpp"
 #include "cortado/util/rng.hpp"
 #include "log_lines.hpp"
 #include "temp_dir.hpp"
 #include "test_util.hpp"
 #ifdef CORTADO_USE_CUDA
-#include "cortado/util/nvjpeg_batch.hpp"
+#include "cortado/data/nvjpeg_batch.hpp"
 #endif
 #ifdef CORTADO_USE_LIBJPEG
 #include "jpeg_util.hpp"

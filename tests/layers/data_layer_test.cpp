@@ -18,7 +18,7 @@
 #include <tuple>
 #include <vector>
 
-#include "cortado/util/db.hpp"
+#include "cortado/data/lmdb.hpp"
 #include "cortado/util/rng.hpp"
 #include "layers/source_layer.hpp"
 #include "temp_dir.hpp"

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "cortado/solver.hpp"
-#include "cortado/util/hdf5.hpp"
-#include "cortado/util/io.hpp"
+#include "cortado/io/hdf5.hpp"
+#include "cortado/io/proto_io.hpp"
+#include "cortado/solvers/solver.hpp"
 #include "hdf5_util.hpp"
 #include "layers/source_layer.hpp"
 #include "temp_dir.hpp"

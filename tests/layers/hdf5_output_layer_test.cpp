@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "cortado/io/proto_io.hpp"
 #include "cortado/layers/hdf5_data_layer.hpp"
-#include "cortado/util/io.hpp"
 #include "hdf5_util.hpp"
 #include "test_util.hpp"
 #include "temp_dir.hpp"

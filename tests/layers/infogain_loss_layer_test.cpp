@@ -3,7 +3,7 @@
 #include <cfloat>
 #include <cmath>
 
-#include "cortado/util/io.hpp"
+#include "cortado/io/proto_io.hpp"
 #include "test_util.hpp"
 
 namespace cortado {

@@ -3,8 +3,8 @@
 // scaling and BF16, and loaded weights of the wrong shape are refused.
 #include "cortado/layers/recurrent_layer.hpp"
 
-#include "cortado/solver.hpp"
-#include "cortado/util/io.hpp"
+#include "cortado/io/proto_io.hpp"
+#include "cortado/solvers/solver.hpp"
 #include "test_util.hpp"
 
 namespace cortado {

@@ -51,7 +51,7 @@
 #include <memory>
 
 #include "cortado/context.hpp"
-#include "cortado/layer_factory.hpp"
+#include "cortado/layer_registry.hpp"
 #include "cortado/layers/convolution_layer.hpp"
 
 namespace cortado {

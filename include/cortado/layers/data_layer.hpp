@@ -4,7 +4,7 @@
 //
 // Tops:
 //   top[0] data  (N, C, H', W') in Ftype: each record through the
-//                DataTransformer (util/data_transformer.hpp: decode, crop,
+//                DataTransformer (data/data_transformer.hpp: decode, crop,
 //                mirror, subtract the mean, scale), written in Ftype.
 //   top[1] label (N), optional, written as float whatever Ftype is (labels
 //                stay exact): the record's integer label.
@@ -32,7 +32,7 @@
 //     (below); the solver sets them on each rank's train net in a
 //     multi-rank run
 //   threads (default 0: this rank's share of the machine's cores, at most
-//     8, util/machine_ranks.hpp: all of them for one rank, 2 each for 8 GPUs
+//     8, comm/machine_ranks.hpp: all of them for one rank, 2 each for 8 GPUs
 //     of one process on 16 cores; at most 256): how
 //     many workers read and transform batches (below). JPEG decoding is what
 //     bounds ImageNet training on a fast GPU; scripts/bench/imagenet_data.sh
@@ -101,7 +101,7 @@
 //
 // transform_param.use_gpu_transform (NVCaffe's; Data only): the workers read
 // the records but do not decode them; each has an NvjpegBatchDecoder
-// (util/nvjpeg_batch.hpp) that decodes the batch's JPEG records with nvJPEG
+// (data/nvjpeg_batch.hpp) that decodes the batch's JPEG records with nvJPEG
 // and crops, resizes, mirrors and normalizes them on its stream straight into
 // the batch's device buffer, then records `filled`; Forward_gpu is the same.
 // Every record's generator is seeded as on the CPU path
@@ -135,10 +135,10 @@
 #include <vector>
 
 #include "cortado/config.hpp"
+#include "cortado/data/data_transformer.hpp"
+#include "cortado/data/lmdb.hpp"
 #include "cortado/layer.hpp"
 #include "cortado/synced_memory.hpp"
-#include "cortado/util/data_transformer.hpp"
-#include "cortado/util/db.hpp"
 
 struct CUevent_st;
 

@@ -4,7 +4,7 @@
 // the GPU kernels; the layers AbsVal, BNLL, Clip, ELU, Exp, Log, Power, ReLU,
 // Sigmoid, TanH and Threshold are each an op and an alias of this class.
 //
-// An op is a struct (tests/toy_elementwise_op_test.cpp adds one from scratch):
+// An op is a struct (tests/layers/toy_elementwise_op_test.cpp adds one from scratch):
 //
 //   struct SoftsignOp : ElementwiseOp {
 //     static constexpr const char* kType = "Softsign";          // prototxt type

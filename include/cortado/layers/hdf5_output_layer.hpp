@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "cortado/config.hpp"
+#include "cortado/io/hdf5.hpp"
 #include "cortado/layer.hpp"
-#include "cortado/util/hdf5.hpp"
 
 namespace cortado {
 

@@ -7,7 +7,7 @@
 //
 // image_data_param fields:
 //   source (required): the list file, one "<path> <label>" a line, the
-//     label after the last space (util/image_list.hpp); a bad line is an
+//     label after the last space (data/image_list.hpp); a bad line is an
 //     error naming the file and the line
 //   root_folder: prefixed to every path, as a string (Caffe's rule: give it
 //     its trailing '/')
@@ -28,7 +28,7 @@
 //     fields (setting one in both places is an error)
 //   cache, precache, dataset_share_per_node: NVCaffe's; accepted without
 //     effect, one line in the log (DataLayer::AcceptedFields)
-// transform_param: as for Data (util/data_transformer.hpp).
+// transform_param: as for Data (data/data_transformer.hpp).
 //
 // The first image this reader reads gives (C, H, W) (after any resize); an
 // image of another shape, a file that cannot be read, or one OpenCV cannot

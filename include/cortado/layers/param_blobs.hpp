@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "cortado/filler.hpp"
 #include "cortado/layer.hpp"
+#include "cortado/layers/filler.hpp"
 
 namespace cortado {
 

@@ -48,7 +48,7 @@
 //   static void Validate(const RuleFields&)             default: no checks;
 //       runs before the nets are built, fails through RuleFields::Fail.
 //
-// Registering: the built-in rules are listed in solvers/rules.hpp (one line
+// Registering: the built-in rules are listed in solvers/builtin_rules.hpp (one line
 // each), which gives them the host loop and the fused device kernel. A rule
 // defined elsewhere registers at run time with
 //   RegisterUpdateRule(MakeUpdateRule<MyRule>());
@@ -168,7 +168,7 @@ void CpuRuleUpdate(const RuleContext& c, const CpuParamStep& p) {
 /// A rule as the Solver sees it (MakeUpdateRule fills it).
 struct UpdateRuleInfo {
   /// The fused update of one tensor list on the device: every slot's values,
-  /// the working copies, the cleared gradients (solver_gpu.hpp's contract).
+  /// the working copies, the cleared gradients (device_update.hpp's contract).
   using GpuUpdate = void (*)(const RuleContext& c, Type grad_type, const gpu::TensorList& list,
                              const gpu::UpdateHyper& hyper, const double* trust, CUstream_st* stream);
   std::string type;
@@ -196,7 +196,7 @@ UpdateRuleInfo MakeUpdateRule(UpdateRuleInfo::GpuUpdate gpu = nullptr) {
   return r;
 }
 
-/// A type list of rules (solvers/rules.hpp lists the built-in ones).
+/// A type list of rules (solvers/builtin_rules.hpp lists the built-in ones).
 template <typename... R> struct RuleList {};
 
 /// Adds a rule (thread-safe). A type that is already known is an error.

@@ -1,5 +1,5 @@
 #pragma once
-// INFO logs per thread. The ranks of one process (parallel.hpp) share one
+// INFO logs per thread. The ranks of one process (run_ranks.hpp) share one
 // log, so every rank but 0 keeps to warnings and errors, as the other
 // processes' ranks do under mpirun (the trainer raises their minloglevel).
 

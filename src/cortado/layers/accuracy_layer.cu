@@ -13,7 +13,7 @@
 // accuracy_finish: one thread per class (thread 0 also the overall value)
 // divides in double and writes float, as the CPU path does.
 #include "cortado/layers/accuracy_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {

@@ -5,7 +5,7 @@
 // are compared in dmath_t (float for half, double for double); results are
 // written as float. Nothing accumulates.
 #include "cortado/layers/argmax_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "cortado/filler.hpp"
+#include "cortado/layers/filler.hpp"
 #include "cortado/layers/relu_layer.hpp"
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/logging.hpp"

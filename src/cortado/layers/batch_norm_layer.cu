@@ -21,7 +21,7 @@
 // channel_reduce of four quantities (BatchNorm's two, the Scale's two).
 
 #include "cortado/layers/batch_norm_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "cortado/layers/relu_layer.hpp"
 #include "channel_reduce.cuh"
 #include "device_values.cuh"

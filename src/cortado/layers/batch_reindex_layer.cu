@@ -5,7 +5,7 @@
 // (float for half, double for double) in list order, as the CPU does, then
 // stores once: deterministic, no atomics.
 #include "cortado/layers/batch_reindex_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {

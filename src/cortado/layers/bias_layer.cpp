@@ -1,6 +1,6 @@
 #include "cortado/layers/bias_layer.hpp"
 
-#include "cortado/filler.hpp"
+#include "cortado/layers/filler.hpp"
 #include "cortado/layers/broadcast_param.hpp"
 #include "cortado/layers/param_blobs.hpp"
 #include "cortado/util/math.hpp"

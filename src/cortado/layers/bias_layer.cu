@@ -6,7 +6,7 @@
 // (double for double), many blocks per value (channel_reduce.cuh).
 
 #include "cortado/layers/bias_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "channel_reduce.cuh"
 #include "vector_access.cuh"
 #include "device_values.cuh"

@@ -14,7 +14,7 @@
 // math_t of the diff type, with alpha = +-w / N formed in double from the
 // loss weight on the device, as on the CPU.
 #include "cortado/layers/contrastive_loss_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 #include "loss_sum.cuh"
 

@@ -3,7 +3,7 @@
 // recomposes it with bottom0's strides. Pure copies of stored values; nothing
 // accumulates, so the GPU matches the CPU bit for bit.
 #include "cortado/layers/crop_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {

@@ -10,11 +10,11 @@
 #include <type_traits>
 
 #include "cortado/util/logging.hpp"
-#include "cortado/util/machine_ranks.hpp"
+#include "cortado/comm/machine_ranks.hpp"
 #include "cortado/util/rng.hpp"
 #include "cortado/util/cuda.hpp"
 #ifdef CORTADO_USE_CUDA
-#include "cortado/util/nvjpeg_batch.hpp"
+#include "cortado/data/nvjpeg_batch.hpp"
 #endif
 
 namespace cortado {
@@ -246,7 +246,7 @@ void DataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   batch_size_ = static_cast<int>(p.batch_size);
   prefetch_ = static_cast<int>(p.prefetch);
   // data_param.threads, or this rank's share of the machine's cores
-  // (util/machine_ranks.hpp), at most 8.
+  // (comm/machine_ranks.hpp), at most 8.
   threads_ = p.threads > 0 ? static_cast<int>(p.threads) : std::clamp(CoresPerRank(), 1, 8);
   // By default at least 16 records a worker (small batches are not worth
   // the threads); data_param.threads is taken as given.

@@ -3,7 +3,7 @@
 // x * scale or 0, computed in math_t (float for float16) and stored once.
 // Nothing accumulates.
 #include "cortado/layers/dropout_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {

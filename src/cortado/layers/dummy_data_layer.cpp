@@ -2,7 +2,7 @@
 
 #include <climits>
 
-#include "cortado/filler.hpp"
+#include "cortado/layers/filler.hpp"
 
 namespace cortado {
 

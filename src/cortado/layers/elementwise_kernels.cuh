@@ -13,7 +13,7 @@
 // The backward loads only what the op's kBackwardReads names.
 
 #include "cortado/layers/elementwise_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 #include "vector_access.cuh"
 

@@ -11,7 +11,7 @@
 #include "cortado/layers/eltwise_layer.hpp"
 
 #include <vector>
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "cortado/layers/relu_layer.hpp"
 #include "device_values.cuh"
 #include "vector_access.cuh"

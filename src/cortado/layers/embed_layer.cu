@@ -13,7 +13,7 @@
 // thread records it in the pinned error word with atomicMin (lowest position
 // wins), for the layer to report on its next call.
 #include "cortado/layers/embed_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 #include "loss_sum.cuh"  // bad_label_key: the GpuLabelError word's format
 

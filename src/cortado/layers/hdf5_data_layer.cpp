@@ -6,9 +6,9 @@
 #include <fstream>
 #include <random>
 
-#include "cortado/util/data_transformer.hpp"
-#include "cortado/util/hdf5.hpp"
-#include "cortado/util/io.hpp"
+#include "cortado/data/data_transformer.hpp"
+#include "cortado/io/hdf5.hpp"
+#include "cortado/io/proto_io.hpp"
 #include "cortado/util/math.hpp"
 #include "cortado/util/rng.hpp"
 

@@ -12,7 +12,7 @@
 // from the loss weight on the device and rounded to math_t of the diff type,
 // as the CPU path does.
 #include "cortado/layers/hinge_loss_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 #include "loss_sum.cuh"
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "cortado/util/image_list.hpp"
+#include "cortado/data/image_list.hpp"
 
 namespace cortado {
 

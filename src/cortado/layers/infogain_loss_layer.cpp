@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <fstream>
 
-#include "cortado/util/blob_io.hpp"
-#include "cortado/util/io.hpp"
+#include "cortado/io/blob_io.hpp"
+#include "cortado/io/proto_io.hpp"
 
 namespace cortado {
 

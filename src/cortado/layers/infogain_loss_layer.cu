@@ -19,7 +19,7 @@
 #include <cfloat>
 
 #include "cortado/layers/infogain_loss_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 #include "loss_sum.cuh"
 

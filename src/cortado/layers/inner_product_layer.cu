@@ -9,8 +9,8 @@
 
 #include "cortado/layers/inner_product_layer.hpp"
 #include "device_values.cuh"
+#include "cortado/storage_types.hpp"
 #include "cortado/util/cuda.hpp"
-#include "cortado/util/storage_types.hpp"
 
 namespace cortado {
 

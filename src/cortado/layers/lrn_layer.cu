@@ -9,7 +9,7 @@
 // Products and sums are rounded one at a time (mul_rn / add_rn) so that only
 // powf/pow can differ from the host.
 #include "cortado/layers/lrn_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {

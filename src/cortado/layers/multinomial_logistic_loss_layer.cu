@@ -12,7 +12,7 @@
 // type with the scale s = w / N formed in double on the device and rounded
 // once, as the CPU path does.
 #include "cortado/layers/multinomial_logistic_loss_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 #include "loss_sum.cuh"
 

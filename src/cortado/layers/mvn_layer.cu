@@ -4,7 +4,7 @@
 // S (float, or double for double storage); backward sums in dmath_t of the
 // storage type. Each output is stored once.
 #include "cortado/layers/mvn_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {

@@ -31,8 +31,8 @@
 #include "cortado/layers/pooling_layer.hpp"
 #include "device_values.cuh"
 #include "vector_access.cuh"
+#include "cortado/storage_types.hpp"
 #include "cortado/util/cuda.hpp"
-#include "cortado/util/storage_types.hpp"
 
 namespace cortado {
 

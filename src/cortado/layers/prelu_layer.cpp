@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "cortado/filler.hpp"
+#include "cortado/layers/filler.hpp"
 #include "cortado/util/gpu_math.hpp"
 
 namespace cortado {

@@ -9,7 +9,7 @@
 //   gives the block's sum, which thread 0 adds to da[c] (read and written once
 //   in the storage type). The summation order differs from the CPU path's.
 #include "cortado/layers/prelu_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {

@@ -3,7 +3,7 @@
 // double) in the same order as the CPU, multiplies by coeff and stores once.
 // Backward: one thread per bottom element, no accumulation.
 #include "cortado/layers/reduction_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {

@@ -2,7 +2,7 @@
 
 #include <climits>
 
-#include "cortado/filler.hpp"
+#include "cortado/layers/filler.hpp"
 #include "cortado/layers/broadcast_param.hpp"
 #include "cortado/layers/param_blobs.hpp"
 #include "cortado/util/cpu_parallel.hpp"

@@ -7,7 +7,7 @@
 // value (channel_reduce.cuh); the finishing step writes ds[d] and db[d].
 
 #include "cortado/layers/scale_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "channel_reduce.cuh"
 #include "device_values.cuh"
 #include "vector_access.cuh"

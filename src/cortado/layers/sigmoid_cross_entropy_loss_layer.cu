@@ -12,7 +12,7 @@
 // type, times the scale formed in double from the loss weight and the
 // normalizer on the device, as the CPU path forms it.
 #include "cortado/layers/sigmoid_cross_entropy_loss_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 #include "loss_sum.cuh"
 

@@ -22,7 +22,7 @@
 #include <cfloat>
 
 #include "cortado/layers/softmax_with_loss_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 #include "loss_sum.cuh"
 

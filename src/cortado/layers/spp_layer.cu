@@ -4,7 +4,7 @@
 // spp_finish adds the last level and rounds once into the storage type. The
 // same additions in the same order as the CPU path.
 #include "cortado/layers/spp_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {

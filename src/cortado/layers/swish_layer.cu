@@ -4,7 +4,7 @@
 // forward type; the backward reads dy, y and s and computes
 // dy (beta y + s (1 - beta y)) in its math type. Nothing accumulates.
 #include "cortado/layers/swish_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {

@@ -3,7 +3,7 @@
 // sums its `tiles` top diffs in dmath_t (float for half, double for double)
 // in tile order, as the CPU does, and stores once.
 #include "cortado/layers/tile_layer.hpp"
-#include "cortado/util/storage_types.hpp"
+#include "cortado/storage_types.hpp"
 #include "device_values.cuh"
 
 namespace cortado {

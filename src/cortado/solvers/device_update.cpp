@@ -1,6 +1,6 @@
 // The device executor of the update plan (solvers/update_plan.hpp), CUDA
 // builds: the check and the update as fused multi-tensor kernels
-// (solver.cu), one launch per gradient type and pass. The only wait on the
+// (device_update.cu), one launch per gradient type and pass. The only wait on the
 // device is the check's read-back, and a deferred step (update_plan.hpp)
 // has none: the decision is made on the device.
 #include "cortado/config.hpp"  // CORTADO_USE_CUDA
@@ -10,9 +10,9 @@
 #include <array>
 #include <vector>
 
-#include "cortado/larc.hpp"
-#include "cortado/solver.hpp"
-#include "cortado/solver_gpu.hpp"
+#include "cortado/solvers/device_update.hpp"
+#include "cortado/solvers/larc.hpp"
+#include "cortado/solvers/solver.hpp"
 #include "cortado/solvers/update_plan.hpp"
 #include "cortado/util/cuda.hpp"
 
@@ -113,7 +113,7 @@ class DeviceUpdate : public UpdateExecutor {
     ctx.Activate();
     workspace(ctx.stream()).put_step_state(st, ctx.stream());
   }
-  // The slot is the device's counter (solver_gpu.hpp): `slot` only checks it.
+  // The slot is the device's counter (device_update.hpp): `slot` only checks it.
   void BeginRecord(int slot) override {
     CORTADO_CHECK(slot >= 0 && slot < kMaxDeferredSteps);
     const Context& ctx = s_.net_->context();

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "cortado/larc.hpp"
-#include "cortado/solver.hpp"
+#include "cortado/solvers/larc.hpp"
+#include "cortado/solvers/solver.hpp"
 #include "cortado/solvers/update_plan.hpp"
 #include "cortado/util/math.hpp"
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <memory>
 
-#include "cortado/net.hpp"
+#include "cortado/net/net.hpp"
 #include "cortado/common.hpp"
 
 #ifdef CORTADO_USE_CUDA

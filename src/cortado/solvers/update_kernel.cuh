@@ -1,6 +1,6 @@
 #pragma once
 // The fused update kernel of every rule (solvers/update_rule.hpp), and what
-// it shares with solver.cu's other multi-tensor kernels.
+// it shares with device_update.cu's other multi-tensor kernels.
 //
 // Thread-to-data mapping. A launch gets a tensor list (TensorSlot array in
 // device memory) whose tensors are cut into chunks of kChunk values, numbered
@@ -22,12 +22,12 @@
 // produce the same bits.
 //
 // A rule's kernel comes from KernelUpdate<Rule>, a function that fits
-// UpdateRuleInfo::GpuUpdate: solver.cu instantiates it for the built-in rules;
+// UpdateRuleInfo::GpuUpdate: device_update.cu instantiates it for the built-in rules;
 // a rule defined in another .cu file can pass it to MakeUpdateRule.
 #include <algorithm>
 #include <type_traits>
 
-#include "cortado/solver_gpu.hpp"
+#include "cortado/solvers/device_update.hpp"
 #include "cortado/util/cuda.hpp"
 #include "../util/device_types.cuh"
 

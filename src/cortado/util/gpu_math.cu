@@ -5,9 +5,9 @@
 // (double for double) and stored once. Reductions (sum of squares, the
 // Inf/NaN flag) accumulate per thread, then with one atomic per block after
 // a shared-memory tree.
+#include "cortado/storage_types.hpp"
 #include "cortado/util/cuda.hpp"
 #include "cortado/util/gpu_math.hpp"
-#include "cortado/util/storage_types.hpp"
 #include "device_types.cuh"
 
 namespace cortado {

@@ -9,9 +9,9 @@
 // that read that pixel (tap (ky, kx) read it from output (oy, ox) when
 // y = oy*SH - PH + ky*DH, likewise x) and sums them in float (double for
 // double), then stores once: no atomics, the same result run after run.
+#include "cortado/storage_types.hpp"
 #include "cortado/util/cuda.hpp"
 #include "cortado/util/im2col.hpp"
-#include "cortado/util/storage_types.hpp"
 #include "device_types.cuh"
 
 namespace cortado {
