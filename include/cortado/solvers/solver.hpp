@@ -71,7 +71,6 @@
 // agreed on each iteration (STOP over SNAPSHOT over NONE), so all ranks
 // stop or snapshot at the same iteration.
 
-#include <array>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -81,6 +80,7 @@
 #include "cortado/comm/communicator.hpp"
 #include "cortado/comm/gradient_reducer.hpp"
 #include "cortado/net/net.hpp"
+#include "cortado/solvers/iteration_graphs.hpp"
 #include "cortado/solvers/signals.hpp"
 #include "cortado/solvers/step_state.hpp"
 #include "cortado/solvers/update_plan.hpp"
@@ -89,7 +89,6 @@
 namespace cortado {
 
 class UpdateExecutor;
-class StepGraph;
 
 /// How a solver is set up beyond its SolverParameter: where its nets run,
 /// and an optional edit applied to every net parameter (train and test)
@@ -202,8 +201,8 @@ class Solver {
   int64_t deferred_steps() const { return deferred_steps_; }
   int64_t deferred_reads() const { return deferred_reads_; }
   /// Passes run as a replay of a CUDA graph (iter_size per iteration), and captures.
-  int64_t graph_launches() const { return graph_launches_; }
-  int64_t graph_captures() const { return graph_captures_; }
+  int64_t graph_launches() const { return graphs_.launches(); }
+  int64_t graph_captures() const { return graphs_.captures(); }
   /// The solver data type (DOUBLE, FLOAT or FLOAT16).
   Type data_type() const { return data_type_; }
   /// History blob `slot` of parameter `id`, stored in data_type().
@@ -273,9 +272,6 @@ class Solver {
   /// A deferred iteration as a CUDA graph's replay (capturing it first when
   /// needed); false where graphs do not apply (the caller runs it then).
   bool GraphIteration(UpdateExecutor& exec, const UpdatePlan& plan, int slot);
-  /// Drops the CUDA graphs (captured again when next allowed); with
-  /// `warm_up_again`, after two deferred steps without one.
-  void DropGraphs(bool warm_up_again);
   /// Reads the deferred steps' records (one wait) and takes them in order:
   /// smoothed loss, log lines, the solver's copy of the state.
   void ResolvePending();
@@ -285,6 +281,8 @@ class Solver {
   void AdvancePlateau();
   /// larc_turbo: brings the running correlations back from the device.
   void LarcCorrelationToHost();
+  /// Marks this rank's phase, for the diagnosis of a hung run (comm/rank_phase.hpp).
+  void MarkPhase(const char* phase) const;
 
   std::vector<std::shared_ptr<Blob>> history_;
   std::vector<double> losses_;
@@ -304,16 +302,7 @@ class Solver {
   bool defer_host_steps_ = false;
   bool defer_enabled_ = true;     // CORTADO_DEFER_STEPS
   int64_t deferred_steps_ = 0, deferred_reads_ = 0;
-  // CUDA graphs of deferred iterations (solvers/step_graph.hpp).
-  std::shared_ptr<StepGraph> step_graph_;  // the last pass and the step
-  std::shared_ptr<StepGraph> pass_graph_;  // a pass before the last (iter_size > 1)
-  int graph_allowed_ = 0;  // 0: not decided yet; 1: yes; -1: no
-  int graph_head_ = 0;     // the leading (data) layers, run outside the graph
-  int graph_warm_ = 0;     // deferred steps run before the first capture
-  int graph_captured_iter_ = -1;
-  uint64_t graph_workspace_ = 0;  // the stream workspace's generation the graphs captured
-  std::array<double, 3> graph_key_{};  // rate, momentum, weight decay
-  int64_t graph_launches_ = 0, graph_captures_ = 0;
+  IterationGraphs graphs_;  // the CUDA graphs of deferred iterations
   // The "plateau" policy's state (current_step_ is its step).
   float minimum_loss_ = 1e38f;
   int iter_last_event_ = 0;
