@@ -252,6 +252,9 @@ class DataTransformer {
   /// Checks the crop, the mean, distort_param against a record's (C, H, W);
   /// `floats`: the record holds float_data.
   void CheckAgainst(const std::vector<int>& raw_shape, bool floats) const;
+  /// A FieldError naming the crop field when the crop is larger than a
+  /// height x width image.
+  void CheckCropFits(int height, int width) const;
   std::vector<int> OutputShape(const std::vector<int>& raw_shape) const;  // after the crop
   /// CheckAgainst, then the output shape against `expected` (Error).
   void CheckRecord(const std::vector<int>& raw_shape, bool floats, const std::vector<int>& expected) const;

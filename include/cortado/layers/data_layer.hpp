@@ -20,13 +20,13 @@
 //   rand_skip (default 0): skip a number of records in [0, rand_skip) at the
 //     start, chosen from the layer's seed
 //   shuffle (default false): at TRAIN, every epoch reads the records in a new
-//     order (EpochOrder below: a permutation drawn from the layer's seed and
-//     the epoch's number), so a resumed run, a Seek and the shards see the
-//     order one uninterrupted reader sees. The reader keeps the database's
-//     keys in memory (packed: their bytes plus 8 bytes a record, and 4 bytes
-//     a record for the order) and reaches each record by key. A TEST net
-//     reads in key order (NVCaffe shuffles at TRAIN only; it also shuffles
-//     only with cache: true, Cortado whenever shuffle is set)
+//     order (EpochOrder, data/record_source.hpp: a permutation drawn from the
+//     layer's seed and the epoch's number), so a resumed run, a Seek and the
+//     shards see the order one uninterrupted reader sees. The reader keeps
+//     the database's keys in memory (packed: their bytes plus 8 bytes a
+//     record, and 4 bytes a record for the order) and reaches each record by
+//     key. A TEST net reads in key order (NVCaffe shuffles at TRAIN only; it
+//     also shuffles only with cache: true, Cortado whenever shuffle is set)
 //   prefetch (default 4, > 0): how many whole batches the reader keeps ready
 //   shard_id, num_shards (default 0 of 1): read one shard of the records
 //     (below); the solver sets them on each rank's train net in a
@@ -53,11 +53,12 @@
 //   augmentations Cortado does not apply: resize_param, noise_param,
 //   expand_param, emit_constraint (SSD's, for AnnotatedData).
 //
-// Reading: W workers (threads) each own a source of their own (an LMDB
-// cursor in its own read transaction, or the image list) and fill whole
-// batches: worker w reads and transforms batches w, w + W, w + 2W, ... of
-// the layer's stream, one record after the other, so reading and decoding
-// run on every worker at once and no batch waits for a thread to start.
+// Reading: W workers (threads) each own a source of their own
+// (data/record_source.hpp: an LMDB cursor in its own read transaction, or
+// the image list) and fill whole batches: worker w reads and transforms
+// batches w, w + W, w + 2W, ... of the layer's stream, one record after the
+// other, so reading and decoding run on every worker at once and no batch
+// waits for a thread to start.
 // Forward takes the batches in stream order; the workers stay at most
 // max(prefetch, W) batches ahead of it. Records are read in key order (or
 // shuffled) and wrap around at the end of the database, epoch after epoch.
@@ -136,7 +137,7 @@
 
 #include "cortado/config.hpp"
 #include "cortado/data/data_transformer.hpp"
-#include "cortado/data/lmdb.hpp"
+#include "cortado/data/record_source.hpp"
 #include "cortado/layer.hpp"
 #include "cortado/synced_memory.hpp"
 
@@ -149,55 +150,6 @@ namespace cortado {
 struct DataLayerDevice;
 struct DataLayerDeviceDelete {
   void operator()(DataLayerDevice* d) const;
-};
-
-/// Where a data layer's records come from (LMDB here; the image list of
-/// ImageData). Called from the layer's reader thread only.
-class RecordSource {
- public:
-  virtual ~RecordSource() = default;
-  virtual int64_t entries() const = 0;
-  /// The record at stream index i >= 0 (index i and i + entries() are the
-  /// same entry of a later epoch): a key that names it in errors, and a
-  /// serialized Datum.
-  virtual void Read(int64_t i, std::string* key, std::string* value) = 0;
-};
-
-/// Which entry of n a source reads at stream index i >= 0: entry i mod n,
-/// or, shuffled, entry order_e[i mod n] where order_e, for the epoch
-/// e = i / n, is a permutation of 0 .. n-1 drawn by Fisher-Yates from a
-/// 64-bit Mersenne Twister seeded with record_rng_seed(seed, -2 - e). The
-/// order is a function of (seed, e) only, so a resumed run and every shard
-/// see the order of one uninterrupted reader. Keeps the order of the last
-/// epoch asked for (4 bytes an entry): readers go forward.
-class EpochOrder {
- public:
-  EpochOrder(int64_t n, bool shuffle, uint64_t seed);
-  int64_t Entry(int64_t i);
-  bool shuffled() const { return shuffle_; }
-
- private:
-  int64_t n_;
-  bool shuffle_;
-  uint64_t seed_;
-  std::vector<uint32_t> order_;
-  int64_t epoch_ = -1;
-};
-
-/// The records of an LMDB database, in key order or (shuffle) in the order
-/// of EpochOrder, reached by key (the keys are read once, at construction).
-class LmdbSource : public RecordSource {
- public:
-  explicit LmdbSource(const std::string& path, bool shuffle = false, uint64_t seed = 0);
-  int64_t entries() const override { return cursor_.entries(); }
-  void Read(int64_t i, std::string* key, std::string* value) override;
-
- private:
-  LmdbCursor cursor_;
-  int64_t at_ = 0;  // the cursor's entry (in key order)
-  EpochOrder order_;
-  std::string keys_;               // shuffled: every key, one after the other
-  std::vector<uint64_t> key_end_;  // key k ends at key_end_[k]
 };
 
 /// The fields a data layer reads, whichever message holds them.

@@ -10,13 +10,14 @@
 //   force_backward asks for it;
 // - each layer's types come from its own forward_type/backward_type fields,
 //   else the net's default_forward_type/default_backward_type.
-// Building runs in stages (net.cpp): the net's fields and the filter (a net
-// left with no layers is an error naming the file), then every layer checked,
-// wired and set up against its bottoms' shapes, then backward planned. It
-// reports user errors as one Error holding every error found, each with the
-// prototxt file and line, the layer, and the field; a layer fed by a layer
-// with an error is not checked. Layer types are told apart by their traits
-// (layer_traits.hpp), not by name.
+// Building runs in stages (net_build.cpp): the net's fields and the filter
+// (a net left with no layers is an error naming the file), then every layer
+// checked, wired and set up against its bottoms' shapes, then backward
+// planned. It reports user errors as one Error holding every error found,
+// each with the prototxt file and line, the layer, and the field; a layer fed
+// by a layer with an error is not checked. Layer types are told apart by
+// their traits (layer_traits.hpp), not by name. The passes, accessors and
+// weights are in net.cpp.
 
 #include <functional>
 #include <map>

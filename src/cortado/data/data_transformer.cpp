@@ -1,39 +1,24 @@
+// DataTransformer's parameters and its checks of each record
+// (data_transformer.hpp): transform_param validated and the mean file read
+// at construction; a record's shape, payload and crop checked before it is
+// transformed. Plan is in transform_plan.cpp, the decoding and the pixels in
+// transform_record.cpp.
 #include "cortado/data/data_transformer.hpp"
-#include "cortado/util/math.hpp"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
-#include <algorithm>
 #include <climits>
-#include <cmath>
 #include <fstream>
 #include <tuple>
-#include <type_traits>
 #include <utility>
 
-#include "cortado/bfloat16.hpp"
-#include "cortado/data/jpeg_decode.hpp"
 #include "cortado/io/blob_io.hpp"
 #include "cortado/layer.hpp"
-#include "transform_pixels.hpp"
-
-#ifdef CORTADO_USE_OPENCV
-#include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
-#endif
 
 namespace cortado {
 
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Mean files of large images exceed protobuf's default 64 MiB message limit.
 bool read_binary_proto(const std::string& path, google::protobuf::Message* message) {
@@ -51,93 +36,14 @@ std::string shape_text(const std::vector<int>& s) {
   return out + ")";
 }
 
-// The draws of Plan. All are built from the generator's raw 32-bit output
-// (not std::*_distribution), so a plan is the same with every standard
-// library; without a generator each takes the value documented in the header.
-class Draws {
- public:
-  explicit Draws(std::mt19937* rng) : rng_(rng) {}
-  bool random() const { return rng_ != nullptr; }
-  uint32_t raw() { return static_cast<uint32_t>((*rng_)()); }
-  /// NVCaffe's Rand(n): a draw modulo n; the midpoint without a generator.
-  int below(int n) { return rng_ ? static_cast<int>(raw() % static_cast<uint32_t>(n)) : (n - 1) / 2; }
-  /// NVCaffe's Rand(a, b): a when a == b (no draw), else lo + (hi - lo) * u / UINT_MAX.
-  float range(float a, float b) {
-    if (a == b) return a;
-    const double lo = std::min(a, b), hi = std::max(a, b);
-    if (!rng_) return static_cast<float>((lo + hi) / 2);
-    return static_cast<float>(lo + (hi - lo) * static_cast<double>(raw()) / static_cast<double>(UINT_MAX));
-  }
-  /// U[a, b) = a + (b - a) * u / 2^32 (NVCaffe's caffe_rng_uniform on [0, 1) and ranges).
-  float uniform(float a, float b) {
-    return static_cast<float>(a + (static_cast<double>(b) - a) * (static_cast<double>(raw()) / 4294967296.0));
-  }
-
- private:
-  std::mt19937* rng_;
-};
-
-#ifdef CORTADO_USE_OPENCV
-int cv_interpolation(TransformationParameter::InterpolationAlgo a) {
-  switch (a) {
-    case TransformationParameter::INTER_NEAREST: return cv::INTER_NEAREST;
-    case TransformationParameter::INTER_LINEAR: return cv::INTER_LINEAR;
-    case TransformationParameter::INTER_CUBIC: return cv::INTER_CUBIC;
-    case TransformationParameter::INTER_AREA: return cv::INTER_AREA;
-  }
-  return cv::INTER_LINEAR;
+// The name of the crop's field, for messages.
+std::string crop_field(const TransformationParameter& p) {
+  return p.crop_h() > 0 ? "transform_param.crop_h" : "transform_param.crop_size";
 }
 
-// Runs `adjust` on one channel of the image's 8-bit HSV form (NVCaffe's
-// AdjustSaturation / AdjustHue: BGR -> HSV, change, HSV -> BGR).
-template <typename F>
-void adjust_hsv_channel(cv::Mat* img, int channel, F adjust) {
-  cv::Mat hsv;
-  cv::cvtColor(*img, hsv, cv::COLOR_BGR2HSV);
-  std::vector<cv::Mat> planes;
-  cv::split(hsv, planes);
-  adjust(&planes[static_cast<size_t>(channel)]);
-  cv::merge(planes, hsv);
-  cv::cvtColor(hsv, *img, cv::COLOR_HSV2BGR);
-}
-#endif
+std::string crop_text(int h, int w) { return h == w ? str_cat(h) : str_cat(h, "x", w); }
 
 }  // namespace
-
-uint64_t record_rng_seed(uint64_t seed, int64_t index) {
-  return splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(index));
-}
-
-// One record's pixels: planar (C, H, W) in the Datum's storage (raw bytes or
-// float_data), or an interleaved (H, W, C) 8-bit OpenCV image.
-struct DataTransformer::Image {
-  int C = 0, H = 0, W = 0;
-  bool interleaved = false;
-  const uint8_t* bytes = nullptr;
-  const float* floats = nullptr;
-  std::vector<uint8_t> storage;  // owns the pixels of a libjpeg decode (interleaved)
-  void SetInterleaved(int c, int h, int w, const uint8_t* pixels) {
-    C = c;
-    H = h;
-    W = w;
-    interleaved = true;
-    bytes = pixels;
-    floats = nullptr;
-  }
-#ifdef CORTADO_USE_OPENCV
-  cv::Mat mat;  // owns the pixels when interleaved
-  void SetMat(cv::Mat m) {
-    if (!m.isContinuous()) m = m.clone();
-    mat = std::move(m);
-    C = mat.channels();
-    H = mat.rows;
-    W = mat.cols;
-    interleaved = true;
-    bytes = mat.ptr<uint8_t>(0);
-    floats = nullptr;
-  }
-#endif
-};
 
 template <typename... A>
 void DataTransformer::field_error(const std::string& field, const A&... message) const {
@@ -298,110 +204,6 @@ void DataTransformer::ValidateRandomResizedCrop(const char* random_resize_field)
   rand_crop_ = phase_ == TRAIN;
 }
 
-namespace {
-
-// The name of the crop's field, for messages.
-std::string crop_field(const TransformationParameter& p) {
-  return p.crop_h() > 0 ? "transform_param.crop_h" : "transform_param.crop_size";
-}
-
-std::string crop_text(int h, int w) { return h == w ? str_cat(h) : str_cat(h, "x", w); }
-
-}  // namespace
-
-DataTransformer::Image DataTransformer::Load(const Datum& datum) const {
-  Image image;
-  if (!datum.encoded()) {
-    const std::vector<int> s = RawShape(datum);
-    image.C = s[0];
-    image.H = s[1];
-    image.W = s[2];
-    if (!datum.data().empty()) {
-      image.bytes = reinterpret_cast<const uint8_t*>(datum.data().data());
-    } else {
-      image.floats = datum.float_data().data();
-    }
-    return image;
-  }
-  const std::string& bytes = datum.data();
-#ifdef CORTADO_USE_LIBJPEG
-  // The whole image; bit-identical to cv::imdecode (jpeg_decode.hpp).
-  const bool fixed_resize = short_side_ > 0 || (resize_height_ > 0 && resize_width_ > 0);
-  if (is_jpeg(bytes)) {
-    JpegInfo info;
-    const int channels = param_.force_color() ? 3 : param_.force_gray() ? 1 : 0;
-    if (decode_jpeg(bytes, channels, [&](const JpegInfo& i, JpegRegion*) { info = i; }, &image.storage)) {
-      const int C = static_cast<int>(image.storage.size() / (size_t{1} * info.height * info.width));
-      image.SetInterleaved(C, info.height, info.width, image.storage.data());
-      if (!fixed_resize) return image;
-#ifndef CORTADO_USE_OPENCV
-      fail("ImageData's resize (new_height/new_width/short_side) needs OpenCV (configure with USE_OPENCV=ON)");
-#endif
-    }
-  }
-#endif
-#ifdef CORTADO_USE_OPENCV
-  int flags = cv::IMREAD_ANYCOLOR;
-  if (param_.force_color()) flags = cv::IMREAD_COLOR;
-  if (param_.force_gray()) flags = cv::IMREAD_GRAYSCALE;
-  cv::Mat img;
-  if (image.interleaved) {
-    img = cv::Mat(image.H, image.W, CV_8UC(image.C), image.storage.data());
-  } else if (!bytes.empty()) {
-    const cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
-    try {
-      img = cv::imdecode(buf, flags);
-    } catch (const cv::Exception& e) {
-      fail("cannot decode the encoded image (", bytes.size(), " bytes): ", e.what());
-    }
-  }
-  if (img.empty()) fail("cannot decode the encoded image (", bytes.size(), " bytes)");
-  if (img.depth() != CV_8U) fail("decoded image is not 8-bit");
-  int height = resize_height_, width = resize_width_;
-  if (short_side_ > 0) {  // NVCaffe's integer rule: longer * side / shorter
-    if (img.rows > img.cols) {
-      width = short_side_;
-      height = static_cast<int>(int64_t{img.rows} * short_side_ / img.cols);
-    } else {
-      height = short_side_;
-      width = static_cast<int>(int64_t{img.cols} * short_side_ / img.rows);
-    }
-  }
-  if (height > 0 && width > 0 && (img.rows != height || img.cols != width)) {
-    cv::Mat out;
-    cv::resize(img, out, cv::Size(width, height), 0, 0, cv::INTER_LINEAR);
-    img = out;
-  }
-  if (img.data == image.storage.data()) return image;  // a libjpeg decode of the requested size
-  image.SetMat(std::move(img));
-  image.storage.clear();
-  return image;
-#else
-  fail("the record is an encoded image other than a JPEG that libjpeg decodes, but this build has no OpenCV "
-       "(configure with USE_OPENCV=ON)");
-#endif
-}
-
-Datum DataTransformer::Decode(const Datum& datum) const {
-  if (!datum.encoded()) return datum;
-  const Image image = Load(datum);
-  const int C = image.C, H = image.H, W = image.W;
-  Datum out;
-  out.set_channels(C);
-  out.set_height(H);
-  out.set_width(W);
-  out.set_label(datum.label());
-  std::string planar(static_cast<size_t>(C) * H * W, '\0');
-  // (H, W, C) interleaved -> (C, H, W) planar.
-  for (int h = 0; h < H; ++h)
-    for (int w = 0; w < W; ++w)
-      for (int c = 0; c < C; ++c)
-        planar[(static_cast<size_t>(c) * H + h) * W + w] =
-            static_cast<char>(image.bytes[(static_cast<size_t>(h) * W + w) * C + c]);
-  out.set_data(std::move(planar));
-  return out;
-}
-
 std::vector<int> DataTransformer::RawShape(const Datum& d) const {
   const int64_t C = d.channels(), H = d.height(), W = d.width();
   if (C <= 0 || H <= 0 || W <= 0) {
@@ -427,10 +229,7 @@ std::vector<int> DataTransformer::RawShape(const Datum& d) const {
 void DataTransformer::CheckAgainst(const std::vector<int>& s, bool floats) const {
   // With allow_upscale a random resize makes every image at least the crop.
   // The random-resized crop enlarges windows smaller than the crop.
-  if (crop_h_ > 0 && !(random_resize_ && param_.allow_upscale()) && !rand_crop_ &&
-      (crop_h_ > s[1] || crop_w_ > s[2])) {
-    field_error(crop_field(param_), crop_text(crop_h_, crop_w_), " is larger than the ", s[1], "x", s[2], " image");
-  }
+  if (crop_h_ > 0 && !(random_resize_ && param_.allow_upscale()) && !rand_crop_) CheckCropFits(s[1], s[2]);
   const int nmean = param_.mean_value_size();
   if (nmean > 1 && nmean != s[0]) {
     field_error("transform_param.mean_value", "has ", nmean,
@@ -469,274 +268,10 @@ std::vector<int> DataTransformer::OutputShape(const std::vector<int>& s) const {
   return crop_h_ > 0 ? std::vector<int>{s[0], crop_h_, crop_w_} : s;
 }
 
-std::vector<int> DataTransformer::InferShape(const Datum& datum) const {
-  const Image image = Load(datum);
-  const std::vector<int> s{image.C, image.H, image.W};
-  CheckAgainst(s, image.floats != nullptr);
-  return OutputShape(s);
-}
-
-namespace {
-
-// distort_param's draws, in the order NVCaffe's ApplyDistort makes them.
-void plan_distortion(const DistortionParameter& d, Draws* draw, TransformPlan::Distortion* out) {
-  out->on = true;
-  out->contrast_last = !(draw->uniform(0.f, 1.f) > 0.5f);
-  auto chosen = [&](float prob) { return draw->uniform(0.f, 1.f) < prob; };
-  if (chosen(d.brightness_prob())) {
-    out->brightness = true;
-    out->brightness_delta = draw->uniform(-d.brightness_delta(), d.brightness_delta());
-  }
-  auto contrast = [&] {
-    if (chosen(d.contrast_prob())) {
-      out->contrast = true;
-      out->contrast_factor = draw->uniform(d.contrast_lower(), d.contrast_upper());
-    }
-  };
-  if (!out->contrast_last) contrast();
-  if (chosen(d.saturation_prob())) {
-    out->saturation = true;
-    out->saturation_factor = draw->uniform(d.saturation_lower(), d.saturation_upper());
-  }
-  if (chosen(d.hue_prob())) {
-    out->hue = true;
-    out->hue_delta = draw->uniform(-d.hue_delta(), d.hue_delta());
-  }
-  if (out->contrast_last) contrast();
-  if (chosen(d.random_order_prob())) {
-    out->reorder = true;
-    for (int k = 2; k > 0; --k)
-      std::swap(out->order[static_cast<size_t>(k)], out->order[static_cast<size_t>(draw->below(k + 1))]);
-  }
-}
-
-// The random-resized crop's window (data_transformer.hpp; torchvision's
-// RandomResizedCrop.get_params, with Plan's draws).
-void plan_window(const TransformationParameter& p, int height, int width, Draws* draw, TransformPlan* plan) {
-  const double area = static_cast<double>(height) * width;
-  const float log_r0 = std::log(p.rand_crop_ratio_lower()), log_r1 = std::log(p.rand_crop_ratio_upper());
-  auto fits = [&](double target, double ratio) {
-    const long w = std::lround(std::sqrt(target * ratio)), h = std::lround(std::sqrt(target / ratio));
-    if (w <= 0 || w > width || h <= 0 || h > height) return false;
-    plan->window_h = static_cast<int>(h);
-    plan->window_w = static_cast<int>(w);
-    return true;
-  };
-  bool found = false;
-  if (draw->random()) {
-    for (int attempt = 0; attempt < 10 && !found; ++attempt) {
-      const double target = area * draw->uniform(p.rand_crop_area_lower(), p.rand_crop_area_upper());
-      found = fits(target, std::exp(static_cast<double>(draw->uniform(log_r0, log_r1))));
-    }
-    if (found) {
-      plan->window_h0 = static_cast<int>(draw->raw() % static_cast<uint32_t>(height - plan->window_h + 1));
-      plan->window_w0 = static_cast<int>(draw->raw() % static_cast<uint32_t>(width - plan->window_w + 1));
-      return;
-    }
-  } else {
-    found = fits(area * (0.5 * p.rand_crop_area_lower() + 0.5 * p.rand_crop_area_upper()),
-                 std::exp(0.5 * log_r0 + 0.5 * log_r1));
-  }
-  if (!found) {  // torchvision's fallback: the whole image, clipped to the ratio range
-    const double in_ratio = static_cast<double>(width) / height;
-    plan->window_h = height;
-    plan->window_w = width;
-    if (in_ratio < p.rand_crop_ratio_lower()) {
-      plan->window_h = std::clamp(static_cast<int>(std::lround(width / static_cast<double>(p.rand_crop_ratio_lower()))), 1, height);
-    } else if (in_ratio > p.rand_crop_ratio_upper()) {
-      plan->window_w = std::clamp(static_cast<int>(std::lround(height * static_cast<double>(p.rand_crop_ratio_upper()))), 1, width);
-    }
-  }
-  plan->window_h0 = (height - plan->window_h) / 2;
-  plan->window_w0 = (width - plan->window_w) / 2;
-}
-
-}  // namespace
-
-TransformPlan DataTransformer::Plan(int height, int width, std::mt19937* rng) const {
-  TransformPlan plan;
-  Draws draw(rng);
-  if (param_.has_distort_param() && draw.random()) plan_distortion(param_.distort_param(), &draw, &plan.distort);
-  if (random_resize_) {  // NVCaffe's formula (data_transformer.hpp)
-    const TransformationParameter& p = param_;
-    int size = std::min(height, width);
-    const int lower = static_cast<int>(p.img_rand_resize_lower()), upper = static_cast<int>(p.img_rand_resize_upper());
-    if (lower > 0 && upper > 0) size = lower + draw.below(upper - lower + 1);
-    const float f = width >= height ? static_cast<float>(size) / static_cast<float>(height)
-                                    : static_cast<float>(size) / static_cast<float>(width);
-    float fh = f * static_cast<float>(height), fw = f * static_cast<float>(width);
-    if (p.rand_resize_ratio_lower() >= 1.f && p.rand_resize_ratio_upper() > 1.f) {
-      const float r = draw.range(p.rand_resize_ratio_lower(), p.rand_resize_ratio_upper());
-      if (fw > fh) {
-        fw = fh * r;
-      } else if (fw < fh) {
-        fh = fw * r;
-      } else if (!draw.random() || draw.below(2) > 0) {
-        fw = fh * r;
-      } else {
-        fh = fw * r;
-      }
-    }
-    if (p.vertical_stretch_lower() > 0.f && p.vertical_stretch_upper() > 0.f) {
-      fh *= draw.range(p.vertical_stretch_lower(), p.vertical_stretch_upper());
-    }
-    if (p.horizontal_stretch_lower() > 0.f && p.horizontal_stretch_upper() > 0.f) {
-      fw *= draw.range(p.horizontal_stretch_lower(), p.horizontal_stretch_upper());
-    }
-    int new_h = std::max(crop_h_, static_cast<int>(std::lround(fh)));
-    int new_w = std::max(crop_w_, static_cast<int>(std::lround(fw)));
-    if (!p.allow_upscale()) {
-      new_h = std::min(new_h, height);
-      new_w = std::min(new_w, width);
-    }
-    if (new_h != height || new_w != width) {
-      plan.resize_h = height = new_h;
-      plan.resize_w = width = new_w;
-    }
-  }
-  if (rand_crop_) {
-    plan_window(param_, height, width, &draw, &plan);
-  } else if (crop_h_ > 0) {
-    if (crop_h_ > height || crop_w_ > width) {
-      field_error(crop_field(param_), crop_text(crop_h_, crop_w_), " is larger than the ", height, "x", width,
-                  " image");
-    }
-    if (phase_ == TRAIN && rng) {
-      // Modulo, not std::uniform_int_distribution: the draw is then the same
-      // with every standard library, so batches are reproducible anywhere.
-      plan.crop_h0 = static_cast<int>(draw.raw() % static_cast<uint32_t>(height - crop_h_ + 1));
-      plan.crop_w0 = static_cast<int>(draw.raw() % static_cast<uint32_t>(width - crop_w_ + 1));
-    } else {
-      plan.crop_h0 = (height - crop_h_) / 2;
-      plan.crop_w0 = (width - crop_w_) / 2;
-    }
-  }
-  plan.mirror = param_.mirror() && rng && (draw.raw() & 1u);
-  return plan;
-}
-
-void DataTransformer::Augment(const TransformPlan& plan, Image* image) const {
-  if (!plan.distort.on && plan.resize_h == 0) return;
-#ifdef CORTADO_USE_OPENCV
-  CORTADO_CHECK(image->bytes != nullptr) << "CheckAgainst lets no float_data record reach Augment";
-  cv::Mat img;
-  if (image->interleaved) {
-    // A libjpeg decode has no Mat: wrap its pixels (the distortions below
-    // write new images or change these pixels in place).
-    img = image->mat.empty() ? cv::Mat(image->H, image->W, CV_8UC(image->C), const_cast<uint8_t*>(image->bytes))
-                             : image->mat;
-  } else {
-    std::vector<cv::Mat> planes;
-    for (int c = 0; c < image->C; ++c) {
-      planes.emplace_back(image->H, image->W, CV_8UC1,
-                          const_cast<uint8_t*>(image->bytes + static_cast<size_t>(c) * image->H * image->W));
-    }
-    cv::merge(planes, img);
-  }
-  // NVCaffe's (SSD's) im_transforms: the same OpenCV calls on the 8-bit image.
-  const TransformPlan::Distortion& d = plan.distort;
-  if (d.on) {
-    if (d.brightness && std::fabs(d.brightness_delta) > 0) img.convertTo(img, -1, 1, d.brightness_delta);
-    auto contrast = [&] {
-      if (d.contrast && std::fabs(d.contrast_factor - 1.f) > 1e-3f) img.convertTo(img, -1, d.contrast_factor, 0);
-    };
-    if (!d.contrast_last) contrast();
-    if (d.saturation) adjust_hsv_channel(&img, 1, [&](cv::Mat* s) { s->convertTo(*s, -1, d.saturation_factor, 0); });
-    if (d.hue && std::fabs(d.hue_delta) > 0) {
-      adjust_hsv_channel(&img, 0, [&](cv::Mat* h) { h->convertTo(*h, -1, 1, d.hue_delta); });
-    }
-    if (d.contrast_last) contrast();
-    if (d.reorder) {
-      std::vector<cv::Mat> planes, reordered;
-      cv::split(img, planes);
-      for (int k : d.order) reordered.push_back(planes[static_cast<size_t>(k)]);
-      cv::merge(reordered, img);
-    }
-  }
-  if (plan.resize_h > 0) {
-    const bool down = plan.resize_h <= img.rows && plan.resize_w <= img.cols;
-    cv::Mat resized;
-    cv::resize(img, resized, cv::Size(plan.resize_w, plan.resize_h), 0, 0,
-               cv_interpolation(down ? param_.interpolation_algo_down() : param_.interpolation_algo_up()));
-    img = resized;
-  }
-  image->SetMat(std::move(img));
-#endif
-}
-
-namespace {
-
-using transform_detail::MeanWindow;
-using transform_detail::ResampleAxis;
-
-// mean_value as one value per channel (empty without mean_value).
-template <typename M>
-std::vector<M> channel_means(const TransformationParameter& p, int C) {
-  std::vector<M> values;
-  if (p.mean_value_size() > 0) {
-    for (int c = 0; c < C; ++c) values.push_back(static_cast<M>(p.mean_value(p.mean_value_size() == 1 ? 0 : c)));
-  }
-  return values;
-}
-
-}  // namespace
-
-template <typename T>
-void DataTransformer::WritePixels(const Image& im, const TransformPlan& plan, T* out, int region_h0,
-                                  int region_w0) const {
-  using M = math_t<T>;
-  using transform_detail::transform_pixels;
-  const int out_h = crop_h_ > 0 ? crop_h_ : im.H, out_w = crop_w_ > 0 ? crop_w_ : im.W;
-  const std::vector<M> mean_values = channel_means<M>(param_, im.C);
-  MeanWindow mean;
-  if (!mean_.empty()) {
-    mean.data = mean_.data();
-    mean.H = mean_shape_[1];
-    mean.W = mean_shape_[2];
-    // Randomly resized images vary in size: NVCaffe subtracts the mean's centre.
-    mean.h0 = random_resize_ ? (mean.H - out_h) / 2 : plan.crop_h0;
-    mean.w0 = random_resize_ ? (mean.W - out_w) / 2 : plan.crop_w0;
-  }
-  const M scale = static_cast<M>(param_.scale());
-  const int h0 = plan.crop_h0 - region_h0, w0 = plan.crop_w0 - region_w0;
-  if (im.floats) {
-    transform_pixels<float, false, T>(im.floats, im.C, im.H, im.W, out_h, out_w, h0, w0, plan.mirror, scale, mean,
-                                      mean_values, out);
-  } else if (im.interleaved) {
-    transform_pixels<uint8_t, true, T>(im.bytes, im.C, im.H, im.W, out_h, out_w, h0, w0, plan.mirror, scale, mean,
-                                       mean_values, out);
-  } else {
-    transform_pixels<uint8_t, false, T>(im.bytes, im.C, im.H, im.W, out_h, out_w, h0, w0, plan.mirror, scale, mean,
-                                        mean_values, out);
-  }
-}
-
-template <typename T>
-void DataTransformer::WriteResampled(const Image& im, const TransformPlan& plan, int scale, int height, int width,
-                                     T* out, int region_h0, int region_w0) const {
-  using M = math_t<T>;
-  using transform_detail::resample_pixels;
-  ResampleAxis ys(crop_h_, plan.window_h0, plan.window_h, scale, jpeg_scaled_size(height, scale), false);
-  ResampleAxis xs(crop_w_, plan.window_w0, plan.window_w, scale, jpeg_scaled_size(width, scale), plan.mirror);
-  ys.Shift(region_h0);
-  xs.Shift(region_w0);
-  CORTADO_CHECK(ys.hi - region_h0 < im.H && xs.hi - region_w0 < im.W && ys.lo >= region_h0 && xs.lo >= region_w0);
-  const std::vector<M> mean_values = channel_means<M>(param_, im.C);
-  MeanWindow mean;
-  if (!mean_.empty()) {  // the centre window, as for NVCaffe's random resize
-    mean.data = mean_.data();
-    mean.H = mean_shape_[1];
-    mean.W = mean_shape_[2];
-    mean.h0 = (mean.H - crop_h_) / 2;
-    mean.w0 = (mean.W - crop_w_) / 2;
-  }
-  const M s = static_cast<M>(param_.scale());
-  if (im.floats) {
-    resample_pixels<float, false, T>(im.floats, im.C, im.H, im.W, ys, xs, plan.mirror, s, mean, mean_values, out);
-  } else if (im.interleaved) {
-    resample_pixels<uint8_t, true, T>(im.bytes, im.C, im.H, im.W, ys, xs, plan.mirror, s, mean, mean_values, out);
-  } else {
-    resample_pixels<uint8_t, false, T>(im.bytes, im.C, im.H, im.W, ys, xs, plan.mirror, s, mean, mean_values, out);
+void DataTransformer::CheckCropFits(int height, int width) const {
+  if (crop_h_ > height || crop_w_ > width) {
+    field_error(crop_field(param_), crop_text(crop_h_, crop_w_), " is larger than the ", height, "x", width,
+                " image");
   }
 }
 
@@ -748,98 +283,5 @@ void DataTransformer::CheckRecord(const std::vector<int>& raw, bool floats, cons
          shape_text(expected), " (all records must have the same size, or use a crop)");
   }
 }
-
-template <typename T>
-bool DataTransformer::TransformJpeg(const Datum& datum, T* out, std::mt19937* rng,
-                                    const std::vector<int>& expected) const {
-#ifdef CORTADO_USE_LIBJPEG
-  const std::string& bytes = datum.data();
-  if (resize_height_ > 0 || short_side_ > 0 || random_resize_ || !is_jpeg(bytes)) return false;
-  const int channels = param_.force_color() ? 3 : param_.force_gray() ? 1 : 0;
-  thread_local std::vector<uint8_t> pixels;
-  TransformPlan plan;
-  JpegInfo info;
-  JpegRegion region;
-  int C = 0;
-  auto choose = [&](const JpegInfo& i, JpegRegion* r) {
-    info = i;
-    C = channels != 0 ? channels : (i.components == 1 ? 1 : 3);
-    CheckRecord({C, i.height, i.width}, false, expected);
-    plan = Plan(i.height, i.width, rng);
-    if (plan.window_h > 0) {  // the rows and columns the taps read, at the smallest scale that serves
-      r->scale = jpeg_scale_for(plan.window_h, plan.window_w, crop_h_, crop_w_);
-      const ResampleAxis ys(crop_h_, plan.window_h0, plan.window_h, r->scale, jpeg_scaled_size(i.height, r->scale),
-                            false);
-      const ResampleAxis xs(crop_w_, plan.window_w0, plan.window_w, r->scale, jpeg_scaled_size(i.width, r->scale),
-                            false);
-      r->y0 = ys.lo;
-      r->height = ys.hi - ys.lo + 1;
-      r->x0 = xs.lo;
-      r->width = xs.hi - xs.lo + 1;
-    } else if (crop_h_ > 0) {  // the crop's rows and columns
-      r->y0 = plan.crop_h0;
-      r->height = crop_h_;
-      r->x0 = plan.crop_w0;
-      r->width = crop_w_;
-    }
-    region = *r;
-  };
-  if (!decode_jpeg(bytes, channels, choose, &pixels)) return false;
-  const int rh = region.height > 0 ? region.height : info.height, rw = region.width > 0 ? region.width : info.width;
-  Image image;
-  image.SetInterleaved(C, rh, rw, pixels.data());
-  Augment(plan, &image);  // distort_param only: NVCaffe's random resize takes the Load path
-  if (plan.window_h > 0) {
-    WriteResampled(image, plan, region.scale, info.height, info.width, out, region.y0, region.x0);
-  } else {
-    WritePixels(image, plan, out, region.y0, region.x0);
-  }
-  return true;
-#else
-  return false;
-#endif
-}
-
-template <typename T>
-void DataTransformer::Transform(const Datum& datum, T* out, std::mt19937* rng,
-                                const std::vector<int>& expected) const {
-  if (datum.encoded() && TransformJpeg(datum, out, rng, expected)) return;
-  Image image = Load(datum);
-  CheckRecord({image.C, image.H, image.W}, image.floats != nullptr, expected);
-  const TransformPlan plan = Plan(image.H, image.W, rng);
-  Augment(plan, &image);
-  if (plan.window_h > 0) {
-    WriteResampled(image, plan, 8, image.H, image.W, out);
-  } else {
-    WritePixels(image, plan, out);
-  }
-}
-
-template <typename T>
-void DataTransformer::Transform(const Datum& datum, T* out, std::mt19937* rng, const std::vector<int>& expected,
-                                bool channels_last) const {
-  if (!channels_last) return Transform(datum, out, rng, expected);
-  CORTADO_CHECK_EQ(expected.size(), 3u) << "a channels-last Transform needs the record's (C, H, W)";
-  const int channels = expected[0];
-  const size_t pixels = static_cast<size_t>(expected[1]) * expected[2];
-  thread_local std::vector<T> planes;
-  planes.resize(pixels * static_cast<size_t>(channels));
-  Transform(datum, planes.data(), rng, expected);
-  for (int c = 0; c < channels; ++c) {
-    const T* plane = planes.data() + static_cast<size_t>(c) * pixels;
-    T* dst = out + c;
-    for (size_t i = 0; i < pixels; ++i) dst[i * static_cast<size_t>(channels)] = plane[i];
-  }
-}
-
-#define CORTADO_TRANSFORM_TYPE(T)                                                                            \
-  template void DataTransformer::Transform<T>(const Datum&, T*, std::mt19937*, const std::vector<int>&) const; \
-  template void DataTransformer::Transform<T>(const Datum&, T*, std::mt19937*, const std::vector<int>&, bool)  \
-      const;
-CORTADO_TRANSFORM_TYPE(double)
-CORTADO_TRANSFORM_TYPE(float)
-CORTADO_TRANSFORM_TYPE(float16)
-CORTADO_TRANSFORM_TYPE(bfloat16)
-#undef CORTADO_TRANSFORM_TYPE
 
 }  // namespace cortado

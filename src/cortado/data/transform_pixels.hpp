@@ -1,5 +1,5 @@
 #pragma once
-// The pixel loops of DataTransformer (data_transformer.cpp): step 4 (crop,
+// The pixel loops of DataTransformer (transform_record.cpp): step 4 (crop,
 // mirror, mean, scale) and the random-resized crop's resampling pass, each
 // written once for the source layouts (uint8 or float, planar (C, H, W) or
 // interleaved (H, W, C)) and the output types. Values are computed in

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
-#include <numeric>
 #include <random>
 #include <string_view>
 #include <thread>
@@ -92,58 +91,6 @@ void DataLayer<Ftype, Btype>::Batch::WaitIdle() {
   if (copied) CORTADO_CUDA_CHECK(cudaEventSynchronize(copied));
   if (filled) CORTADO_CUDA_CHECK(cudaEventSynchronize(filled));
 #endif
-}
-
-EpochOrder::EpochOrder(int64_t n, bool shuffle, uint64_t seed) : n_(n), shuffle_(shuffle), seed_(seed) {
-  if (shuffle_ && n_ > int64_t{UINT32_MAX}) fail("cannot shuffle ", n_, " records (at most 2^32 - 1)");
-}
-
-int64_t EpochOrder::Entry(int64_t i) {
-  const int64_t epoch = i / n_, k = i % n_;
-  if (!shuffle_) return k;
-  if (epoch != epoch_) {
-    order_.resize(static_cast<size_t>(n_));
-    std::iota(order_.begin(), order_.end(), 0u);
-    // The same order on every platform and every shard: raw draws, no
-    // std::*_distribution.
-    std::mt19937_64 gen(record_rng_seed(seed_, -2 - epoch));
-    for (size_t j = order_.size(); j > 1; --j) std::swap(order_[j - 1], order_[gen() % j]);
-    epoch_ = epoch;
-  }
-  return order_[static_cast<size_t>(k)];
-}
-
-LmdbSource::LmdbSource(const std::string& path, bool shuffle, uint64_t seed)
-    : cursor_(path, /*wrap_around=*/false), order_(cursor_.entries(), shuffle, seed) {
-  if (!shuffle) return;
-  key_end_.reserve(static_cast<size_t>(cursor_.entries()));
-  for (cursor_.SeekToFirst(); cursor_.Valid(); cursor_.Next()) {
-    keys_.append(cursor_.key());
-    key_end_.push_back(keys_.size());
-  }
-  keys_.shrink_to_fit();
-  cursor_.SeekToFirst();
-}
-
-void LmdbSource::Read(int64_t i, std::string* key, std::string* value) {
-  if (order_.shuffled()) {
-    const size_t k = static_cast<size_t>(order_.Entry(i));
-    const size_t begin = k == 0 ? 0 : key_end_[k - 1];
-    const std::string_view want(keys_.data() + begin, key_end_[k] - begin);
-    // The cursor's read transaction is a snapshot: its keys stay.
-    if (!cursor_.Seek(want)) fail("LMDB '", cursor_.path(), "': key '", want, "' is gone");
-    key->assign(cursor_.key());
-    value->assign(cursor_.value());
-    return;
-  }
-  const int64_t target = i % entries();
-  if (target < at_) {  // the next epoch: from the first record again
-    cursor_.SeekToFirst();
-    at_ = 0;
-  }
-  for (; at_ < target; ++at_) cursor_.Next();
-  key->assign(cursor_.key());
-  value->assign(cursor_.value());
 }
 
 template <typename Ftype, typename Btype>

@@ -1,59 +1,12 @@
 #include "cortado/layers/image_data_layer.hpp"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "cortado/data/image_list.hpp"
 
 namespace cortado {
-
-namespace {
-
-// The images of a list, in the list's order or shuffled (EpochOrder). The
-// record is the file's bytes as an encoded Datum.
-class ImageListSource : public RecordSource {
- public:
-  ImageListSource(std::vector<ImageListEntry> entries, std::string list, std::string root, bool shuffle,
-                  uint64_t seed)
-      : entries_(std::move(entries)), list_(std::move(list)), root_(std::move(root)),
-        order_(static_cast<int64_t>(entries_.size()), shuffle, seed) {}
-  int64_t entries() const override { return static_cast<int64_t>(entries_.size()); }
-
-  void Read(int64_t i, std::string* key, std::string* value) override {
-    const ImageListEntry& e = entries_[static_cast<size_t>(order_.Entry(i))];
-    const std::string file = root_ + e.path;
-    *key = str_cat(list_, ":", e.line, ": image '", file, "'");
-    datum_.Clear();
-    datum_.set_encoded(true);
-    datum_.set_label(e.label);
-    ReadFile(file, *key, datum_.mutable_data());
-    datum_.SerializeToString(value);
-  }
-
- private:
-  static void ReadFile(const std::string& file, const std::string& where, std::string* out) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(file, ec)) fail(where, ": is a directory");
-    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(file.c_str(), "rb"), &std::fclose);
-    if (!f) fail(where, ": cannot open: ", std::strerror(errno));
-    out->clear();
-    char buf[1 << 16];
-    size_t got;
-    while ((got = std::fread(buf, 1, sizeof(buf), f.get())) > 0) out->append(buf, got);
-    if (std::ferror(f.get())) fail(where, ": read error: ", std::strerror(errno));
-  }
-
-  std::vector<ImageListEntry> entries_;
-  std::string list_, root_;
-  EpochOrder order_;
-  Datum datum_;
-};
-
-}  // namespace
 
 template <typename Ftype, typename Btype>
 DataSourceParams ImageDataLayer<Ftype, Btype>::SourceParams() const {
