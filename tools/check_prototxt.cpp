@@ -27,6 +27,7 @@
 #include "cortado/io/proto_io.hpp"
 #include "cortado/layer_registry.hpp"
 #include "cortado/solvers/solver.hpp"
+#include "cortado/util/tool_flags.hpp"
 
 DEFINE_bool(solver, false, "Read the files as SolverParameter (default: NetParameter)");
 
@@ -84,8 +85,7 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "Says whether Cortado reads net (or, with --solver, solver) prototxt files.\n"
       "Usage: check_prototxt [--solver] FILE...");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
+  cortado::InitTool(&argc, &argv);  // util/tool_flags.hpp: flags, and glog with Caffe's prefix
   if (argc < 2) {
     std::cerr << "check_prototxt: error: expected one or more files\n";
     return 1;

@@ -30,6 +30,7 @@
 #include "cortado/data/data_transformer.hpp"
 #include "cortado/data/lmdb.hpp"
 #include "cortado/io/proto_io.hpp"
+#include "cortado/util/tool_flags.hpp"
 #include "cortado.pb.h"
 
 DEFINE_string(backend, "lmdb", "The database format to read; Cortado reads lmdb only");
@@ -111,8 +112,7 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "Computes the per-pixel mean image of an LMDB of Datum records.\n"
       "Usage: compute_image_mean [--backend=lmdb] INPUT_DB [OUTPUT_FILE]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
+  cortado::InitTool(&argc, &argv);  // util/tool_flags.hpp: flags, and glog with Caffe's prefix
   if (argc != 2 && argc != 3) {
     std::cerr << "compute_image_mean: error: expected INPUT_DB [OUTPUT_FILE], got " << (argc - 1)
               << " argument(s)\n";

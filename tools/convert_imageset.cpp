@@ -58,6 +58,7 @@
 #include "cortado/common.hpp"
 #include "cortado/data/image_list.hpp"
 #include "cortado/data/lmdb.hpp"
+#include "cortado/util/tool_flags.hpp"
 #include "cortado.pb.h"
 
 DEFINE_bool(gray, false, "Read the images as grayscale (1 channel); default: color (3 channels, BGR)");
@@ -354,8 +355,7 @@ int main(int argc, char** argv) {
       "Converts images listed in a file to an LMDB of Datum records.\n"
       "Usage: convert_imageset [flags] ROOTFOLDER/ LISTFILE DB_NAME\n"
       "LISTFILE lines are 'relative/path.JPEG label' (the label after the last space).");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
+  cortado::InitTool(&argc, &argv);  // util/tool_flags.hpp: flags, and glog with Caffe's prefix
   if (argc != 4) {
     std::cerr << "convert_imageset: error: expected ROOTFOLDER/ LISTFILE DB_NAME, got " << (argc - 1)
               << " argument(s)\n";

@@ -22,6 +22,7 @@
 
 #include "cortado/common.hpp"
 #include "cortado/data/lmdb.hpp"
+#include "cortado/util/tool_flags.hpp"
 #include "cortado.pb.h"
 
 DEFINE_int64(limit, 0, "Convert at most this many records (0: all)");
@@ -127,8 +128,7 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "Converts MNIST-format IDX files to an LMDB of Datum records.\n"
       "Usage: convert_mnist <images-idx3[.gz]> <labels-idx1[.gz]> <out_lmdb> [--limit=N]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
+  cortado::InitTool(&argc, &argv);  // util/tool_flags.hpp: flags, and glog with Caffe's prefix
   if (argc != 4) {
     gflags::ShowUsageWithFlagsRestrict(argv[0], "convert_mnist");
     return 1;

@@ -32,6 +32,7 @@
 #include "cortado/data/data_transformer.hpp"
 #include "cortado/data/nvjpeg_batch.hpp"
 #include "cortado/util/cuda.hpp"
+#include "cortado/util/tool_flags.hpp"
 
 DEFINE_int32(batch, 256, "Records per batch");
 DEFINE_int32(iters, 20, "Timed batches");
@@ -113,8 +114,7 @@ void run(const std::vector<std::string>& files) {
 int main(int argc, char** argv) {
   FLAGS_logtostderr = 1;
   gflags::SetUsageMessage("Times GPU JPEG decoding and transform (nvJPEG).\nUsage: nvjpeg_decode [flags] LIST");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
+  cortado::InitTool(&argc, &argv);  // util/tool_flags.hpp: flags, and glog with Caffe's prefix
   if (argc != 2) {
     std::cerr << "nvjpeg_decode: error: expected one image list\n";
     return 1;

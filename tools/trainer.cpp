@@ -46,6 +46,7 @@
 #include "cortado/util/gemm_bf16.hpp"
 #include "cortado/util/logging.hpp"
 #include "cortado/util/openmp_spin.hpp"
+#include "cortado/util/tool_flags.hpp"
 
 DEFINE_string(solver, "", "The solver prototxt (train; time: the update to time, and its net without --model).");
 DEFINE_string(model, "", "The net prototxt (test, time).");
@@ -728,8 +729,7 @@ int main(int argc, char** argv) {
       "train, test and time: --precision=fp32|fp16|bf16 chooses the types (default: the files' own);\n"
       "--stage=synthetic feeds the models/ nets synthetic data instead of ImageNet");
   gflags::SetVersionString(CORTADO_VERSION);
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
+  cortado::InitTool(&argc, &argv);  // util/tool_flags.hpp: flags, and glog with Caffe's prefix
   google::InstallFailureSignalHandler();
   // A run ended by SIGTERM (a timeout, a user's kill) says where each rank was.
   dump_rank_phases_on(SIGTERM);

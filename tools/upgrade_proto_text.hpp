@@ -14,6 +14,7 @@
 
 #include "cortado/common.hpp"
 #include "cortado/io/proto_io.hpp"
+#include "cortado/util/tool_flags.hpp"
 
 namespace cortado {
 
@@ -22,8 +23,7 @@ int UpgradeProtoTextMain(const char* tool, const char* usage, bool (*needs_upgra
                          char** argv) {
   FLAGS_alsologtostderr = 1;
   gflags::SetUsageMessage(usage);
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
+  cortado::InitTool(&argc, &argv);  // util/tool_flags.hpp: flags, and glog with Caffe's prefix
   if (argc != 3) {
     std::cerr << tool << ": error: expected IN OUT, got " << (argc - 1) << " argument(s)\n";
     return 1;

@@ -44,6 +44,7 @@ void InitLogging() {
   static std::once_flag once;
   std::call_once(once, [] {
     if (!google::IsGoogleLoggingInitialized()) {
+      FLAGS_log_year_in_prefix = false;  // Caffe's prefix, as the tools (util/tool_flags.hpp)
       google::InitGoogleLogging("cortado");
       FLAGS_logtostderr = true;
     }

@@ -167,6 +167,19 @@ std::vector<Row> CostTable(const std::string& out) {
   return rows;
 }
 
+// Caffe's log prefix (I1206 21:13:23.352751 ...), which Caffe's and NVCaffe's
+// log parsers read: no year unless --log_year_in_prefix asks for it.
+TEST(TrainerLog, LinesCarryNoYearUnlessAsked) {
+  const std::regex caffe(R"((^|\n)I\d{4} \d\d:\d\d:\d\d\.\d{6} )"), with_year(R"((^|\n)I\d{8} \d\d:)");
+  const ToolRun plain = trainer("time --model=" + kTiny + " --iterations=1 --warmup=1");
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  EXPECT_TRUE(std::regex_search(plain.output, caffe)) << plain.output;
+  EXPECT_FALSE(std::regex_search(plain.output, with_year)) << plain.output;
+  const ToolRun year = trainer("time --model=" + kTiny + " --iterations=1 --warmup=1 --log_year_in_prefix=true");
+  ASSERT_EQ(year.status, 0) << year.output;
+  EXPECT_TRUE(std::regex_search(year.output, with_year)) << year.output;
+}
+
 TEST(TrainerTime, PrintsMediansTheCostTableAndPeakMemory) {
   const ToolRun r = trainer("time --model=" + kTiny + " --batch_size=3 --iterations=3 --warmup=1");
   ASSERT_EQ(r.status, 0) << r.output;
