@@ -12,6 +12,7 @@ PACKAGES=(
   libgtest-dev
   libopenmpi-dev openmpi-bin
   python3-matplotlib python3-numpy
+  dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps computes the package's Depends
   dataset-fashion-mnist
 )
 
