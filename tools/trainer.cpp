@@ -727,7 +727,25 @@ int main(int argc, char** argv) {
       "                (--model, --weights, --iterations, --csv, --plot)\n"
       "  device_query  show GPU diagnostic information\n"
       "train, test and time: --precision=fp32|fp16|bf16 chooses the types (default: the files' own);\n"
-      "--stage=synthetic feeds the models/ nets synthetic data instead of ImageNet");
+      "--stage=synthetic feeds the models/ nets synthetic data instead of ImageNet\n"
+      "\nEnvironment (unset or empty: the default; the README's table says more):\n"
+      "  CORTADO_NHWC=1|all              * channels-last 16-bit nets on the GPU (default 0)\n"
+      "  CORTADO_CUDNN_BN=1              * with CORTADO_NHWC=1, cuDNN's NHWC BatchNorm (default 0)\n"
+      "  CORTADO_CUDNN_API=graph         * convolutions through cuDNN's graph API (default legacy)\n"
+      "  CORTADO_CUDNN_PAD_CHANNELS=4|8  * pad channels-last convolution inputs to 4|8 channels (default 0)\n"
+      "  CORTADO_CUDNN_WORKSPACE_MB=N    cuDNN convolution workspace bound, MiB (default 1024)\n"
+      "  CORTADO_CUDA_GRAPHS=0           no CUDA graph replay of training iterations (default: replay)\n"
+      "  CORTADO_DEFER_STEPS=0           decide each GPU step's skip and loss scale on the host\n"
+      "  CORTADO_SYNC_LAYERS=1           wait after every GPU layer; a fault names its layer (slow)\n"
+      "  CORTADO_NCCL_TIMEOUT=S          seconds to wait for NCCL gradient sums, 0: no limit (600)\n"
+      "  CORTADO_SHARE_DIFFS=0           every blob keeps its own gradient buffer, as in Caffe\n"
+      "  CORTADO_SHARE_DATA=0            residual sums do not compute in their dead bottom's memory\n"
+      "  CORTADO_BN_OUT_OF_PLACE=0       in-place BatchNorm keeps Caffe's copy of its input\n"
+      "  CORTADO_CPU_SHARE=0             CPU regions on every thread, not only on the free cores\n"
+      "  CORTADO_CPU_BF16_DOT=0          BF16 CPU GEMMs widen to FP32 instead of using AVX-512 BF16\n"
+      "  CORTADO_SCRIPTS_DIR=DIR         where grad_stats --plot finds plot_grad_stats.py\n"
+      "  CORTADO_PYTHON=PATH             the python3 grad_stats --plot runs (default /usr/bin/python3)\n"
+      "* pending GPU measurement: a GPU run will make it the default or remove it");
   gflags::SetVersionString(CORTADO_VERSION);
   cortado::InitTool(&argc, &argv);  // util/tool_flags.hpp: flags, and glog with Caffe's prefix
   google::InstallFailureSignalHandler();
