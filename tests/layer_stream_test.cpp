@@ -27,6 +27,7 @@ StreamHandle CurrentStream() { return nullptr; }
 // y = x, recording the thread's current stream in each pass.
 template <typename Ftype, typename Btype>
 class StreamProbeLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "StreamProbe", BlobRules().Bottoms(1).Tops(1))
   void Reshape(const BlobVec& bottom, const BlobVec& top) override {
     top[0]->ReshapeLike(*bottom[0]);
@@ -34,6 +35,7 @@ class StreamProbeLayer : public Layer<Ftype, Btype> {
   }
   StreamHandle seen_setup{}, seen_forward{}, seen_backward{};
 
+ protected:
   CORTADO_LAYER_PASSES
 };
 

@@ -122,8 +122,9 @@ class LayerBase {
   void set_context(std::shared_ptr<const Context> ctx) { ctx_ = std::move(ctx); }
   const Context& context() const { return *ctx_; }
   bool on_gpu() const { return ctx_->on_gpu(); }
-  /// Whether Forward_gpu/Backward_gpu are real GPU implementations.
-  virtual bool HasGpuPath() const { return false; }
+  /// Whether Forward_gpu/Backward_gpu are real GPU implementations (a layer
+  /// whose pass macro declares them, below, says so through HasGpuPath_impl).
+  bool HasGpuPath() const { return HasGpuPath_impl(); }
   virtual void LayerSetUp(const BlobVec& bottom, const BlobVec& top) {}
   virtual void Reshape(const BlobVec& bottom, const BlobVec& top) = 0;
 
@@ -186,6 +187,8 @@ class LayerBase {
   }
 
  protected:
+  /// HasGpuPath's answer: false unless the layer has GPU passes.
+  virtual bool HasGpuPath_impl() const { return false; }
   virtual void Forward_impl(const BlobVec& bottom, const BlobVec& top) = 0;
   virtual void Backward_impl(const BlobVec& top, const std::vector<bool>& propagate_down,
                              const BlobVec& bottom) = 0;
@@ -239,59 +242,76 @@ class Layer : public LayerBase {
   }
 };
 
-// CORTADO_LAYER_HEAD(Base, "Type", rules) opens a layer class in one line:
-// Base's constructors, type() and blob_rules() (a BlobRules expression,
-// which may read this->layer_param()); it leaves the class public.
-// CORTADO_LAYER_TYPE(Base, "Type") is the same for a layer that keeps its
-// base's rules (a loss over LossLayer, LSTM over RecurrentLayer).
+// The declarations every layer class repeats, written once. No macro below
+// changes the access level: each declares its members in the section where
+// it stands, and the layer's header states its own `public:`, `protected:`
+// and `private:` around them:
+//
+//   template <typename Ftype, typename Btype>
+//   class TileLayer : public Layer<Ftype, Btype> {
+//    public:
+//     CORTADO_LAYER_HEAD(Layer, "Tile", BlobRules().Bottoms(1).Tops(1))
+//     CORTADO_LAYER_SETUP
+//
+//    protected:
+//     CORTADO_LAYER_PASSES
+//
+//    private:
+//     int axis_ = 1;
+//   };
+//
+// Public (as LayerBase's members they override):
+//   CORTADO_LAYER_HEAD(Base, "Type", rules)
+//                                 Base's constructors, type() and blob_rules()
+//                                 (a BlobRules expression, which may read
+//                                 this->layer_param()).
+//   CORTADO_LAYER_TYPE(Base, "Type")
+//                                 the same for a layer that keeps its base's
+//                                 rules (a loss over LossLayer, LSTM over
+//                                 RecurrentLayer).
+//   CORTADO_LAYER_SETUP           the LayerSetUp and Reshape overrides of a
+//                                 layer that defines both (in its .cpp).
 #define CORTADO_LAYER_TYPE(Base, type_name) \
- public:                                    \
   using Base<Ftype, Btype>::Base;           \
   const char* type() const override { return type_name; }
 #define CORTADO_LAYER_HEAD(Base, type_name, rules) \
   CORTADO_LAYER_TYPE(Base, type_name)              \
   BlobRules blob_rules() const override { return rules; }
-
-// CORTADO_LAYER_SETUP declares the LayerSetUp and Reshape overrides of a
-// layer that defines both (in its .cpp) and leaves the class public.
-#define CORTADO_LAYER_SETUP                                                 \
- public:                                                                   \
-  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;     \
+#define CORTADO_LAYER_SETUP                                             \
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override; \
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
-// The declarations of a layer's passes, written once. Each macro stands in
-// the class body of a Layer<Ftype, Btype> (or a class derived from one),
-// declares the overrides below and leaves the class in its protected
-// section. HasGpuPath() is public; the passes are protected. With
-// CORTADO_USE_CUDA off only the CPU passes are declared, so the macros read
-// the same in both builds.
+// Protected (as Layer's passes), in the class body of a Layer<Ftype, Btype>
+// or of a class derived from one. With CORTADO_USE_CUDA off only the CPU
+// passes are declared, so the macros read the same in both builds; with it,
+// each also overrides HasGpuPath_impl: HasGpuPath() is true.
 //
 //   CORTADO_LAYER_PASSES          Forward_cpu and Backward_cpu; with CUDA also
-//                                 Forward_gpu, Backward_gpu and HasGpuPath() true.
-//                                 The layer defines all four.
+//                                 Forward_gpu and Backward_gpu. The layer
+//                                 defines all four.
 //   CORTADO_LAYER_FORWARD_PASSES  the same, the backward passes empty (a layer
 //                                 that propagates nothing): the layer defines
 //                                 Forward_cpu and Forward_gpu.
 //   CORTADO_LAYER_EMPTY_PASSES    all passes empty, HasGpuPath() true with CUDA
 //                                 (a layer whose work is all in Reshape).
-//   CORTADO_LAYER_OPS_PASSES      CORTADO_LAYER_PASSES for a layer written once
-//                                 over an Ops type (its CPU and its GPU operations
-//                                 behind one interface), and the private
-//                                 ForwardWith / BackwardWith<Ops> the passes run;
-//                                 leaves the class private.
 //   CORTADO_LAYER_HOST_PASSES     Forward_cpu declared, Backward_cpu empty,
 //                                 HasGpuPath() true with CUDA; the GPU passes
 //                                 are Layer's defaults, which run the CPU ones
 //                                 (a data source that fills host memory).
+//
+// Private:
+//   CORTADO_LAYER_WITH_OPS        ForwardWith / BackwardWith<Ops>, the passes
+//                                 of a layer written once over an Ops type (its
+//                                 CPU and its GPU operations behind one
+//                                 interface), which its CORTADO_LAYER_PASSES
+//                                 run (recurrent_ops.hpp defines those).
 #define CORTADO_LAYER_CPU_PASSES_(forward_body, backward_body)                      \
- protected:                                                                        \
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override forward_body \
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,    \
                     const BlobVec& bottom) override backward_body
 #ifdef CORTADO_USE_CUDA
 #define CORTADO_LAYER_HAS_GPU_PATH_ \
- public:                            \
-  bool HasGpuPath() const override { return true; }
+  bool HasGpuPath_impl() const override { return true; }
 #define CORTADO_LAYER_GPU_PASSES_(forward_body, backward_body)                      \
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override forward_body \
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,    \
@@ -308,16 +328,14 @@ class Layer : public LayerBase {
 #define CORTADO_LAYER_PASSES CORTADO_LAYER_PASSES_(;, ;)
 #define CORTADO_LAYER_FORWARD_PASSES CORTADO_LAYER_PASSES_(;, {})
 #define CORTADO_LAYER_EMPTY_PASSES CORTADO_LAYER_PASSES_({}, {})
-#define CORTADO_LAYER_OPS_PASSES                                                                  \
-  CORTADO_LAYER_PASSES                                                                            \
- private:                                                                                         \
+#define CORTADO_LAYER_HOST_PASSES \
+  CORTADO_LAYER_HAS_GPU_PATH_     \
+  CORTADO_LAYER_CPU_PASSES_(;, {})
+#define CORTADO_LAYER_WITH_OPS                                                                    \
   template <class Ops>                                                                            \
   void ForwardWith(const Ops& ops, const BlobVec& bottom, const BlobVec& top);                    \
   template <class Ops>                                                                            \
   void BackwardWith(const Ops& ops, const BlobVec& top, const std::vector<bool>& propagate_down, \
                     const BlobVec& bottom);
-#define CORTADO_LAYER_HOST_PASSES \
-  CORTADO_LAYER_HAS_GPU_PATH_     \
-  CORTADO_LAYER_CPU_PASSES_(;, {})
 
 }  // namespace cortado

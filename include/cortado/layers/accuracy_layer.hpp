@@ -38,9 +38,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class AccuracyLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Accuracy", BlobRules().Bottoms(2).Tops(1, 2).NoForcedBackward())
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_FORWARD_PASSES
 #ifdef CORTADO_USE_CUDA
   /// Throws the FieldError of a bad label a GPU forward recorded, if any.

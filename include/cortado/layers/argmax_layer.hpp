@@ -29,9 +29,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class ArgMaxLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "ArgMax", BlobRules().Bottoms(1).Tops(1).NoForcedBackward())
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_FORWARD_PASSES
 
  private:

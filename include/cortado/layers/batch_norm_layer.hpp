@@ -97,6 +97,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
+ public:
   CORTADO_LAYER_HEAD(Layer, "BatchNorm", BlobRules().Bottoms(1).Tops(1))
   /// Takes a Scale (without scale_bias, before any ReLU) or a ReLU.
   bool AbsorbTail(FusionRole role, LayerBase* tail) override;
@@ -123,6 +124,7 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
   /// gradients' memory forbids; each refusal is logged once with its reason).
   bool cudnn_backward_ran() const { return cudnn_backward_ran_; }
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

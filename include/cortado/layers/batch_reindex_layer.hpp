@@ -74,9 +74,11 @@ class RowGather {
 
 template <typename Ftype, typename Btype>
 class BatchReindexLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "BatchReindex", BlobRules().Bottoms(2).Tops(1).ForcedBackwardOnlyTo(0))
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

@@ -36,9 +36,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class BiasLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Bias", BlobRules().Bottoms(1, 2).Tops(1))
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

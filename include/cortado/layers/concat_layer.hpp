@@ -21,9 +21,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class ConcatLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Concat", BlobRules().MinBottoms(1).Tops(1))
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

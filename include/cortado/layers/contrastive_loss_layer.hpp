@@ -35,9 +35,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class ContrastiveLossLayer : public LossLayer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(LossLayer, "ContrastiveLoss", BlobRules().Bottoms(3).Tops(1).NoForcedBackwardTo(2))
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

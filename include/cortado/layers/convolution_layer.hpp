@@ -76,9 +76,11 @@ struct DepthwiseGeometry {
 
 template <typename Ftype, typename Btype>
 class ConvolutionLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Convolution", BlobRules().MinBottoms(1).MinTops(1).TopsMatchBottoms())
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
   /// Reads and checks convolution_param (every field but those that need

@@ -25,9 +25,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class CropLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Crop", BlobRules().Bottoms(2).Tops(1))
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

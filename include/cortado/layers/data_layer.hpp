@@ -161,6 +161,7 @@ struct DataSourceParams {
 
 template <typename Ftype, typename Btype>
 class DataLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Data", BlobRules().Bottoms(0).Tops(1, 2).NoForcedBackward())
   ~DataLayer() override;
 
@@ -173,9 +174,9 @@ class DataLayer : public Layer<Ftype, Btype> {
   /// batches unless threads was given).
   int workers() const { return workers_; }
 
+ protected:
   CORTADO_LAYER_FORWARD_PASSES
 
- protected:
   /// The fields of data_param (ImageData: of image_data_param).
   virtual DataSourceParams SourceParams() const;
   /// transform_param with the legacy copies of its fields merged in.

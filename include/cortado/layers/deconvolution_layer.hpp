@@ -47,6 +47,7 @@ class DeconvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
   }
   const char* type() const override { return "Deconvolution"; }
 
+ protected:
   CORTADO_LAYER_PASSES
 };
 

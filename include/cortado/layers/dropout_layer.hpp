@@ -35,12 +35,14 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class DropoutLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Dropout", BlobRules().Bottoms(1).Tops(1))
   CORTADO_LAYER_SETUP
 
   /// The mask of the last TRAIN forward (1 = kept), one per element.
   const std::vector<unsigned>& mask() const { return mask_; }
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

@@ -35,11 +35,13 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class DummyDataLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "DummyData", BlobRules().Bottoms(0).MinTops(1).NoForcedBackward())
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   /// Shapes are fixed at setup; nothing to do.
   void Reshape(const BlobVec& bottom, const BlobVec& top) override {}
 
+ protected:
   CORTADO_LAYER_HOST_PASSES
 
  private:

@@ -101,6 +101,7 @@ void elementwise_backward(int64_t n, const T* x, const T* y, const T* dy, T* dx,
 
 template <typename Ftype, typename Btype, typename Op>
 class ElementwiseLayer : public Layer<Ftype, Btype>, public FusableLayer {
+ public:
   CORTADO_LAYER_HEAD(Layer, Op::kType,
                      BlobRules().Bottoms(1).Tops(1).NoForcedBackward(Op::kBackwardReads == ElementwiseReads::kNone))
   FusionRole fusion_role() const override { return op_.fusion_role(); }

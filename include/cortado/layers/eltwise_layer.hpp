@@ -43,6 +43,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class EltwiseLayer : public Layer<Ftype, Btype>, public FusableLayer {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Eltwise", BlobRules().MinBottoms(2).Tops(1))
   /// SUM takes a ReLU.
   bool AbsorbTail(FusionRole role, LayerBase* tail) override;
@@ -53,6 +54,7 @@ class EltwiseLayer : public Layer<Ftype, Btype>, public FusableLayer {
 
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

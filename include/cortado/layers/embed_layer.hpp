@@ -32,9 +32,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class EmbedLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Embed", BlobRules().Bottoms(1).Tops(1).NoForcedBackward())
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 #ifdef CORTADO_USE_CUDA
   /// Throws the FieldError of a bad index a GPU kernel recorded, if any.

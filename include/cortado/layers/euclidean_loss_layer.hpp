@@ -25,9 +25,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class EuclideanLossLayer : public LossLayer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(LossLayer, "EuclideanLoss", BlobRules().Bottoms(2).Tops(1))
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

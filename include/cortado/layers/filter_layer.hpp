@@ -38,12 +38,14 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class FilterLayer : public Layer<Ftype, Btype> {
+ public:
   // force_backward does not reach the selector, the last bottom.
   CORTADO_LAYER_HEAD(Layer, "Filter",
                      BlobRules().MinBottoms(2).MinTops(1).NoForcedBackwardTo(this->layer_param().bottom_size() - 1))
 
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

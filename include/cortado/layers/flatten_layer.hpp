@@ -19,9 +19,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class FlattenLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Flatten", BlobRules().Bottoms(1).Tops(1))
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
+ protected:
   CORTADO_LAYER_EMPTY_PASSES
 };
 

@@ -43,6 +43,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class HDF5DataLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "HDF5Data", BlobRules().Bottoms(0).MinTops(1).NoForcedBackward())
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override {}
@@ -52,6 +53,7 @@ class HDF5DataLayer : public Layer<Ftype, Btype> {
   const std::vector<std::string>& files() const { return files_; }
   const std::vector<int64_t>& file_rows() const { return rows_; }
 
+ protected:
   CORTADO_LAYER_HOST_PASSES
 
  private:

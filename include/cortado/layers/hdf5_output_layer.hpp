@@ -25,9 +25,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class HDF5OutputLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "HDF5Output", BlobRules().Bottoms(1, 2).Tops(0).NoForcedBackward())
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_HOST_PASSES
 
  private:

@@ -31,9 +31,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class HingeLossLayer : public LossLayer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_TYPE(LossLayer, "HingeLoss")
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

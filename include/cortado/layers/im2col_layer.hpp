@@ -36,9 +36,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class Im2colLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Im2col", BlobRules().Bottoms(1).Tops(1))
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

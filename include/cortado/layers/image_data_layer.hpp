@@ -42,6 +42,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class ImageDataLayer : public DataLayer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_TYPE(DataLayer, "ImageData")
  protected:
   DataSourceParams SourceParams() const override;

@@ -52,9 +52,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class InfogainLossLayer : public SoftmaxLossBase<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(SoftmaxLossBase, "InfogainLoss", BlobRules().Bottoms(2, 3).Tops(1, 2).AutoTops().ForcedBackwardOnlyTo(0))
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

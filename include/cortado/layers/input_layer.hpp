@@ -19,10 +19,12 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class InputLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Input", BlobRules().Bottoms(0).MinTops(1).NoForcedBackward())
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override {}
 
+ protected:
   CORTADO_LAYER_EMPTY_PASSES
 };
 

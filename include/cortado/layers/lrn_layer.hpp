@@ -36,9 +36,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class LRNLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "LRN", BlobRules().Bottoms(1).Tops(1))
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

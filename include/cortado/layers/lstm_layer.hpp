@@ -26,6 +26,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class LSTMLayer : public RecurrentLayer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_TYPE(RecurrentLayer, "LSTM")
  protected:
   using typename RecurrentLayer<Ftype, Btype>::M;
@@ -34,7 +35,10 @@ class LSTMLayer : public RecurrentLayer<Ftype, Btype> {
   std::vector<ParamSpec> param_specs(int H, int I, int I_static) const override;
   void ReshapeBuffers() override;
 
-  CORTADO_LAYER_OPS_PASSES
+  CORTADO_LAYER_PASSES
+
+ private:
+  CORTADO_LAYER_WITH_OPS
 
   int wh_index() const { return this->static_input_ ? 3 : 2; }
 

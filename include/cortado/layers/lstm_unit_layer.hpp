@@ -16,12 +16,16 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class LSTMUnitLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "LSTMUnit", BlobRules().Bottoms(3).Tops(2).NoForcedBackwardTo(2))
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
  protected:
   using M = math_t<Ftype>;
-  CORTADO_LAYER_OPS_PASSES
+  CORTADO_LAYER_PASSES
+
+ private:
+  CORTADO_LAYER_WITH_OPS
 
   int N_ = 0, H_ = 0;
   // gates_: the activated gates (N, 4H); cell_: c in M, kept because an

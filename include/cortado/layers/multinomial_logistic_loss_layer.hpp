@@ -30,9 +30,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class MultinomialLogisticLossLayer : public LossLayer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_TYPE(LossLayer, "MultinomialLogisticLoss")
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

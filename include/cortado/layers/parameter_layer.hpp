@@ -25,9 +25,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class ParameterLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Parameter", BlobRules().Bottoms(0).Tops(1))
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 };
 

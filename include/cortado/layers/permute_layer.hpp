@@ -28,11 +28,13 @@ struct PermuteStrides {
 
 template <typename Ftype, typename Btype>
 class PermuteLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Permute", BlobRules().Bottoms(1).Tops(1))
   static constexpr int kMaxAxes = 8;
 
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:
@@ -59,10 +61,12 @@ void GatherValues(int64_t n, const PermuteStrides& s, Type t, const void* x, voi
 // strided gather where the sizes do not fit its grid.
 template <typename Ftype, typename Btype>
 class LayoutConvertLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "LayoutConvert", BlobRules().Bottoms(1).Tops(1))
 
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
+ protected:
   CORTADO_LAYER_PASSES
 };
 

@@ -75,10 +75,12 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class PoolingLayer : public Layer<Ftype, Btype> {
+ public:
   // MAX pooling may give a second top, the argmax mask.
   CORTADO_LAYER_HEAD(Layer, "Pooling", BlobRules().Bottoms(1).Tops(1, max_pool() ? 2 : 1))
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

@@ -27,9 +27,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class PReLULayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "PReLU", BlobRules().Bottoms(1).Tops(1))
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

@@ -27,9 +27,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class ReshapeLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Reshape", BlobRules().Bottoms(1).Tops(1))
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_EMPTY_PASSES
 
  private:

@@ -18,6 +18,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class RNNLayer : public RecurrentLayer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_TYPE(RecurrentLayer, "RNN")
  protected:
   using typename RecurrentLayer<Ftype, Btype>::M;
@@ -26,7 +27,10 @@ class RNNLayer : public RecurrentLayer<Ftype, Btype> {
   std::vector<ParamSpec> param_specs(int H, int I, int I_static) const override;
   void ReshapeBuffers() override;
 
-  CORTADO_LAYER_OPS_PASSES
+  CORTADO_LAYER_PASSES
+
+ private:
+  CORTADO_LAYER_WITH_OPS
 
   // Parameter indexes: W_xh 0, b_h 1, [W_xh_static 2], then W_hh, W_ho, b_o.
   int hh_index() const { return this->static_input_ ? 3 : 2; }

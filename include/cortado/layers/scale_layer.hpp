@@ -46,6 +46,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class ScaleLayer : public Layer<Ftype, Btype>, public FusableLayer {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Scale", BlobRules().Bottoms(1, 2).Tops(1))
   FusionRole fusion_role() const override {
     return channel_affine_ ? FusionRole::kChannelAffine : FusionRole::kNone;
@@ -55,6 +56,7 @@ class ScaleLayer : public Layer<Ftype, Btype>, public FusableLayer {
   /// Whether the last forward kept a copy of its input (tests, diagnostics).
   bool kept_copy() const { return copied_; }
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

@@ -35,9 +35,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class SigmoidCrossEntropyLossLayer : public LossLayer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_TYPE(LossLayer, "SigmoidCrossEntropyLoss")
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

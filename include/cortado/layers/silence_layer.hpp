@@ -16,6 +16,7 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class SilenceLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Silence", BlobRules().MinBottoms(1).Tops(0))
   void Reshape(const BlobVec& bottom, const BlobVec& top) override {}
 
@@ -23,10 +24,7 @@ class SilenceLayer : public Layer<Ftype, Btype> {
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override {}
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
 #ifdef CORTADO_USE_CUDA
- public:
-  bool HasGpuPath() const override { return true; }
-
- protected:
+  bool HasGpuPath_impl() const override { return true; }
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override {}
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
 #endif

@@ -23,9 +23,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class SliceLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Slice", BlobRules().Bottoms(1).MinTops(1))
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

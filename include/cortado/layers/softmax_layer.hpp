@@ -45,9 +45,11 @@ void softmax_column(const In* x, int channels, int stride, M* scratch, Out* y) {
 
 template <typename Ftype, typename Btype>
 class SoftmaxLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Softmax", BlobRules().Bottoms(1).Tops(1))
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

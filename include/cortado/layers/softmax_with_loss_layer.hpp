@@ -64,9 +64,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class SoftmaxWithLossLayer : public SoftmaxLossBase<Ftype, Btype> {
+ public:
   CORTADO_LAYER_TYPE(SoftmaxLossBase, "SoftmaxWithLoss")
   CORTADO_LAYER_SETUP
 
+ protected:
   CORTADO_LAYER_PASSES
 
  private:

@@ -22,9 +22,11 @@ namespace cortado {
 
 template <typename Ftype, typename Btype>
 class SplitLayer : public Layer<Ftype, Btype> {
+ public:
   CORTADO_LAYER_HEAD(Layer, "Split", BlobRules().Bottoms(1).MinTops(1))
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
+ protected:
   CORTADO_LAYER_PASSES
 };
 
