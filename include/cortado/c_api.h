@@ -89,6 +89,44 @@ cortado_net* cortado_solver_net(cortado_solver* solver);
 int cortado_solver_num_test_nets(cortado_solver* solver);
 cortado_net* cortado_solver_test_net(cortado_solver* solver, int i);
 
+/* Views for a caller that wraps blob memory without a copy (numpy).
+ *
+ * cortado_blob_host_view gives the address of the blob's float32 host array
+ * (data: diff = 0, gradients: diff = 1) and its number of values. For a blob
+ * held in FP32 it is the blob's own memory; for a blob held in FP16 or BF16
+ * (or DOUBLE) it is the blob's float32 companion buffer, the one that holds
+ * FP32 master weights, filled by converting.
+ * - writable != 0: the host array becomes the newest copy of the values (on
+ *   a GPU net the next pass uploads it; a 16-bit layer converts it when it
+ *   reads it), so that what the caller writes there reaches the next pass.
+ * - writable == 0: the newest values are brought to the host array
+ *   (downloaded, or converted from FP16/BF16); which copy is the newest
+ *   does not change.
+ * The address stays the same while the net lives, until the blob is
+ * reshaped to more values than it ever held. A caller that keeps an array
+ * across passes calls this again with writable = 1 before a pass (its
+ * writes reach the pass) and with writable = 0 after it (it sees the
+ * results); the Python module does so for every array it handed out. */
+int cortado_blob_host_view(cortado_net* net, const char* blob, int layer, int param, int diff, int writable,
+                           float** data, int64_t* count);
+
+/* Forward through layers start..end (indices, both included; as Caffe's
+ * ForwardFromTo); *loss: the weighted loss of those layers. */
+int cortado_net_forward_range(cortado_net* net, int start, int end, double* loss);
+/* Backward through layers start down to end (both included; as Caffe's
+ * BackwardFromTo); needs a forward first. */
+int cortado_net_backward_range(cortado_net* net, int start, int end);
+/* The names of layer i's bottom (input) and top (output) blobs. */
+int cortado_net_layer_num_bottoms(cortado_net* net, int i);
+const char* cortado_net_layer_bottom_name(cortado_net* net, int i, int j);
+int cortado_net_layer_num_tops(cortado_net* net, int i);
+const char* cortado_net_layer_top_name(cortado_net* net, int i, int j);
+/* cortado_net_open_precision with the net state's level and stages (the
+ * include/exclude rules' stage, not_stage, min_level, max_level), as
+ * trainer --level and --stage. */
+cortado_net* cortado_net_open_state(const char* model, int phase, const char* weights, int gpu,
+                                    const char* precision, int level, const char* const* stages, int num_stages);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -101,6 +102,20 @@ const char* NameAt(const std::vector<std::string>& names, int i) {
   return i >= 0 && i < static_cast<int>(names.size()) ? names[static_cast<size_t>(i)].c_str() : nullptr;
 }
 
+// The name of blob b in the net ("" if it has none).
+const char* BlobName(const cortado::Net& net, const cortado::Blob* b) {
+  for (size_t k = 0; k < net.blobs().size(); ++k)
+    if (net.blobs()[k].get() == b) return net.blob_names()[k].c_str();
+  return "";
+}
+
+// Checks that layers [lo, hi] exist (a range of Caffe's ForwardFromTo).
+void CheckLayerRange(const cortado::Net& net, int lo, int hi, const char* what) {
+  const int n = static_cast<int>(net.layers().size());
+  if (lo < 0 || hi >= n || lo > hi)
+    cortado::fail(what, ": layers ", lo, "..", hi, " are not a range of net '", net.name(), "' (", n, " layers)");
+}
+
 }  // namespace
 
 extern "C" {
@@ -120,20 +135,7 @@ cortado_net* cortado_net_open(const char* model, int phase, const char* weights,
 
 cortado_net* cortado_net_open_precision(const char* model, int phase, const char* weights, int gpu,
                                         const char* precision) {
-  auto h = std::make_unique<cortado_net>();
-  const int st = Guarded([&] {
-    if (!model) cortado::fail("no model file given");
-    if (phase != 0 && phase != 1) cortado::fail("phase must be 0 (TRAIN) or 1 (TEST), got ", phase);
-    cortado::NetParameter p;
-    cortado::SourceInfo info;
-    cortado::ReadTextProto(model, &p, &info);
-    p.mutable_state()->set_phase(phase == 0 ? cortado::TRAIN : cortado::TEST);
-    if (precision && *precision) cortado::ApplyPrecision(cortado::ParsePrecision(precision), &p);
-    h->owned = std::make_unique<cortado::Net>(p, info, ContextFor(gpu));
-    h->net = h->owned.get();
-    if (weights && *weights) h->net->CopyTrainedLayersFrom(std::string(weights));
-  });
-  return st == 0 ? h.release() : nullptr;
+  return cortado_net_open_state(model, phase, weights, gpu, precision, 0, nullptr, 0);
 }
 
 void cortado_net_close(cortado_net* net) {
@@ -326,6 +328,98 @@ int cortado_solver_num_test_nets(cortado_solver* h) { return h ? static_cast<int
 cortado_net* cortado_solver_test_net(cortado_solver* h, int i) {
   if (!h || i < 0 || i >= static_cast<int>(h->tests.size())) return nullptr;
   return &h->tests[static_cast<size_t>(i)];
+}
+
+
+int cortado_blob_host_view(cortado_net* h, const char* blob, int layer, int param, int diff, int writable,
+                           float** data, int64_t* count) {
+  return Guarded([&] {
+    if (!data || !count) cortado::fail("no place for the view");
+    cortado::Blob* b = FindBlob(h, blob, layer, param);
+    cortado::Tensor& t = diff ? b->diff() : b->data();
+    // Both calls sync the host copy first (download or conversion, on the
+    // net's stream); the mutable one also makes it the only valid copy.
+    *data = writable ? t.mutable_data<float>() : const_cast<float*>(t.data<float>());
+    *count = static_cast<int64_t>(b->count());
+    if (h->net->context().on_gpu()) h->net->context().Synchronize();
+  });
+}
+
+// Net::Forward and Net::Backward over a range of layers (Caffe's
+// ForwardFromTo and BackwardFromTo): the same per-layer calls.
+int cortado_net_forward_range(cortado_net* h, int start, int end, double* loss) {
+  return Guarded([&] {
+    if (!h) cortado::fail("no net");
+    cortado::Net& net = *h->net;
+    CheckLayerRange(net, start, end, "forward");
+    net.context().Activate();
+    double l = 0;
+    for (int i = start; i <= end; ++i) {
+      const auto k = static_cast<size_t>(i);
+      l += net.layers()[k]->Forward(net.bottom_vecs()[k], net.top_vecs()[k]);
+    }
+    net.context().Synchronize();
+    h->forwarded = true;
+    if (loss) *loss = l;
+  });
+}
+
+int cortado_net_backward_range(cortado_net* h, int start, int end) {
+  return Guarded([&] {
+    if (!h) cortado::fail("no net");
+    if (!h->forwarded) cortado::fail("backward needs a forward first (since the net was built or reshaped)");
+    cortado::Net& net = *h->net;
+    CheckLayerRange(net, end, start, "backward");
+    net.context().Activate();
+    for (int i = start; i >= end; --i) {
+      const auto k = static_cast<size_t>(i);
+      if (net.layer_need_backward()[k])
+        net.layers()[k]->Backward(net.top_vecs()[k], net.bottom_need_backward()[k], net.bottom_vecs()[k]);
+    }
+    net.context().Synchronize();
+  });
+}
+
+int cortado_net_layer_num_bottoms(cortado_net* h, int i) {
+  if (!h || i < 0 || i >= static_cast<int>(h->net->layers().size())) return -1;
+  return static_cast<int>(h->net->bottom_vecs()[static_cast<size_t>(i)].size());
+}
+const char* cortado_net_layer_bottom_name(cortado_net* h, int i, int j) {
+  if (j < 0 || j >= cortado_net_layer_num_bottoms(h, i)) return nullptr;
+  return BlobName(*h->net, h->net->bottom_vecs()[static_cast<size_t>(i)][static_cast<size_t>(j)]);
+}
+int cortado_net_layer_num_tops(cortado_net* h, int i) {
+  if (!h || i < 0 || i >= static_cast<int>(h->net->layers().size())) return -1;
+  return static_cast<int>(h->net->top_vecs()[static_cast<size_t>(i)].size());
+}
+const char* cortado_net_layer_top_name(cortado_net* h, int i, int j) {
+  if (j < 0 || j >= cortado_net_layer_num_tops(h, i)) return nullptr;
+  return BlobName(*h->net, h->net->top_vecs()[static_cast<size_t>(i)][static_cast<size_t>(j)]);
+}
+
+cortado_net* cortado_net_open_state(const char* model, int phase, const char* weights, int gpu,
+                                    const char* precision, int level, const char* const* stages, int num_stages) {
+  auto h = std::make_unique<cortado_net>();
+  const int st = Guarded([&] {
+    if (!model) cortado::fail("no model file given");
+    if (phase != 0 && phase != 1) cortado::fail("phase must be 0 (TRAIN) or 1 (TEST), got ", phase);
+    if (num_stages < 0 || (num_stages > 0 && !stages)) cortado::fail("no stages given");
+    cortado::NetParameter p;
+    cortado::SourceInfo info;
+    cortado::ReadTextProto(model, &p, &info);
+    cortado::NetState* state = p.mutable_state();
+    state->set_phase(phase == 0 ? cortado::TRAIN : cortado::TEST);
+    if (level != 0) state->set_level(level);  // else the file's own
+    for (int i = 0; i < num_stages; ++i) {
+      if (!stages[i]) cortado::fail("stage ", i, " is null");
+      state->add_stage(stages[i]);
+    }
+    if (precision && *precision) cortado::ApplyPrecision(cortado::ParsePrecision(precision), &p);
+    h->owned = std::make_unique<cortado::Net>(p, info, ContextFor(gpu));
+    h->net = h->owned.get();
+    if (weights && *weights) h->net->CopyTrainedLayersFrom(std::string(weights));
+  });
+  return st == 0 ? h.release() : nullptr;
 }
 
 }  // extern "C"
