@@ -214,8 +214,8 @@ class PythonApi(unittest.TestCase):
         with self.assertRaises(cortado.Error) as e:
             net.backward()
         self.assertIn("backward needs a forward first", str(e.exception))
-        with self.assertRaises(ValueError):
-            net.blobs["data"].data[...] = 1  # a read-only copy: pycaffe's idiom raises instead of doing nothing
+        net.blobs["data"].data[...] = 1  # a view of the blob: pycaffe's idiom writes it
+        np.testing.assert_array_equal(net.blobs["data"].data, np.ones((2, 3), dtype=np.float32))
         with self.assertRaises(cortado.Error):
             net.blobs["data"].reshape(2 ** 32 + 2, 3)
         with self.assertRaises(cortado.Error):
