@@ -12,6 +12,7 @@ PACKAGES=(
   libgtest-dev
   libopenmpi-dev openmpi-bin
   python3-matplotlib python3-numpy
+  python3-venv python3-setuptools python3-wheel python3-pydot graphviz  # pip install ./python and its test; draw_net
   dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps computes the package's Depends
   dataset-fashion-mnist
 )
