@@ -137,12 +137,9 @@ LayoutRole PoolingLayout(const LayerParameter& p) {
   return p.pooling_param().pool() != PoolingParameter::STOCHASTIC && p.top_size() == 1 ? kNhwcCapable : kNchwOnly;
 }
 LayoutRole NhwcSource(const LayerParameter&) { return kNhwcSource; }
-// A constant filler gives the same values in either layout; a random one
-// would put its draws in other places than the NCHW net's.
-LayoutRole DummyDataLayout(const LayerParameter& p) {
-  const DummyDataParameter& d = p.dummy_data_param();
-  return d.data_filler_size() == 0 || d.data_filler(0).type() == "constant" ? kNhwcSource : kNchwOnly;
-}
+// A constant filler gives the same values in either layout; the layer
+// draws a random one in NCHW order and moves it (dummy_data_layer.hpp).
+LayoutRole DummyDataLayout(const LayerParameter&) { return kNhwcSource; }
 LayoutRole BiasLayout(const LayerParameter& p) {
   const BiasParameter& b = p.bias_param();
   return p.bottom_size() == 1 && b.axis() == 1 && b.num_axes() == 1 ? kNhwcCapable : kNchwOnly;

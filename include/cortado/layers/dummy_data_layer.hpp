@@ -47,8 +47,13 @@ class DummyDataLayer : public Layer<Ftype, Btype> {
  private:
   std::vector<std::vector<int>> ReadShapes(int num_top) const;
 
+  // Fills top (of index i); a random top stored channels last is drawn in
+  // NCHW order into nchw_ and moved, the values of the NCHW net.
+  void Draw(size_t i, Blob* top, const char* where);
+
   std::vector<FillerParameter> fillers_;  // one per top
   std::vector<bool> refill_;              // one per top
+  Blob nchw_{type_of<Ftype>()};
 };
 
 }  // namespace cortado

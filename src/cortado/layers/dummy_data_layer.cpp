@@ -3,6 +3,7 @@
 #include <climits>
 
 #include "cortado/layers/filler.hpp"
+#include "cortado/layers/permute_layer.hpp"
 
 namespace cortado {
 
@@ -82,7 +83,7 @@ void DummyDataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobV
   for (int i = 0; i < num_top; ++i) {
     top[i]->Reshape(shapes[i]);
     try {
-      Fill(fillers_[i], top[i], "filler");
+      Draw(static_cast<size_t>(i), top[i], "filler");
     } catch (const Error& e) {
       this->field_error("dummy_data_param.data_filler", e.what());
     }
@@ -90,9 +91,24 @@ void DummyDataLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, const BlobV
 }
 
 template <typename Ftype, typename Btype>
+void DummyDataLayer<Ftype, Btype>::Draw(size_t i, Blob* top, const char* where) {
+  if (top->layout() != Layout::NHWC || fillers_[i].type() == "constant") {
+    Fill(fillers_[i], top, where);
+    return;
+  }
+  // Channels last (net_layout.hpp): drawn in Caffe's order, then moved, so
+  // that every value sits where the NCHW net has it.
+  nchw_.ReshapeLike(*top);
+  nchw_.set_layout(Layout::NCHW);
+  Fill(fillers_[i], &nchw_, where);
+  CopyLayout(top->shape(), Layout::NCHW, Layout::NHWC, type_of<Ftype>(), nchw_.data().data_raw(type_of<Ftype>()),
+             top->data().mutable_data_raw(type_of<Ftype>()), false, nullptr);
+}
+
+template <typename Ftype, typename Btype>
 void DummyDataLayer<Ftype, Btype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   for (size_t i = 0; i < top.size(); ++i) {
-    if (refill_[i]) Fill(fillers_[i], top[i], "dummy_data_param.data_filler");
+    if (refill_[i]) Draw(i, top[i], "dummy_data_param.data_filler");
   }
 }
 
