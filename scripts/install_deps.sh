@@ -13,6 +13,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   python3-matplotlib python3-numpy
   python3-venv python3-setuptools python3-wheel python3-pydot graphviz  # pip install ./python and its test; draw_net
+  python3-onnx python3-protobuf  # scripts/export_onnx.py (its test adds ONNX Runtime: install_python_deps.sh)
   dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps computes the package's Depends
   dataset-fashion-mnist
 )

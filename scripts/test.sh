@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 BUILD_DIR=${BUILD_DIR:-build}
 bash scripts/build.sh
+# ONNX Runtime (PyPI) for the ONNX export's test, into $BUILD_DIR/pyenv.
+bash scripts/install_python_deps.sh "$BUILD_DIR"
 cd "$BUILD_DIR"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
