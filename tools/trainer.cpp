@@ -1,5 +1,5 @@
 // trainer: the command-line front end, in the shape of Caffe's `caffe` tool.
-//   trainer train --solver=S [--snapshot=F | --weights=W] [--gpu=...] [--precision=P] [--stage=S]
+//   trainer train --solver=S [--snapshot=F | --weights=W] [--gpu=...] [--precision=P] [--stage=S] [--tensorboard=DIR]
 //   trainer train ... --gpu=0,1,...  (one rank per GPU in this process; run_ranks.hpp)
 //   mpirun -np N trainer train ...   (N ranks, data-parallel; communicator.hpp)
 //   trainer test  --model=M --weights=W [--iterations=N] [--precision=P]
@@ -72,6 +72,9 @@ DEFINE_string(sigint_effect, "stop", "What SIGINT does during training: snapshot
 DEFINE_string(sighup_effect, "snapshot", "What SIGHUP does during training: snapshot, stop or none.");
 DEFINE_string(csv, "", "grad_stats: write the gradient histograms to this CSV file.");
 DEFINE_string(plot, "", "grad_stats: plot the overall histograms to this PNG (needs python3-matplotlib).");
+DEFINE_string(tensorboard, "", "train: write TensorBoard event files into this folder (created where missing): "
+              "the log's losses, outputs, rate, loss scale, skipped steps and images/s, and gradient histograms. "
+              "Overrides the solver's tensorboard_dir.");
 
 namespace {
 
@@ -213,6 +216,7 @@ int train() {
   ReadTextProto(FLAGS_solver, &param, &info);
   apply_solver_device(param, info);
   apply_precision(&param);
+  if (!FLAGS_tensorboard.empty()) param.set_tensorboard_dir(FLAGS_tensorboard);
   if (!FLAGS_stage.empty() || FLAGS_level) {
     param.mutable_train_state()->set_level(FLAGS_level);
     for (const std::string& s : split(FLAGS_stage)) param.mutable_train_state()->add_stage(s);
@@ -379,6 +383,7 @@ std::unique_ptr<Solver> timing_solver(std::shared_ptr<const Context> ctx) {
   sp.set_display(0);
   sp.set_snapshot(0);
   sp.set_snapshot_after_train(false);
+  sp.clear_tensorboard_dir();
   if (sp.iter_size() > 1)
     LOG(INFO) << "iter_size " << sp.iter_size() << ": time reports one forward and backward pass per update";
   sp.set_iter_size(1);

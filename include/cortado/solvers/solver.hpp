@@ -70,6 +70,17 @@
 // ranks' mean smoothed loss and train outputs; the signal actions are
 // agreed on each iteration (STOP over SNAPSHOT over NONE), so all ranks
 // stop or snapshot at the same iteration.
+//
+// TensorBoard (tensorboard_dir; trainer train --tensorboard=DIR): rank 0
+// writes an event file (util/event_writer.hpp), opened by the first Step,
+// with the values of the log lines at the iterations they show
+// (docs/tensorboard.md lists the tags): at each display the smoothed loss,
+// the train net's outputs, images/s, the rate, the loss scale and the
+// skipped steps; at each test the test nets' outputs (and loss, with
+// test_compute_loss); at the displays tensorboard_histogram_interval picks,
+// a histogram of each learnable parameter's gradient, read after the ranks'
+// sum and divided by S * iter_size * ranks (the gradient of the mean loss
+// the update starts from), non-finite values left out.
 
 #include <deque>
 #include <functional>
@@ -88,6 +99,7 @@
 
 namespace cortado {
 
+class EventWriter;
 class UpdateExecutor;
 
 /// How a solver is set up beyond its SolverParameter: where its nets run,
@@ -218,6 +230,9 @@ class Solver {
   /// Copies rank 0's weights and history to every rank (a no-op alone);
   /// Solve calls it before the first iteration.
   void SyncParameters();
+  /// The TensorBoard event file this solver writes (empty: none, or not
+  /// opened yet: the first Step opens it).
+  std::string event_file() const;
 
  protected:
   [[noreturn]] void ParamFail(const std::string& field, const std::string& msg) const;
@@ -283,6 +298,17 @@ class Solver {
   void LarcCorrelationToHost();
   /// Marks this rank's phase, for the diagnosis of a hung run (comm/rank_phase.hpp).
   void MarkPhase(const char* phase) const;
+  // TensorBoard (solver_events.cpp). OpenEvents opens the event file where
+  // tensorboard_dir is set, on rank 0, once; EventScalar writes a value at
+  // the current iteration (nothing without a file); FlushEvents ends a
+  // display's or a test's values; HistogramsAt says whether the display at
+  // `iter` writes the gradient histograms, which WriteGradientHistograms
+  // does (ApplyUpdate, after the ranks' sum).
+  void OpenEvents();
+  void EventScalar(const std::string& tag, double value);
+  void FlushEvents();
+  bool HistogramsAt(int iter) const;
+  void WriteGradientHistograms();
 
   std::vector<std::shared_ptr<Blob>> history_;
   std::vector<double> losses_;
@@ -316,6 +342,12 @@ class Solver {
   bool gpu_fallback_logged_ = false;
   // The ranks' gradient sums and agreements (null only while InitNets runs).
   std::unique_ptr<GradientReducer> reducer_;
+  // TensorBoard: the event file (rank 0, tensorboard_dir set; a shared_ptr
+  // for the incomplete type), whether this step's ApplyUpdate writes the
+  // gradient histograms, and their tags (learnable parameter order).
+  std::shared_ptr<EventWriter> events_;
+  bool histograms_due_ = false;
+  std::vector<std::string> grad_tags_;
 };
 
 }  // namespace cortado

@@ -40,6 +40,12 @@ UpdateRuleInfo RuleOf(const SolverParameter& param, const SourceInfo& info) {
   fail(info.where(line), "type: unknown solver type '", param.type(), "'; known types: ", known);
 }
 
+// The tag of value k of an output blob of `count` values: <group>/<blob>,
+// and <group>/<blob>/<k> where the blob holds several.
+std::string OutputTag(const std::string& group, const std::string& blob, size_t k, size_t count) {
+  return count == 1 ? group + "/" + blob : str_cat(group, "/", blob, "/", k);
+}
+
 // A loss scale as logged: all 9 digits a float needs to be read back exactly
 // (the stream's default 6 turn 16777216 into 1.67772e+07), so that log
 // parsers see the scale the solver used.
@@ -119,6 +125,12 @@ void Solver::Validate() const {
   if (param_.iter_size() < 1) ParamFail("iter_size", str_cat("must be at least 1, got ", param_.iter_size()));
   if (param_.average_loss() < 1) ParamFail("average_loss", "must be at least 1");
   if (param_.max_iter() < 0) ParamFail("max_iter", "must not be negative");
+  // The histograms are written at displays, which read the device anyway
+  // (an iteration between displays may run deferred, with no host read).
+  if (param_.tensorboard_histogram_interval() > 0 &&
+      (param_.display() <= 0 || param_.tensorboard_histogram_interval() % param_.display() != 0))
+    ParamFail("tensorboard_histogram_interval", str_cat("= ", param_.tensorboard_histogram_interval(),
+                                                        " must be a multiple of display (", param_.display(), ")"));
   if (param_.snapshot() > 0 && !param_.has_snapshot_prefix() && !param_.has_net())
     ParamFail("snapshot_prefix", "is required when snapshot > 0");
   if (param_.snapshot_format() == SolverParameter::HDF5 && !hdf5::available())
@@ -257,6 +269,8 @@ void Solver::Solve(const std::string& resume_file) {
     MarkPhase("the final display (the loss's mean over the ranks)");
     const double loss = reducer_->Mean({smoothed_loss_})[0];
     INFO_LOG << "Iteration " << iter_ << ", loss = " << loss;
+    EventScalar("train/loss", loss);
+    FlushEvents();
   }
   if (param_.test_interval() && iter_ % param_.test_interval() == 0) TestAll();
   MarkPhase("done");
@@ -264,6 +278,7 @@ void Solver::Solve(const std::string& resume_file) {
 }
 
 void Solver::Step(int iters) {
+  OpenEvents();
   const int start_iter = iter_, stop_iter = iter_ + iters;
   step_start_iter_ = start_iter;
   losses_.clear();
@@ -305,11 +320,17 @@ void Solver::Step(int iters) {
         last_display_iter = iter_;
       }
       const float scale_used = loss_scale_;
+      histograms_due_ = display && HistogramsAt(iter_);
       ApplyUpdate();
       if (display) {
-        INFO_LOG << "Iteration " << iter_ << ", lr = " << GetLearningRate();
+        const double rate = GetLearningRate();
+        INFO_LOG << "Iteration " << iter_ << ", lr = " << rate;
         if (param_.dynamic_loss_scale() || scale_used != 1 || skipped_iterations_)
           INFO_LOG << "    loss scale = " << ScaleText(scale_used) << ", skipped steps = " << skipped_iterations_;
+        EventScalar("train/lr", rate);
+        EventScalar("train/loss_scale", scale_used);
+        EventScalar("train/skipped_steps", skipped_iterations_);
+        FlushEvents();
       }
     }
     ++iter_;
@@ -340,6 +361,7 @@ void Solver::DisplayOutputs(double elapsed_s, int iters) {
   }
   shown = reducer_->Mean(std::move(shown));
   INFO_LOG << "Iteration " << iter_ << ", loss = " << shown[0];
+  EventScalar("train/loss", shown[0]);
   size_t at = 1;
   for (size_t j = 0; j < outputs.size(); ++j) {
     const std::string& name = net_->blob_names()[net_->output_blob_indices()[j]];
@@ -348,6 +370,7 @@ void Solver::DisplayOutputs(double elapsed_s, int iters) {
       const float v = static_cast<float>(shown[at]);
       std::string loss_msg = w ? str_cat(" (* ", w, " = ", w * v, " loss)") : "";
       INFO_LOG << "    Train net output #" << at - 1 << ": " << name << " = " << v << loss_msg;
+      EventScalar(OutputTag("train_net", name, k, outputs[j]->count()), v);
     }
   }
   if (iters > 0 && elapsed_s > 0 && !net_->top_vecs().empty() && !net_->top_vecs()[0].empty()) {
@@ -356,6 +379,7 @@ void Solver::DisplayOutputs(double elapsed_s, int iters) {
     const double ips = iters * param_.iter_size() * batch * ranks() / elapsed_s;  // all ranks'
     INFO_LOG << "    " << ips << " images/s, " << iters / elapsed_s << " iter/s over the last " << iters
              << " iterations";
+    EventScalar("train/images_per_s", ips);
   }
 }
 
@@ -410,7 +434,12 @@ std::vector<double> Solver::Test(int id) {
   if (ranks() > 1) comm_->AllReduceSum(scores.data(), static_cast<int64_t>(scores.size()), DOUBLE);
   const double loss = scores[outputs];
   scores.pop_back();
-  if (param_.test_compute_loss()) INFO_LOG << "Test loss: " << loss / iters;
+  // Test net #0's tags are test/ and test_net/, net #i's test<i>/ and test_net<i>/.
+  const std::string suffix = id ? std::to_string(id) : "";
+  if (param_.test_compute_loss()) {
+    INFO_LOG << "Test loss: " << loss / iters;
+    EventScalar("test" + suffix + "/loss", loss / iters);
+  }
   size_t k = 0;
   for (size_t j = 0; j < net.output_blobs().size(); ++j) {
     const int blob = net.output_blob_indices()[j];
@@ -419,11 +448,13 @@ std::vector<double> Solver::Test(int id) {
       scores[k] /= iters;
       const std::string loss_msg = w ? str_cat(" (* ", w, " = ", w * scores[k], " loss)") : "";
       INFO_LOG << "    Test net output #" << k << ": " << net.blob_names()[blob] << " = " << scores[k] << loss_msg;
+      EventScalar(OutputTag("test_net" + suffix, net.blob_names()[blob], e, net.output_blobs()[j]->count()), scores[k]);
       if (w && !std::isfinite(scores[k]))
         LOG_IF(WARNING, thread_logs_info()) << "Test net output #" << k << ": the test loss " << net.blob_names()[blob] << " is " << scores[k]
                  << " at iteration " << iter_ << ": the net has diverged (or its inputs hold NaN or Inf)";
     }
   }
+  FlushEvents();
   return scores;
 }
 

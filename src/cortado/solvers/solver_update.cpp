@@ -34,6 +34,11 @@ bool Solver::ApplyUpdate() {
   state_on_executor_ = false;  // the step's state is decided here
   MarkPhase("the gradient sums");
   if (reducer_->active()) reducer_->Reduce();
+  if (histograms_due_) {  // Step's display asks for them: the summed gradients, before the check
+    MarkPhase("the gradient histograms");
+    WriteGradientHistograms();
+    histograms_due_ = false;
+  }
   MarkPhase("the update");
   AdvancePlateau();
   UpdateExecutor& exec = Executor();
