@@ -291,6 +291,7 @@ int cortado_solver_step(cortado_solver* h, int iters) {
     if (!h) cortado::fail("no solver");
     if (iters < 0) cortado::fail("iterations must not be negative, got ", iters);
     h->solver->net()->context().Activate();
+    h->solver->DropGraphs();  // Python may have written weights through its views since the last step
     h->solver->Step(iters);
     h->train.forwarded = iters > 0 || h->train.forwarded;
   });
@@ -300,6 +301,7 @@ int cortado_solver_solve(cortado_solver* h, const char* resume) {
   return Guarded([&] {
     if (!h) cortado::fail("no solver");
     h->solver->net()->context().Activate();
+    h->solver->DropGraphs();  // as in cortado_solver_step
     h->solver->Solve(resume ? std::string(resume) : std::string());
     h->solver->net()->context().Synchronize();  // Solve may end with device work
     h->train.forwarded = true;

@@ -147,6 +147,12 @@ namespace cortado {
 
 /// A Data layer's device resources (data_layer.cpp); deleted there (the
 /// layer's inline constructor must not need the type).
+class Net;
+/// The records an epoch of `net` reads: its first Data or ImageData layer's
+/// (0: none, a DummyData or Input net). The Solver's display counts epochs
+/// with it.
+int64_t EpochRecords(const Net& net);
+
 struct DataLayerDevice;
 struct DataLayerDeviceDelete {
   void operator()(DataLayerDevice* d) const;
@@ -173,6 +179,8 @@ class DataLayer : public Layer<Ftype, Btype> {
   /// The workers reading and transforming batches (threads, fewer for small
   /// batches unless threads was given).
   int workers() const { return workers_; }
+  /// The records of its source, all shards' (an epoch); 0 before set-up.
+  int64_t records() const;
 
  protected:
   CORTADO_LAYER_FORWARD_PASSES

@@ -215,6 +215,10 @@ class Solver {
   /// Passes run as a replay of a CUDA graph (iter_size per iteration), and captures.
   int64_t graph_launches() const { return graphs_.launches(); }
   int64_t graph_captures() const { return graphs_.captures(); }
+  /// Drops the CUDA graphs (captured again after the warm-up steps): for a
+  /// caller that may have written weights or history on the host between
+  /// steps (the Python API), which a graph's replay would not upload.
+  void DropGraphs() { graphs_.Drop(true); }
   /// The solver data type (DOUBLE, FLOAT or FLOAT16).
   Type data_type() const { return data_type_; }
   /// History blob `slot` of parameter `id`, stored in data_type().
@@ -308,11 +312,15 @@ class Solver {
   void EventScalar(const std::string& tag, double value);
   void FlushEvents();
   bool HistogramsAt(int iter) const;
+  // The tag of value k of an output blob of `count` values: <group>/<blob>,
+  // and <group>/<blob>/<k> where the blob holds several.
+  static std::string OutputTag(const std::string& group, const std::string& blob, size_t k, size_t count);
   void WriteGradientHistograms();
 
   std::vector<std::shared_ptr<Blob>> history_;
   std::vector<double> losses_;
   double smoothed_loss_ = 0;
+  int64_t epoch_records_ = -1;  // the train net's records an epoch (-1: not asked yet; 0: no Data layer)
   bool requested_early_exit_ = false;
   std::function<SolverAction()> action_;
   std::function<void(Solver&)> after_backward_;

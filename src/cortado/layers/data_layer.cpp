@@ -1,5 +1,7 @@
 #include "cortado/layers/data_layer.hpp"
 
+#include "cortado/net/net.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -632,6 +634,22 @@ void DataLayer<Ftype, Btype>::Seek(int64_t batches) {
   StartReader();
 }
 
+template <typename Ftype, typename Btype>
+int64_t DataLayer<Ftype, Btype>::records() const {
+  return sources_.empty() ? 0 : sources_[0]->entries();
+}
+
 CORTADO_INSTANTIATE_LAYER(DataLayer);
+
+#define CORTADO_DATA_RECORDS_(l, F, B) \
+  if (auto* d = dynamic_cast<const DataLayer<F, B>*>(l)) return d->records();
+int64_t EpochRecords(const Net& net) {
+  for (const auto& layer : net.layers()) {
+    const LayerBase* l = layer.get();
+    CORTADO_FOR_EACH_PAIR(CORTADO_DATA_RECORDS_, l)
+  }
+  return 0;
+}
+#undef CORTADO_DATA_RECORDS_
 
 }  // namespace cortado

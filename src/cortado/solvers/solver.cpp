@@ -5,7 +5,9 @@
 // (deferred iterations and their CUDA graphs), solver_snapshot.cpp.
 #include "cortado/solvers/solver.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <iomanip>
@@ -15,6 +17,7 @@
 #include "cortado/comm/rank_phase.hpp"
 #include "cortado/io/hdf5.hpp"
 #include "cortado/layer_traits.hpp"
+#include "cortado/layers/data_layer.hpp"
 #include "cortado/util/logging.hpp"
 #include "cortado/util/rng.hpp"
 
@@ -40,10 +43,20 @@ UpdateRuleInfo RuleOf(const SolverParameter& param, const SourceInfo& info) {
   fail(info.where(line), "type: unknown solver type '", param.type(), "'; known types: ", known);
 }
 
-// The tag of value k of an output blob of `count` values: <group>/<blob>,
-// and <group>/<blob>/<k> where the blob holds several.
-std::string OutputTag(const std::string& group, const std::string& blob, size_t k, size_t count) {
-  return count == 1 ? group + "/" + blob : str_cat(group, "/", blob, "/", k);
+// x with `digits` decimals.
+std::string FixedText(double x, int digits) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(digits) << x;
+  return o.str();
+}
+
+// Seconds as h:mm:ss.
+std::string ClockText(double seconds) {
+  const int64_t s = static_cast<int64_t>(seconds + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
+                static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
+  return buf;
 }
 
 // A loss scale as logged: all 9 digits a float needs to be read back exactly
@@ -377,8 +390,16 @@ void Solver::DisplayOutputs(double elapsed_s, int iters) {
     const Blob* first = net_->top_vecs()[0][0];
     const double batch = first->num_axes() ? first->shape(0) : 1;
     const double ips = iters * param_.iter_size() * batch * ranks() / elapsed_s;  // all ranks'
+    // Epochs (where the net reads a Data layer) and the time to max_iter at this pace.
+    if (epoch_records_ < 0) epoch_records_ = EpochRecords(*net_);
+    const double per_iter = param_.iter_size() * batch * ranks();
+    const std::string epochs =
+        epoch_records_ > 0 ? str_cat("; epoch ", FixedText(iter_ * per_iter / epoch_records_, 2), " of ",
+                                     FixedText(param_.max_iter() * per_iter / epoch_records_, 2))
+                           : "";
+    const double left_s = std::max(0, param_.max_iter() - iter_) * elapsed_s / iters;
     INFO_LOG << "    " << ips << " images/s, " << iters / elapsed_s << " iter/s over the last " << iters
-             << " iterations";
+             << " iterations" << epochs << "; " << ClockText(left_s) << " to go";
     EventScalar("train/images_per_s", ips);
   }
 }
@@ -393,69 +414,6 @@ void Solver::UpdateSmoothedLoss(double loss, int iter) {
     smoothed_loss_ += (loss - losses_[idx]) / window;
     losses_[idx] = loss;
   }
-}
-
-std::vector<double> Solver::TestAll() {
-  MarkPhase("testing");
-  // The ranks test one model: rank 0's untrained parameters (BatchNorm's
-  // running statistics, which each rank gathers on its own shard) for all.
-  std::vector<std::pair<Tensor*, Type>> untrained;
-  const std::vector<Blob*>& params = net_->learnable_params();
-  for (size_t i = 0; i < params.size(); ++i)
-    if (!reducer_->Trained(static_cast<int>(i))) untrained.emplace_back(&params[i]->data(), params[i]->data().type());
-  reducer_->Broadcast(untrained);
-  std::vector<double> first;
-  for (size_t i = 0; i < test_nets_.size(); ++i) {
-    std::vector<double> s = Test(static_cast<int>(i));
-    if (i == 0) first = s;
-  }
-  return first;
-}
-
-std::vector<double> Solver::Test(int id) {
-  INFO_LOG << "Iteration " << iter_ << ", Testing net (#" << id << ")";
-  Net& net = *test_nets_[id];
-  size_t outputs = 0;
-  for (const Blob* b : net.output_blobs()) outputs += b->count();
-  std::vector<double> scores(outputs + 1, 0.0);  // the outputs' sums, then the loss's
-  // With several ranks, each runs its share of the test_iter batches on its
-  // own shard of the data (test_iter = kR: the batches one solver would run),
-  // and the ranks' sums are added.
-  const int iters = param_.test_iter(id);
-  const int mine = iters / ranks() + (rank() < iters % ranks() ? 1 : 0);
-  for (int i = 0; i < mine; ++i) {
-    scores[outputs] += net.Forward();
-    size_t k = 0;
-    for (const Blob* b : net.output_blobs()) {
-      const float* v = b->cpu_data<float>();
-      for (size_t j = 0; j < b->count(); ++j, ++k) scores[k] += v[j];
-    }
-  }
-  if (ranks() > 1) comm_->AllReduceSum(scores.data(), static_cast<int64_t>(scores.size()), DOUBLE);
-  const double loss = scores[outputs];
-  scores.pop_back();
-  // Test net #0's tags are test/ and test_net/, net #i's test<i>/ and test_net<i>/.
-  const std::string suffix = id ? std::to_string(id) : "";
-  if (param_.test_compute_loss()) {
-    INFO_LOG << "Test loss: " << loss / iters;
-    EventScalar("test" + suffix + "/loss", loss / iters);
-  }
-  size_t k = 0;
-  for (size_t j = 0; j < net.output_blobs().size(); ++j) {
-    const int blob = net.output_blob_indices()[j];
-    const double w = net.blob_loss_weight(blob);
-    for (size_t e = 0; e < net.output_blobs()[j]->count(); ++e, ++k) {
-      scores[k] /= iters;
-      const std::string loss_msg = w ? str_cat(" (* ", w, " = ", w * scores[k], " loss)") : "";
-      INFO_LOG << "    Test net output #" << k << ": " << net.blob_names()[blob] << " = " << scores[k] << loss_msg;
-      EventScalar(OutputTag("test_net" + suffix, net.blob_names()[blob], e, net.output_blobs()[j]->count()), scores[k]);
-      if (w && !std::isfinite(scores[k]))
-        LOG_IF(WARNING, thread_logs_info()) << "Test net output #" << k << ": the test loss " << net.blob_names()[blob] << " is " << scores[k]
-                 << " at iteration " << iter_ << ": the net has diverged (or its inputs hold NaN or Inf)";
-    }
-  }
-  FlushEvents();
-  return scores;
 }
 
 void Solver::LogStep(int iter, const StepRecord& r) const {

@@ -67,4 +67,8 @@ void Solver::WriteGradientHistograms() {
   }
 }
 
+std::string Solver::OutputTag(const std::string& group, const std::string& blob, size_t k, size_t count) {
+  return count == 1 ? group + "/" + blob : str_cat(group, "/", blob, "/", k);
+}
+
 }  // namespace cortado
