@@ -1,6 +1,6 @@
 #pragma once
 // How a GPU run that goes wrong ends, with a message, instead of hanging or
-// failing far from its cause (README, "When a GPU run fails"). Two switches
+// failing far from its cause (docs/gpu.md, "When a GPU run fails"). Two switches
 // from the environment, read at each use, so that a test or a debugging
 // session can set them at any time:
 //
