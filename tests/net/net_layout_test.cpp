@@ -368,6 +368,21 @@ void ExpectClose(const std::vector<double>& a, const std::vector<double>& b, dou
   }
 }
 
+// a's output, input gradient and parameter gradients (and, with
+// param_values, its parameters) against b's, within tol; `what` prefixes
+// the messages.
+void ExpectNetsClose(const Net& a, const Net& b, double tol, const std::string& what, bool param_values = false) {
+  ExpectClose(test::GetData(*a.output_blobs()[0]), test::GetData(*b.output_blobs()[0]), tol, what + "output");
+  ExpectClose(test::GetDiff(*a.input_blobs()[0]), test::GetDiff(*b.input_blobs()[0]), tol, what + "input diff");
+  for (size_t i = 0; i < a.params().size(); ++i) {
+    if (param_values)
+      ExpectClose(test::GetData(*a.params()[i]), test::GetData(*b.params()[i]), tol,
+                  what + "param " + a.param_display_names()[i]);
+    ExpectClose(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i]), tol,
+                what + "param diff " + a.param_display_names()[i]);
+  }
+}
+
 // On the CPU the NHWC net computes what the NCHW net computes, to the bit:
 // Convolution, BatchNorm, Scale, Bias and Pooling run their CPU code on NCHW
 // stand-ins, ReLU, Eltwise and Split work value by value, and the
@@ -557,11 +572,7 @@ TEST(NetLayout, GpuNhwcNetMatchesNchw) {
     const Net& a = *n.nhwc;
     const Net& b = *n.nchw;
     const double tol = GpuTolerance(wide);
-    ExpectClose(test::GetData(*a.output_blobs()[0]), test::GetData(*b.output_blobs()[0]), tol, "output");
-    ExpectClose(test::GetDiff(*a.input_blobs()[0]), test::GetDiff(*b.input_blobs()[0]), tol, "input diff");
-    for (size_t i = 0; i < a.params().size(); ++i)
-      ExpectClose(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i]), tol,
-                  "param diff " + a.param_display_names()[i]);
+    ExpectNetsClose(a, b, tol, "");
   }
 }
 
@@ -617,11 +628,7 @@ TEST(NetLayout, GpuGraphApiMatchesLegacy) {
     EXPECT_GT(graph_passes(a), 0) << what << ": no convolution pass ran on a graph plan";
     EXPECT_EQ(graph_passes(b), 0) << what;
     std::cout << what << ": " << graph_passes(a) << " convolution passes on graph plans\n";
-    ExpectClose(test::GetData(*a.output_blobs()[0]), test::GetData(*b.output_blobs()[0]), tol, what + " output");
-    ExpectClose(test::GetDiff(*a.input_blobs()[0]), test::GetDiff(*b.input_blobs()[0]), tol, what + " input diff");
-    for (size_t i = 0; i < a.params().size(); ++i)
-      ExpectClose(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i]), tol,
-                  what + " param diff " + a.param_display_names()[i]);
+    ExpectNetsClose(a, b, tol, what + " ");
   }
 #endif
 }
@@ -674,14 +681,7 @@ TEST(NetLayout, GpuCudnnBatchNormMatchesOwnKernels) {
       std::cout << what << name << (ran(a, name) ? " ran on cuDNN\n" : " ran on the layer's kernels\n");
     }
     const double tol = GpuTolerance(wide);
-    ExpectClose(test::GetData(*a.output_blobs()[0]), test::GetData(*b.output_blobs()[0]), tol, what + "output");
-    ExpectClose(test::GetDiff(*a.input_blobs()[0]), test::GetDiff(*b.input_blobs()[0]), tol, what + "input diff");
-    for (size_t i = 0; i < a.params().size(); ++i) {
-      ExpectClose(test::GetData(*a.params()[i]), test::GetData(*b.params()[i]), tol,
-                  what + "param " + a.param_display_names()[i]);
-      ExpectClose(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i]), tol,
-                  what + "param diff " + a.param_display_names()[i]);
-    }
+    ExpectNetsClose(a, b, tol, what, /*param_values=*/true);
   }
 #endif
 }
@@ -774,11 +774,7 @@ TEST(NetLayout, GpuCudnnBatchNormRunsAProjectionBlock) {
     EXPECT_FALSE(dynamic_cast<const Bn&>(*b.layer_by_name(name)).cudnn_ran()) << name;
   }
   const double tol = GpuTolerance(true);
-  ExpectClose(test::GetData(*a.output_blobs()[0]), test::GetData(*b.output_blobs()[0]), tol, "output");
-  ExpectClose(test::GetDiff(*a.input_blobs()[0]), test::GetDiff(*b.input_blobs()[0]), tol, "input diff");
-  for (size_t i = 0; i < a.params().size(); ++i)
-    ExpectClose(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i]), tol,
-                "param diff " + a.param_display_names()[i]);
+  ExpectNetsClose(a, b, tol, "");
 #endif
 }
 
@@ -857,11 +853,7 @@ TEST(NetLayout, GpuPaddedChannelsMatchUnpadded) {
       EXPECT_EQ(padded(a, "conv2a"), multiple == 8 ? 8 : 0) << what;
       EXPECT_EQ(padded(b, "conv1"), 0) << what;
       const double tol = GpuTolerance(false);
-      ExpectClose(test::GetData(*a.output_blobs()[0]), test::GetData(*b.output_blobs()[0]), tol, what + "output");
-      ExpectClose(test::GetDiff(*a.input_blobs()[0]), test::GetDiff(*b.input_blobs()[0]), tol, what + "input diff");
-      for (size_t i = 0; i < a.params().size(); ++i)
-        ExpectClose(test::GetDiff(*a.params()[i]), test::GetDiff(*b.params()[i]), tol,
-                    what + "param diff " + a.param_display_names()[i]);
+      ExpectNetsClose(a, b, tol, what);
     }
   }
 #endif

@@ -155,11 +155,14 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
   // the current blobs do.
   bool CudnnPlanned() const;
   bool UseCudnn(const BlobVec& bottom, const BlobVec& top) const;
-  void CudnnFallback(const std::string& why) const;  // logs each reason once for this layer
+  // Logs each reason once for this layer; a reason is a string literal,
+  // known by its address, so that a forward that falls back again builds no
+  // string.
+  void CudnnFallback(const char* why) const;
   void CudnnParams(const float** gamma, const float** beta);
   bool ForwardCudnn(const BlobVec& bottom, const BlobVec& top);  // false: cuDNN refused the shape
   bool cudnn_ran_ = false, cudnn_backward_ran_ = false;
-  mutable std::set<std::string> cudnn_fallbacks_;  // reasons already logged
+  mutable std::set<const char*> cudnn_fallbacks_;  // reasons already logged
   std::shared_ptr<void> cudnn_;
   Blob cudnn_dgamma_{FLOAT}, cudnn_dbeta_{FLOAT}, cudnn_ones_{FLOAT}, cudnn_zeros_{FLOAT};
   Blob cudnn_dz_{type_of<Btype>()};  // a residual's gradient cuDNN writes where none is wanted

@@ -387,7 +387,7 @@ bool BatchNormLayer<Ftype, Btype>::CudnnPlanned() const {
 }
 
 template <typename Ftype, typename Btype>
-void BatchNormLayer<Ftype, Btype>::CudnnFallback(const std::string& why) const {
+void BatchNormLayer<Ftype, Btype>::CudnnFallback(const char* why) const {
   if (!cudnn_fallbacks_.insert(why).second) return;
   LOG(WARNING) << "layer '" << this->layer_param().name() << "' (BatchNorm): cuDNN's BatchNorm does not run it ("
                << why << "); the layer's own kernels do";
@@ -433,7 +433,7 @@ bool BatchNormLayer<Ftype, Btype>::UseCudnn(const BlobVec& bottom, const BlobVec
     }
     return false;
   }
-  if (bottom[0]->num_axes() != 4) CudnnFallback(str_cat("a ", bottom[0]->num_axes(), "-axis bottom"));
+  if (bottom[0]->num_axes() != 4) CudnnFallback("a bottom that is not 4-axis (N, C, H, W)");
   else if (top[0] == bottom[0]) CudnnFallback("in place (out of place is the training nets' plan)");
   else return true;
   return false;
