@@ -14,6 +14,7 @@ PACKAGES=(
   python3-matplotlib python3-numpy
   python3-venv python3-setuptools python3-wheel python3-pydot graphviz  # pip install ./python and its test; draw_net
   python3-onnx python3-protobuf  # scripts/export_onnx.py (its test adds ONNX Runtime: install_python_deps.sh)
+  python3-torch python3-torchvision  # scripts/convert_torchvision.py and its test (CPU builds)
   dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps computes the package's Depends
   dataset-fashion-mnist
 )
