@@ -4,6 +4,7 @@
 //   mpirun -np N trainer train ...   (N ranks, data-parallel; communicator.hpp)
 //   trainer test  --model=M --weights=W [--iterations=N] [--precision=P]
 //   trainer time  --model=M [--solver=S] [--batch_size=B] [--iterations=N] [--warmup=N] [--gpu=N] [--precision=P]
+//                 [--reduce_buckets=N]
 //   trainer grad_stats --model=M [--weights=W] [--iterations=N] [--csv=F] [--plot=F.png]
 //   trainer device_query [--gpu=N]
 // --precision=fp32|fp16|bf16 runs one net file and one solver file in that
@@ -32,6 +33,7 @@
 #include <unistd.h>
 
 #include "cortado/comm/communicator.hpp"
+#include "cortado/comm/gradient_reducer.hpp"
 #include "cortado/comm/rank_phase.hpp"
 #include "cortado/comm/run_ranks.hpp"
 #include "cortado/context.hpp"
@@ -56,6 +58,8 @@ DEFINE_int32(iterations, 50, "Iterations for test and time.");
 DEFINE_int32(warmup, 5, "time: untimed iterations before the timed ones (at least 1 is run).");
 DEFINE_int32(batch_size, 0, "time: the batch (first dimension) of the model's Data, DummyData and Input layers; "
              "0 keeps the model's.");
+DEFINE_int32(reduce_buckets, -1, "time: the gradient buckets per type of the plan of the ranks' gradient sums it "
+             "prints ('bucket:' and 'param:' lines, docs/scaling.md); -1: the solver's reduce_buckets.");
 DEFINE_string(phase, "", "TRAIN or TEST: the phase of --model (test defaults to TEST, time to TRAIN).");
 DEFINE_int32(level, 0, "The net state level.");
 DEFINE_string(stage, "", "Comma-separated net state stages (train: of the train net, as in Caffe, and of its test "
@@ -408,6 +412,38 @@ std::pair<double, std::string> peak_memory(const Context& ctx) {
   return {ru.ru_maxrss * 1024.0, "process peak resident set"};
 }
 
+// The plan of the ranks' gradient sums (PlanGradientBuckets, the rule the
+// GradientReducer follows), for scripts/bench/scaling_model.py: one 'bucket:'
+// line per sum, in the order they start, then one 'param:' line per trained
+// parameter in the order backward completes them (from which a script can
+// plan other bucket counts).
+void print_gradient_sums(const Net& net, int reduce_buckets) {
+  const std::vector<GradientBucket> plan = PlanGradientBuckets(net, reduce_buckets);
+  const auto& layers = net.layers();
+  auto layer_name = [&](int layer) {
+    return layer < 0 ? std::string("(after_backward)") : layers[static_cast<size_t>(layer)]->name();
+  };
+  std::ostringstream out;
+  out << "Gradient sums across ranks, reduce_buckets " << reduce_buckets << ": " << plan.size() << " sums. NCCL "
+      << "starts each bucket after the layer named (ready_layer); the MPI and threads engines, and reduce_buckets 1, "
+      << "sum each type once after backward\n";
+  for (size_t b = 0; b < plan.size(); ++b) {
+    const GradientBucket& k = plan[b];
+    out << "bucket: index=" << b << " type=" << type_name(k.type) << " values=" << k.count
+        << " bytes=" << k.count * static_cast<int64_t>(type_size(k.type)) << " params=" << k.params.size()
+        << " ready_layer=" << k.ready_layer << " ready_layer_name=" << layer_name(k.ready_layer) << "\n";
+  }
+  const std::vector<std::vector<int>>& ready = net.params_ready_after_layer();
+  for (size_t layer = ready.size(); layer-- > 0;)
+    for (int i : ready[layer]) {
+      if (!TrainedParam(net, i)) continue;
+      const Tensor& d = net.learnable_params()[static_cast<size_t>(i)]->diff();
+      out << "param: index=" << i << " type=" << type_name(d.type()) << " values=" << d.count()
+          << " ready_layer=" << layer << " ready_layer_name=" << layers[layer]->name() << "\n";
+    }
+  std::cout << out.str();
+}
+
 int time_net() {
   if (FLAGS_model.empty() && FLAGS_solver.empty()) fail("time needs --model (or --solver, whose net it times)");
   require_iterations();
@@ -620,6 +656,8 @@ int time_net() {
     table << "Note: " << skipped << " of " << FLAGS_iterations << " timed updates were skipped for Inf/NaN gradients "
           << "(loss scale " << solver->loss_scale() << "); a skipped update costs less than an applied one\n";
   std::cout << table.str();
+  if (solver) print_gradient_sums(*net, FLAGS_reduce_buckets >= 0 ? FLAGS_reduce_buckets
+                                                                    : static_cast<int>(solver->param().reduce_buckets()));
 
   // One line for scripts: key=value.
   std::ostringstream line;

@@ -57,6 +57,9 @@ class Net {
   /// backward goes on.
   void Backward();
   void set_param_ready_listener(std::function<void(const std::vector<int>&)> f) { ready_listener_ = std::move(f); }
+  /// Element i: what the listener is called with after layer i's backward
+  /// (empty: not called). Every learnable parameter is in exactly one.
+  const std::vector<std::vector<int>>& params_ready_after_layer() const { return ready_after_layer_; }
   /// Forward, then Backward; returns the loss.
   double ForwardBackward();
   void Reshape();
