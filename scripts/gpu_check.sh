@@ -26,10 +26,11 @@
 #      iterations each: images/s and peak memory (RESNET_TIMEOUT, 120 s a run);
 #      then resnet50_nvcaffe again with fuse_layers: false, the gain of the
 #      layer fusion (BatchNorm + ReLU, Eltwise SUM + ReLU in one pass), and
-#      with CORTADO_NHWC=1 (channels last, net_layout.hpp), then with
-#      CORTADO_CUDNN_BN=1 (cuDNN's NHWC BatchNorm), CORTADO_CUDNN_API=graph
-#      (cuDNN's graph API) or CORTADO_CUDNN_PAD_CHANNELS=4 (conv1's 3
-#      channels padded) as well, and with all of them (RESNET_NETS names
+#      with the trainer's switch --channels_last=1 (channels last,
+#      net_layout.hpp), then with --cudnn_batch_norm=1 (cuDNN's NHWC
+#      BatchNorm), --cudnn_api=graph (cuDNN's graph API) or
+#      --cudnn_pad_channels=4 (conv1's 3 channels padded) as well, and with
+#      all of them (RESNET_NETS names
 #      the runs and their order; the default is all of them). Each run also
 #      reports its final losses, its skipped updates and which engines its
 #      layers ran on (BatchNorms on cuDNN forward and backward, convolution
@@ -52,9 +53,10 @@
 #      was packed with NVJPEG_LIB)
 #   b. compute-sanitizer memcheck on one iteration (after one warm-up) of
 #      `trainer time` on models/resnet50/train_val.prototxt (synthetic, FP16) at
-#      batch 8 (MEMCHECK_TIMEOUT, 240 s, or what is left), with the
-#      VAR=value words of MEMCHECK_ENV (say "CORTADO_NHWC=1
-#      CORTADO_CUDNN_BN=1" for the channels-last paths); SKIPPED where
+#      batch 8 (MEMCHECK_TIMEOUT, 240 s, or what is left), with the trainer
+#      flags of MEMCHECK_FLAGS (say "--channels_last=1 --cudnn_batch_norm=1"
+#      for the channels-last paths) and the VAR=value words of MEMCHECK_ENV
+#      in its environment; SKIPPED where
 #      compute-sanitizer is not found. Last, as its time is the hardest to
 #      foresee (cuDNN's algorithm search runs under the sanitizer too)
 #   e. a summary of a dozen lines, printed last and written to
@@ -72,7 +74,7 @@
 # (skip a stage), --no-bench (skip c, d, g and f), so that a second call reruns only what failed;
 # --tests=FILTER (a gtest filter for stage a; default every case).
 # Environment: GPU (0; cpu: the dry run above), JOBS (test processes: half the cores, at most 8), OUT,
-# TEST_TIMEOUT, MEMCHECK_TIMEOUT, RESNET_TIMEOUT, TRAIN_TIMEOUT, DEADLINE, RESNET_BATCH (256), RESNET_ITERS (20), RESNET_WARMUP (5), RESNET_NETS, TRAIN_DATA,
+# TEST_TIMEOUT, MEMCHECK_TIMEOUT, MEMCHECK_FLAGS, MEMCHECK_ENV, RESNET_TIMEOUT, TRAIN_TIMEOUT, DEADLINE, RESNET_BATCH (256), RESNET_ITERS (20), RESNET_WARMUP (5), RESNET_NETS, TRAIN_DATA,
 # NVJPEG_BATCH (256),
 # PYTHON (python3), CUDA_HOME (searched first for the CUDA libraries),
 # WORK_DIR (where the archive is unpacked: beside it, else a temporary folder).
@@ -119,20 +121,20 @@ RESNET_ITERS=${RESNET_ITERS:-20}
 RESNET_WARMUP=${RESNET_WARMUP:-5}
 NVJPEG_BATCH=${NVJPEG_BATCH:-256}
 # Stage d's Cortado runs: the net's folder (resnet50_nvcaffe for its
-# variants) and the environment of each.
-declare -A RESNET_ENV=(
+# variants) and the trainer's switches of each (switches.hpp).
+declare -A RESNET_FLAGS=(
   [resnet50]="" [resnet50_nvcaffe]="" [resnet50_nvcaffe_unfused]=""
-  [resnet50_nvcaffe_nhwc]="CORTADO_NHWC=1"
-  [resnet50_nvcaffe_nhwc_bn]="CORTADO_NHWC=1 CORTADO_CUDNN_BN=1"
-  [resnet50_nvcaffe_nhwc_graph]="CORTADO_NHWC=1 CORTADO_CUDNN_API=graph"
-  [resnet50_nvcaffe_nhwc_pad]="CORTADO_NHWC=1 CORTADO_CUDNN_PAD_CHANNELS=4"
-  [resnet50_nvcaffe_nhwc_all]="CORTADO_NHWC=1 CORTADO_CUDNN_BN=1 CORTADO_CUDNN_API=graph CORTADO_CUDNN_PAD_CHANNELS=4"
+  [resnet50_nvcaffe_nhwc]="--channels_last=1"
+  [resnet50_nvcaffe_nhwc_bn]="--channels_last=1 --cudnn_batch_norm=1"
+  [resnet50_nvcaffe_nhwc_graph]="--channels_last=1 --cudnn_api=graph"
+  [resnet50_nvcaffe_nhwc_pad]="--channels_last=1 --cudnn_pad_channels=4"
+  [resnet50_nvcaffe_nhwc_all]="--channels_last=1 --cudnn_batch_norm=1 --cudnn_api=graph --cudnn_pad_channels=4"
 )
 # The default order puts first what a short lease must not lose: the
 # default net, every switch on, then the variants one by one.
 RESNET_NETS=${RESNET_NETS:-resnet50 resnet50_nvcaffe resnet50_nvcaffe_nhwc_all resnet50_nvcaffe_nhwc resnet50_nvcaffe_nhwc_bn resnet50_nvcaffe_nhwc_graph resnet50_nvcaffe_nhwc_pad resnet50_nvcaffe_unfused}
 for net in $RESNET_NETS; do
-  [ -n "${RESNET_ENV[$net]+x}" ] || { echo "gpu_check: RESNET_NETS names $net; known: ${!RESNET_ENV[*]}" >&2; exit 1; }
+  [ -n "${RESNET_FLAGS[$net]+x}" ] || { echo "gpu_check: RESNET_NETS names $net; known: ${!RESNET_FLAGS[*]}" >&2; exit 1; }
 done
 
 say() { echo "gpu_check: $*"; }
@@ -337,9 +339,9 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if
 trainer_time() {  # LOG SECONDS ARGS...
   local log=$1 secs=$2
   shift 2
-  # RUN_ENV: VAR=value words for this run alone (unquoted on purpose: split into words)
+  # RUN_FLAGS: the switches of this run alone (unquoted on purpose: split into words)
   # shellcheck disable=SC2086
-  timeout -k 10 "$(limit "$secs")" "${cortado_env[@]}" ${RUN_ENV:-} "$TRAINER" time --gpu="$GPU" "$@" >"$log" 2>&1
+  timeout -k 10 "$(limit "$secs")" "${cortado_env[@]}" "$TRAINER" time --gpu="$GPU" "$@" ${RUN_FLAGS:-} >"$log" 2>&1
   local rc=$?
   [ $rc = 0 ] || { echo "gpu_check: exit status $rc$( [ $rc = 124 ] || [ $rc = 137 ] && echo ': TIMED OUT')" >>"$log"; return 1; }
   grep '^time:' "$log" | tail -1 | grep . || return 1
@@ -352,22 +354,22 @@ run_facts() {
   echo "loss $(kv last_loss "$o") (loop $(kv loop_loss "$o")), skipped $(kv skipped_updates "$o") + $(kv loop_skipped_steps "$o") in the loop, BatchNorm on cuDNN $(kv bn_cudnn "$o")/$(kv bn_layers "$o") (backward $(kv bn_cudnn_backward "$o")), graph-API passes $(kv conv_graph_passes "$o")/$(( 3 * $(kv cudnn_convs "$o") )), padded convolutions $(kv conv_padded "$o"), NHWC blobs $(kv nhwc_blobs "$o")"
 }
 # Why a run is not a measurement (prints the reason, status 0), or status 1:
-# a loss that is not finite, a skipped update, or a switch of its
-# environment that no layer took.
+# a loss that is not finite, a skipped update, or a switch of its flags that
+# no layer took.
 run_broken() {
-  local o=$1 env=$2 why=""
+  local o=$1 flags=$2 why=""
   for k in last_loss loop_loss; do
     case "$(kv $k "$o")" in ""|*nan*|*NaN*|*inf*|*Inf*) why+="${why:+, }$k $(kv $k "$o")" ;; esac
   done
   [ "$(kv skipped_updates "$o")" = 0 ] || why+="${why:+, }$(kv skipped_updates "$o") timed updates skipped"
   [ "$(kv loop_skipped_steps "$o")" = 0 ] || why+="${why:+, }$(kv loop_skipped_steps "$o") loop steps skipped"
-  for w in $env; do
+  for w in $flags; do
     case "$w" in
-      CORTADO_NHWC=1) [ "$(kv nhwc_blobs "$o")" -gt 0 ] 2>/dev/null || why+="${why:+, }no blob is channels-last" ;;
-      CORTADO_CUDNN_BN=1) [ "$(kv bn_cudnn "$o")" -gt 0 ] 2>/dev/null && [ "$(kv bn_cudnn_backward "$o")" -gt 0 ] 2>/dev/null ||
-                            why+="${why:+, }no BatchNorm ran on cuDNN forward and backward" ;;
-      CORTADO_CUDNN_API=graph) [ "$(kv conv_graph_passes "$o")" -gt 0 ] 2>/dev/null || why+="${why:+, }no convolution pass ran on a graph plan" ;;
-      CORTADO_CUDNN_PAD_CHANNELS=*) [ "$(kv conv_padded "$o")" -gt 0 ] 2>/dev/null || why+="${why:+, }no convolution was padded" ;;
+      --channels_last=1) [ "$(kv nhwc_blobs "$o")" -gt 0 ] 2>/dev/null || why+="${why:+, }no blob is channels-last" ;;
+      --cudnn_batch_norm=1) [ "$(kv bn_cudnn "$o")" -gt 0 ] 2>/dev/null && [ "$(kv bn_cudnn_backward "$o")" -gt 0 ] 2>/dev/null ||
+                              why+="${why:+, }no BatchNorm ran on cuDNN forward and backward" ;;
+      --cudnn_api=graph) [ "$(kv conv_graph_passes "$o")" -gt 0 ] 2>/dev/null || why+="${why:+, }no convolution pass ran on a graph plan" ;;
+      --cudnn_pad_channels=*) [ "$(kv conv_padded "$o")" -gt 0 ] 2>/dev/null || why+="${why:+, }no convolution was padded" ;;
     esac
   done
   [ -n "$why" ] && echo "$why"
@@ -435,13 +437,13 @@ if [ $RUN_RESNET = 1 ] && { [ $HAVE_GPU = 1 ] || [ "$GPU" = cpu ]; }; then
     folder=$net; [ $net = resnet50 ] || folder=resnet50_nvcaffe
     model=models/$folder/train_val.prototxt solver=models/$folder/solver.prototxt
     [ $net = resnet50_nvcaffe_unfused ] && model=$LOG_DIR/resnet50_nvcaffe_unfused.prototxt
-    run_env=${RESNET_ENV[$net]}
-    if out=$(RUN_ENV=$run_env trainer_time "$log" "$RESNET_TIMEOUT" --model="$model" \
+    run_flags=${RESNET_FLAGS[$net]}
+    if out=$(RUN_FLAGS=$run_flags trainer_time "$log" "$RESNET_TIMEOUT" --model="$model" \
                --solver="$solver" --stage=synthetic --precision=fp16 --batch_size="$RESNET_BATCH" \
                --iterations="$RESNET_ITERS" --warmup="$RESNET_WARMUP"); then
       reserved=$(grep -oE '[0-9.]+ MiB reserved from the device at most' "$log" | tail -1 | awk '{print $1}')
       resnet_line[$net]="$(kv images_per_s "$out") images/s synchronized per part, $(kv loop_images_per_s "$out") in the training loop, peak $(kv peak_mem_mib "$out") MiB live${reserved:+, $reserved MiB reserved} ($(kv total_ms_median "$out") ms/iter); $(run_facts "$out")"
-      if why=$(run_broken "$out" "$run_env"); then
+      if why=$(run_broken "$out" "$run_flags"); then
         resnet_line[$net]="BROKEN: $why; $(run_facts "$out") (not a time: $(kv loop_images_per_s "$out") images/s)"
         result[resnet]=FAIL failed=1
       else
@@ -538,21 +540,21 @@ elif [ $RUN_MEMCHECK = 1 ]; then
     memcheck_line="SKIPPED: compute-sanitizer not found (PATH, CUDA_HOME, /usr/local/cuda*)"
     say "b. memcheck $memcheck_line"
   else
-    say "b. memcheck: $SANITIZER on ResNet-50 FP16 batch 8, 1 iteration${MEMCHECK_ENV:+, $MEMCHECK_ENV} (log: $LOG_DIR/memcheck.log)"
+    say "b. memcheck: $SANITIZER on ResNet-50 FP16 batch 8, 1 iteration${MEMCHECK_FLAGS:+, $MEMCHECK_FLAGS}${MEMCHECK_ENV:+, $MEMCHECK_ENV} (log: $LOG_DIR/memcheck.log)"
     ts=$(date +%s)
     mlimit=$(limit "$MEMCHECK_TIMEOUT")
-    # shellcheck disable=SC2086  # MEMCHECK_ENV: VAR=value words, split on purpose
+    # shellcheck disable=SC2086  # MEMCHECK_ENV: VAR=value words, MEMCHECK_FLAGS: flags, split on purpose
     timeout -k 10 "$mlimit" "${cortado_env[@]}" ${MEMCHECK_ENV:-} "$SANITIZER" --tool memcheck --leak-check no \
       --report-api-errors no --print-limit 20 --error-exitcode 9 \
       "$TRAINER" time --model=models/resnet50/train_val.prototxt --stage=synthetic --precision=fp16 --gpu="$GPU" --batch_size=8 \
-      --iterations=1 --warmup=1 >"$LOG_DIR/memcheck.log" 2>&1
+      --iterations=1 --warmup=1 ${MEMCHECK_FLAGS:-} >"$LOG_DIR/memcheck.log" 2>&1
     rc=$?
     errors=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$LOG_DIR/memcheck.log" | tail -1 | grep -oE '[0-9]+' || true)
     took=$(( $(date +%s) - ts ))
     if [ $rc = 124 ] || [ $rc = 137 ]; then
       memcheck_line="TIMED OUT after $mlimit s (rerun alone: --no-tests --no-bench, MEMCHECK_TIMEOUT=400)"; result[memcheck]=FAIL failed=1
     elif [ $rc = 0 ] && [ "${errors:-x}" = 0 ]; then
-      memcheck_line="0 errors (ResNet-50 FP16, batch 8, 1 iteration${MEMCHECK_ENV:+, $MEMCHECK_ENV}, $took s)"; result[memcheck]=PASS
+      memcheck_line="0 errors (ResNet-50 FP16, batch 8, 1 iteration${MEMCHECK_FLAGS:+, $MEMCHECK_FLAGS}${MEMCHECK_ENV:+, $MEMCHECK_ENV}, $took s)"; result[memcheck]=PASS
     else
       memcheck_line="FAILED: ${errors:-?} errors, exit status $rc (first: $(grep -m1 -E '^========= (Invalid|Uninitialized|Program hit|Error)' "$LOG_DIR/memcheck.log" | sed 's/^========= //'))"
       result[memcheck]=FAIL failed=1
@@ -583,9 +585,9 @@ stage_word() { [ -n "${result[$1]:-}" ] && echo "${result[$1]}" || echo "$2"; }
   elif [ $HAVE_GPU = 0 ] && [ "$GPU" != cpu ]; then
     echo "ResNet-50: SKIPPED (no GPU)"
   else
-    echo "ResNet-50: FP16 batch $RESNET_BATCH$([ "$GPU" = cpu ] && echo ' ON THE CPU (GPU=cpu, a dry run of the plan)'), median of $RESNET_ITERS iterations after $RESNET_WARMUP (the variants: resnet50_nvcaffe with the environment named; BROKEN: a loss not finite, a skipped update or a switch no layer took, not a time):"
+    echo "ResNet-50: FP16 batch $RESNET_BATCH$([ "$GPU" = cpu ] && echo ' ON THE CPU (GPU=cpu, a dry run of the plan)'), median of $RESNET_ITERS iterations after $RESNET_WARMUP (the variants: resnet50_nvcaffe with the switches named; BROKEN: a loss not finite, a skipped update or a switch no layer took, not a time):"
     for net in $RESNET_NETS; do
-      label="$net${RESNET_ENV[$net]:+ ($(echo ${RESNET_ENV[$net]} | sed 's/CORTADO_//g'))}"
+      label="$net${RESNET_FLAGS[$net]:+ ($(echo ${RESNET_FLAGS[$net]} | sed 's/--//g'))}"
       [ $net = resnet50_nvcaffe_unfused ] && label="$net (fuse_layers: false)"
       echo "  $label: ${resnet_line[$net]:-not run}"
     done

@@ -10,7 +10,10 @@
 // --precision=fp32|fp16|bf16 runs one net file and one solver file in that
 // precision (precision.hpp: the defaults it sets where the files are silent);
 // without it the files' own types run. Every command logs the types its nets
-// and solver run with.
+// and solver run with. The switches (switches.hpp: --share_diffs,
+// --channels_last, --cudnn_api, --cuda_graphs, --cpu_share, ...) override
+// the fields of the same names in every net and solver a command builds,
+// over what the files state, and set the process's CPU work.
 // A user error (bad prototxt, missing file, bad flag) prints one message and
 // exits with status 1; with several ranks the rank that failed names itself
 // and ends the whole job with status 1 (the others would wait for it forever).
@@ -42,6 +45,7 @@
 #include "cortado/solvers/grad_stats.hpp"
 #include "cortado/solvers/signals.hpp"
 #include "cortado/solvers/solver.hpp"
+#include "cortado/switches.hpp"
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/cuda.hpp"
 #include "cortado/util/device.hpp"
@@ -76,6 +80,38 @@ DEFINE_string(sigint_effect, "stop", "What SIGINT does during training: snapshot
 DEFINE_string(sighup_effect, "snapshot", "What SIGHUP does during training: snapshot, stop or none.");
 DEFINE_string(csv, "", "grad_stats: write the gradient histograms to this CSV file.");
 DEFINE_string(plot, "", "grad_stats: plot the overall histograms to this PNG (needs python3-matplotlib).");
+DEFINE_string(plot_script, "", "grad_stats --plot: the plot_grad_stats.py to run. Empty: the source tree's "
+              "scripts/plot_grad_stats.py.");
+DEFINE_string(python, "", "grad_stats --plot: the python3 that runs it (it needs numpy and matplotlib). Empty: "
+              "/usr/bin/python3 where it exists (the Debian packages'), else python3 on PATH.");
+// The switches (switches.hpp; the usage message lists them from its table,
+// which names each of these): empty keeps the files' values.
+DEFINE_string(share_diffs, "", "0|1: the nets' share_diffs (blobs whose gradients never live at once share a "
+              "buffer; 0: each its own, as in Caffe). Empty: the files' (default 1).");
+DEFINE_string(share_data, "", "0|1: the nets' share_data (a residual sum computes in the memory of the bottom "
+              "nothing reads after it). Empty: the files' (default 1).");
+DEFINE_string(batch_norm_out_of_place, "", "0|1: the nets' batch_norm_out_of_place (0: an in-place BatchNorm "
+              "of a training net keeps Caffe's copy of its input). Empty: the files' (default 1).");
+DEFINE_string(channels_last, "", "0|1|all: the nets' channels_last (1, GPU_16BIT: 16-bit nets on a GPU store "
+              "their blobs NHWC; all: every net and type). Empty: the files' (default 0, OFF).");
+DEFINE_string(sync_layers, "", "0|1: the nets' sync_layers (1: a GPU net waits after every layer, so that a CUDA "
+              "fault names its layer; slow, no CUDA graphs). Empty: the files' (default 0).");
+DEFINE_string(cudnn_api, "", "legacy|graph: the nets' cudnn.api (graph: convolutions through cuDNN's graph API). "
+              "Empty: the files' (default legacy).");
+DEFINE_string(cudnn_batch_norm, "", "0|1: the nets' cudnn.batch_norm (1, with channels_last: FP16 BatchNorms "
+              "on cuDNN's NHWC kernels). Empty: the files' (default 0).");
+DEFINE_string(cudnn_pad_channels, "", "0|4|8: the nets' cudnn.pad_channels (channels-last convolutions pad "
+              "their input channels to a multiple of it). Empty: the files' (default 0).");
+DEFINE_string(cudnn_workspace_mb, "", "N: the nets' cudnn.workspace_mb (the most workspace one cuDNN "
+              "convolution may use, MiB). Empty: the files' (default 1024).");
+DEFINE_string(cuda_graphs, "", "0|1: the solver's cuda_graphs (replay GPU training iterations as CUDA graphs). "
+              "Empty: the file's (default 1).");
+DEFINE_string(defer_steps, "", "0|1: the solver's defer_steps (0: each GPU step's loss, overflow check and loss "
+              "scale are read at the step, not at the next display). Empty: the file's (default 1).");
+DEFINE_string(cpu_share, "", "0|1: CPU layers follow the cores other processes leave free (1, the default); 0: "
+              "every thread with libgomp's spinning, and the fully connected GEMMs on OpenBLAS's threads.");
+DEFINE_string(cpu_bf16_dot, "", "0|1: BF16 CPU GEMMs on AVX-512 BF16 where the CPU has it (1, the default); 0: "
+              "widened to FP32 for OpenBLAS.");
 DEFINE_string(tensorboard, "", "train: write TensorBoard event files into this folder (created where missing): "
               "the log's losses, outputs, rate, loss scale, skipped steps and images/s, and gradient histograms. "
               "Overrides the solver's tensorboard_dir.");
@@ -86,6 +122,26 @@ using namespace cortado;
 
 // The ranks of an mpirun job (null when not started by an MPI launcher).
 std::shared_ptr<Communicator> g_comm;
+
+// The switches given as flags, checked at the start (main).
+Switches& flag_switches() {
+  static Switches switches;
+  return switches;
+}
+
+Switches switches_from_flags() {
+  Switches s;
+  for (const SwitchInfo& sw : SwitchTable()) {
+    std::string value;
+    CORTADO_CHECK(gflags::GetCommandLineOption(sw.name, &value)) << "the switch " << sw.name << " has no flag";
+    if (!value.empty()) s.Set(sw.name, value, "--");
+  }
+  return s;
+}
+
+// The switch flags over a net's or a solver's own fields.
+void apply_switches(NetParameter* p) { flag_switches().Apply(p); }
+void apply_switches(SolverParameter* p) { flag_switches().Apply(p); }
 bool several_ranks() { return g_comm && g_comm->size() > 1; }
 
 std::vector<std::string> split(const std::string& s) {
@@ -172,6 +228,7 @@ void apply_precision(SolverParameter* p) {
 void log_types(const Net& net) {
   INFO_LOG << "Precision: " << (FLAGS_precision.empty() ? "the files' own types (no --precision)"
                                                         : "--precision=" + FLAGS_precision);
+  if (!flag_switches().empty()) INFO_LOG << "Switches over the files' fields: " << flag_switches().Summary();
   INFO_LOG << NetTypesSummary(net);
 }
 
@@ -191,6 +248,7 @@ void edit_train_net(NetParameter* p) {
       if (std::find(state->stage().begin(), state->stage().end(), s) == state->stage().end()) state->add_stage(s);
   }
   apply_precision(p);
+  apply_switches(p);
 }
 
 // One rank's training (the only one, or one of several).
@@ -220,6 +278,7 @@ int train() {
   ReadTextProto(FLAGS_solver, &param, &info);
   apply_solver_device(param, info);
   apply_precision(&param);
+  apply_switches(&param);
   if (!FLAGS_tensorboard.empty()) param.set_tensorboard_dir(FLAGS_tensorboard);
   if (!FLAGS_stage.empty() || FLAGS_level) {
     param.mutable_train_state()->set_level(FLAGS_level);
@@ -260,6 +319,7 @@ std::unique_ptr<Net> load_model(Phase phase, std::shared_ptr<const Context> ctx)
   p.mutable_state()->set_level(FLAGS_level);
   for (const std::string& s : split(FLAGS_stage)) p.mutable_state()->add_stage(s);
   apply_precision(&p);
+  apply_switches(&p);
   auto net = std::make_unique<Net>(p, info, std::move(ctx));
   log_types(*net);
   for (const std::string& w : split(FLAGS_weights)) net->CopyTrainedLayersFrom(w);
@@ -329,7 +389,7 @@ double mean_of(const std::vector<double>& v) {
   return v.empty() ? 0 : s / v.size();
 }
 
-// Applies --level, --stage, --batch_size and --precision to a net parameter of `phase`.
+// Applies --level, --stage, --batch_size, --precision and the switches to a net parameter of `phase`.
 void apply_net_flags(NetParameter* p, Phase phase) {
   p->mutable_state()->set_phase(phase);
   p->mutable_state()->set_level(FLAGS_level);
@@ -339,6 +399,7 @@ void apply_net_flags(NetParameter* p, Phase phase) {
     fail("--batch_size=", FLAGS_batch_size, ": ", FLAGS_model.empty() ? "the solver's net" : FLAGS_model,
          " has no Data, DummyData or Input layer to set it on");
   apply_precision(p);
+  apply_switches(p);
 }
 
 // time measures the net, not the host's random generator: DummyData's random
@@ -371,6 +432,7 @@ std::unique_ptr<Solver> timing_solver(std::shared_ptr<const Context> ctx) {
   // above is the tool's own, unscaled whatever the precision, so that a net
   // times the same with --precision as with the file's own types.
   if (!FLAGS_solver.empty()) apply_precision(&sp);
+  apply_switches(&sp);  // the stand-in's too: --cuda_graphs and --defer_steps time as train runs
   if (!FLAGS_model.empty()) {
     sp.clear_net();
     sp.clear_net_param();
@@ -685,10 +747,9 @@ std::string shell_quote(const std::string& s) {
 }
 
 void plot_grad_stats(const GradStatsResult& result) {
-  const char* env = std::getenv("CORTADO_SCRIPTS_DIR");
-  const std::string dir = env && *env ? env : CORTADO_SOURCE_DIR "/scripts";
-  const std::string script = dir + "/plot_grad_stats.py";
-  if (!FileExists(script)) fail("--plot: ", script, " not found (set CORTADO_SCRIPTS_DIR to the scripts/ folder)");
+  const std::string script =
+      FLAGS_plot_script.empty() ? CORTADO_SOURCE_DIR "/scripts/plot_grad_stats.py" : FLAGS_plot_script;
+  if (!FileExists(script)) fail("--plot: ", script, " not found (--plot_script names the plot_grad_stats.py to run)");
   std::string csv = FLAGS_csv;
   bool temporary = false;
   if (csv.empty()) {  // the script reads the CSV: write one to a temporary file
@@ -703,10 +764,10 @@ void plot_grad_stats(const GradStatsResult& result) {
   }
   // The interpreter that has install_deps.sh's Debian packages (numpy,
   // matplotlib): the system's, not whichever python3 comes first on PATH (a
-  // virtualenv's may lack them). CORTADO_PYTHON names another.
-  const char* python = std::getenv("CORTADO_PYTHON");
-  const std::string interpreter =
-      python && *python ? python : access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  // virtualenv's may lack them). --python names another.
+  const std::string interpreter = !FLAGS_python.empty()                     ? FLAGS_python
+                                  : access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3"
+                                                                            : "python3";
   const std::string command = interpreter + " " + shell_quote(script) +
                               " " + shell_quote(csv) + " " + shell_quote(FLAGS_plot);
   const int status = std::system(command.c_str());
@@ -714,7 +775,7 @@ void plot_grad_stats(const GradStatsResult& result) {
   if (status != 0)
     fail("--plot: `", command, "` failed (", WIFEXITED(status) ? str_cat("exit status ", WEXITSTATUS(status)) :
          std::string("killed"), "); it needs python3 with matplotlib (Debian: python3-matplotlib, see "
-         "scripts/install_deps.sh; CORTADO_PYTHON names another interpreter)");
+         "scripts/install_deps.sh; --python names another interpreter)");
   LOG(INFO) << "Wrote " << FLAGS_plot;
 }
 
@@ -731,6 +792,7 @@ int grad_stats() {
   param.mutable_state()->set_level(FLAGS_level);
   for (const std::string& s : split(FLAGS_stage)) param.mutable_state()->add_stage(s);
   ForceFloatTypes(&param);  // measure what FP16 would have to hold, in FP32
+  apply_switches(&param);
   Net net(param, info, ctx);
   for (const std::string& w : split(FLAGS_weights)) net.CopyTrainedLayersFrom(w);
   if (FLAGS_weights.empty()) LOG(INFO) << "No --weights: measuring the gradients of the freshly initialized net.";
@@ -754,12 +816,9 @@ int device_query() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // First: it may run the trainer again from its start with GOMP_SPINCOUNT
-  // set (idle OpenMP threads then spin briefly; util/openmp_spin.hpp).
-  limit_openmp_spinning(argv);
-  FLAGS_alsologtostderr = 1;
-  gflags::SetUsageMessage(
+// --help's text: the commands, then the switches from their table.
+std::string usage_message() {
+  std::string s =
       "command [flags]\ncommands:\n"
       "  train         train or fine-tune a model (--solver, --snapshot or --weights)\n"
       "  test          score a model (--model, --weights, --iterations)\n"
@@ -767,30 +826,45 @@ int main(int argc, char** argv) {
       "                layers by cost, peak memory (--model, --solver, --batch_size,\n"
       "                --iterations, --warmup, --gpu)\n"
       "  grad_stats    histogram of a model's gradients against FP16's range, with a loss scale\n"
-      "                (--model, --weights, --iterations, --csv, --plot)\n"
+      "                (--model, --weights, --iterations, --csv, --plot, --plot_script, --python)\n"
       "  device_query  show GPU diagnostic information\n"
       "train, test and time: --precision=fp32|fp16|bf16 chooses the types (default: the files' own);\n"
       "--stage=synthetic feeds the models/ nets synthetic data instead of ImageNet\n"
-      "\nEnvironment (unset or empty: the default; the README's table says more):\n"
-      "  CORTADO_NHWC=1|all              * channels-last 16-bit nets on the GPU (default 0)\n"
-      "  CORTADO_CUDNN_BN=1              * with CORTADO_NHWC=1, cuDNN's NHWC BatchNorm (default 0)\n"
-      "  CORTADO_CUDNN_API=graph         * convolutions through cuDNN's graph API (default legacy)\n"
-      "  CORTADO_CUDNN_PAD_CHANNELS=4|8  * pad channels-last convolution inputs to 4|8 channels (default 0)\n"
-      "  CORTADO_CUDNN_WORKSPACE_MB=N    cuDNN convolution workspace bound, MiB (default 1024)\n"
-      "  CORTADO_CUDA_GRAPHS=0           no CUDA graph replay of training iterations (default: replay)\n"
-      "  CORTADO_DEFER_STEPS=0           decide each GPU step's skip and loss scale on the host\n"
-      "  CORTADO_SYNC_LAYERS=1           wait after every GPU layer; a fault names its layer (slow)\n"
-      "  CORTADO_NCCL_TIMEOUT=S          seconds to wait for NCCL gradient sums, 0: no limit (600)\n"
-      "  CORTADO_SHARE_DIFFS=0           every blob keeps its own gradient buffer, as in Caffe\n"
-      "  CORTADO_SHARE_DATA=0            residual sums do not compute in their dead bottom's memory\n"
-      "  CORTADO_BN_OUT_OF_PLACE=0       in-place BatchNorm keeps Caffe's copy of its input\n"
-      "  CORTADO_CPU_SHARE=0             CPU regions on every thread, not only on the free cores\n"
-      "  CORTADO_CPU_BF16_DOT=0          BF16 CPU GEMMs widen to FP32 instead of using AVX-512 BF16\n"
-      "  CORTADO_SCRIPTS_DIR=DIR         where grad_stats --plot finds plot_grad_stats.py\n"
-      "  CORTADO_PYTHON=PATH             the python3 grad_stats --plot runs (default /usr/bin/python3)\n"
-      "* pending GPU measurement: a GPU run will make it the default or remove it");
+      "\nSwitches: each overrides the field it names in every net (net) or solver (solver) the command\n"
+      "builds, or sets the process's CPU work; without it, the files' value, whose default is shown\n"
+      "(the README's table says more):\n";
+  for (const SwitchInfo& sw : SwitchTable()) {
+    const std::string flag = str_cat("--", sw.name, "=", sw.values);
+    const std::string where = sw.scope == SwitchScope::kNet      ? str_cat("net ", sw.field)
+                              : sw.scope == SwitchScope::kSolver ? str_cat("solver ", sw.field)
+                                                                 : std::string("the process");
+    s += str_cat("  ", flag, std::string(flag.size() < 30 ? 30 - flag.size() : 1, ' '), where, ", default ",
+                 sw.fallback, ":\n      ", sw.help, "\n");
+  }
+  return s;
+}
+
+int main(int argc, char** argv) {
+  // The arguments as given, for limit_openmp_spinning (gflags takes the flags out of argv).
+  std::vector<char*> given(argv, argv + argc + 1);
+  FLAGS_alsologtostderr = 1;
+  gflags::SetUsageMessage(usage_message());
   gflags::SetVersionString(CORTADO_VERSION);
   cortado::InitTool(&argc, &argv);  // util/tool_flags.hpp: flags, and glog with Caffe's prefix
+  try {
+    // A bad switch fails before anything is read; the process's ones first,
+    // since limit_openmp_spinning follows --cpu_share.
+    flag_switches() = switches_from_flags();
+    flag_switches().ApplyToProcess();
+  } catch (const cortado::Error& e) {
+    std::cerr << "trainer: error: " << e.what() << std::endl;
+    return 1;
+  }
+  // It may run the trainer again from its start with GOMP_SPINCOUNT set
+  // (idle OpenMP threads then spin briefly; util/openmp_spin.hpp): before
+  // any thread or log line.
+  limit_openmp_spinning(given.data());
+  WarnRetiredVariables();  // an old script's CORTADO_NHWC=1, say: one line each
   google::InstallFailureSignalHandler();
   // A run ended by SIGTERM (a timeout, a user's kill) says where each rank was.
   dump_rank_phases_on(SIGTERM);

@@ -127,6 +127,21 @@ const char* cortado_net_layer_top_name(cortado_net* net, int i, int j);
 cortado_net* cortado_net_open_state(const char* model, int phase, const char* weights, int gpu,
                                     const char* precision, int level, const char* const* stages, int num_stages);
 
+/* The switches (cortado/switches.hpp), named as the trainer's flags:
+ * names[i] set to values[i] ("share_diffs" "0", "cudnn_api" "graph") over
+ * the files' fields, as the trainer's --share_diffs=0 --cudnn_api=graph;
+ * the process's switches (cpu_share, cpu_bf16_dot) take effect for the
+ * whole process. A bad name or value fails, naming it. num_switches 0: none. */
+cortado_net* cortado_net_open_switches(const char* model, int phase, const char* weights, int gpu,
+                                       const char* precision, int level, const char* const* stages, int num_stages,
+                                       const char* const* names, const char* const* values, int num_switches);
+/* The same for a solver: its net switches reach every net it builds. */
+cortado_solver* cortado_solver_open_switches(const char* solver, int gpu, const char* precision,
+                                             const char* const* names, const char* const* values, int num_switches);
+/* One switch of the process (cpu_share, cpu_bf16_dot), from now on; a net's
+ * or a solver's switch is an error saying where it goes. */
+int cortado_set_switch(const char* name, const char* value);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,6 +18,9 @@
 //   Forward/Backward call Forward_gpu/Backward_gpu; a layer without a GPU path
 //   (HasGpuPath() false) says so once at set-up and runs its CPU path, the
 //   blobs moving between host and device as needed.
+// - With the Context the Net gives the net's cuDNN choices (NetParameter's
+//   cudnn field, checked by the Net), which the cuDNN engines read at
+//   set-up; a layer made outside a Net has the defaults.
 
 #include <cstdint>
 #include <memory>
@@ -121,6 +124,8 @@ class LayerBase {
   void SetUp(const BlobVec& bottom, const BlobVec& top);
   void set_context(std::shared_ptr<const Context> ctx) { ctx_ = std::move(ctx); }
   const Context& context() const { return *ctx_; }
+  void set_cudnn_param(const CuDNNParameter& p) { cudnn_param_ = p; }
+  const CuDNNParameter& cudnn_param() const { return cudnn_param_; }
   bool on_gpu() const { return ctx_->on_gpu(); }
   /// Whether Forward_gpu/Backward_gpu are real GPU implementations (a layer
   /// whose pass macro declares them, below, says so through HasGpuPath_impl).
@@ -195,6 +200,7 @@ class LayerBase {
 
   LayerParameter param_;
   std::shared_ptr<const Context> ctx_ = Context::Cpu();
+  CuDNNParameter cudnn_param_;
   std::vector<std::shared_ptr<Blob>> blobs_;
   std::vector<bool> param_propagate_down_;
   std::vector<double> loss_;

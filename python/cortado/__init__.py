@@ -110,6 +110,10 @@ def _L():
         "cortado_net_layer_num_bottoms": (I, [P, I]), "cortado_net_layer_bottom_name": (S, [P, I, I]),
         "cortado_net_layer_num_tops": (I, [P, I]), "cortado_net_layer_top_name": (S, [P, I, I]),
         "cortado_net_open_state": (P, [S, I, S, I, S, I, ctypes.POINTER(S), I]),
+        "cortado_net_open_switches": (P, [S, I, S, I, S, I, ctypes.POINTER(S), I, ctypes.POINTER(S),
+                                          ctypes.POINTER(S), I]),
+        "cortado_solver_open_switches": (P, [S, I, S, ctypes.POINTER(S), ctypes.POINTER(S), I]),
+        "cortado_set_switch": (I, [S, S]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -171,6 +175,33 @@ def set_random_seed(seed):
 
 def device_count():
     return _call("cortado_device_count")
+
+
+def _switch_text(value):
+    return "1" if value is True else "0" if value is False else str(value)
+
+
+def _switches(switches):
+    """The C arrays of names and values of a switches dict, and their count."""
+    items = list((switches or {}).items())
+    names = (ctypes.c_char_p * max(1, len(items)))(*[_enc(str(k)) for k, _ in items])
+    values = (ctypes.c_char_p * max(1, len(items)))(*[_enc(_switch_text(v)) for _, v in items])
+    return names, values, len(items)
+
+
+def set_cpu_share(on):
+    """The process's switch cpu_share (trainer --cpu_share): True, the
+    default, lets CPU layers follow the cores other processes leave free;
+    False runs them on every thread, and the fully connected GEMMs on
+    OpenBLAS's threads."""
+    _checked("cortado_set_switch", b"cpu_share", _enc(_switch_text(bool(on))))
+
+
+def set_cpu_bf16_dot(on):
+    """The process's switch cpu_bf16_dot (trainer --cpu_bf16_dot): True, the
+    default, runs BF16 CPU GEMMs on AVX-512 BF16 where the CPU has it; False
+    widens their operands to FP32."""
+    _checked("cortado_set_switch", b"cpu_bf16_dot", _enc(_switch_text(bool(on))))
 
 
 def set_mode_cpu():
@@ -382,10 +413,13 @@ class Net:
     with keywords (phase=TEST, weights=None, level=0, stages=(): the state's
     level and stages for include/exclude rules; gpu: a device, -1 the CPU,
     default from set_mode_* and set_device; precision: "fp32", "fp16" or
-    "bf16" as trainer --precision, None the file's own types)."""
+    "bf16" as trainer --precision, None the file's own types; switches: a
+    dict of the trainer's switches over the file's fields, by the flags'
+    names, {"share_diffs": False, "channels_last": "all", "cudnn_api":
+    "graph"}: README.md, "Switches")."""
 
     def __init__(self, model, *args, phase=None, weights=None, level=0, stages=(), gpu=None, precision=None,
-                 _ref=None):
+                 switches=None, _ref=None):
         for a in args:
             if isinstance(a, numbers.Integral):
                 phase = a
@@ -397,9 +431,10 @@ class Net:
             if isinstance(stages, (str, bytes)):
                 stages = [stages]
             st = (ctypes.c_char_p * max(1, len(stages)))(*[_enc(x) for x in stages])
+            names, values, n = _switches(switches)
             with _lock:
-                h = _L().cortado_net_open_state(_enc(model), phase, _enc(weights), gpu, _enc(precision),
-                                                _int(level, "level", -2 ** 31), st, len(stages))
+                h = _L().cortado_net_open_switches(_enc(model), phase, _enc(weights), gpu, _enc(precision),
+                                                   _int(level, "level", -2 ** 31), st, len(stages), names, values, n)
                 if not h:
                     raise _error()
             _ref = _Ref(h, "cortado_net_close", "net")
@@ -536,16 +571,18 @@ class Net:
 class Solver:
     """A solver from a solver prototxt (its `type` picks the rule: SGD, Adam, ...);
     precision: "fp32", "fp16" or "bf16" as trainer --precision (its nets and
-    the solver), None the files' own types."""
+    the solver), None the files' own types; switches: as for Net, over the
+    fields of its nets and the solver ({"cuda_graphs": False})."""
 
     _rule = None  # the pycaffe class's rule (AdamSolver: "Adam"); None: any
 
-    def __init__(self, solver_file, gpu=None, precision=None):
+    def __init__(self, solver_file, gpu=None, precision=None, switches=None):
         if self._rule is not None:
             _check_rule(solver_file, self._rule, type(self).__name__)
         gpu = _int(_default_gpu() if gpu is None else gpu, "gpu", -1)
+        names, values, n = _switches(switches)
         with _lock:
-            h = _L().cortado_solver_open_precision(_enc(solver_file), gpu, _enc(precision))
+            h = _L().cortado_solver_open_switches(_enc(solver_file), gpu, _enc(precision), names, values, n)
             if not h:
                 raise _error()
             self._ref = _Ref(h, "cortado_solver_close", "solver")
@@ -613,8 +650,8 @@ AdaDeltaSolver = _rule_class("AdaDelta")
 AdamSolver = _rule_class("Adam")
 
 
-def get_solver(solver_file, precision=None):
-    return Solver(solver_file, precision=precision)
+def get_solver(solver_file, precision=None, switches=None):
+    return Solver(solver_file, precision=precision, switches=switches)
 
 
 # pycaffe's other modules: caffe.io (Transformer, load_image, resize_image,

@@ -6,7 +6,7 @@
 #            as written and with --precision=fp16 and bf16 (16-bit storage
 #            computes in FP32 on the CPU; BF16 GEMMs multiply bfloat16 pairs where the CPU has
 #            AVX-512 BF16). cortado_bf16_widen runs the BF16 net with
-#            CORTADO_CPU_BF16_DOT=0 (operands widened to float, the path
+#            --cpu_bf16_dot=0 (operands widened to float, the path
 #            before the AVX-512 BF16 kernel), and the ratio of the two is
 #            printed.
 #   PyTorch: scripts/bench/lenet_pytorch.py --mode time (forward, loss,

@@ -7,7 +7,7 @@
 #             briefly, GOMP_SPINCOUNT=10000, util/openmp_spin.hpp)
 #   spinning  the default with libgomp's own spin count (GOMP_SPINCOUNT=
 #             300000, about 5 ms): what the brief spin saves
-#   fixed     CORTADO_CPU_SHARE=0: every region on all threads, whatever
+#   fixed     --cpu_share=0: every region on all threads, whatever
 #             the load, libgomp's own spinning and the fully connected
 #             GEMMs on OpenBLAS's threads (the behaviour before all three)
 #   passive   fixed, with OMP_WAIT_POLICY=passive (idle OpenMP threads sleep
@@ -63,15 +63,16 @@ trap 'stop_busy; rm -f "$log"' EXIT
 # run CONFIG: prints ms per iteration of one `trainer time`.
 run() {
   local bin=$TRAINER
-  local -a env=()
+  local -a env=() flags=()
   case $1 in
     spinning) env=(GOMP_SPINCOUNT=300000) ;;
-    fixed) env=(CORTADO_CPU_SHARE=0) ;;
-    passive) env=(CORTADO_CPU_SHARE=0 OMP_WAIT_POLICY=passive) ;;
+    fixed) flags=(--cpu_share=0) ;;
+    passive) env=(OMP_WAIT_POLICY=passive) flags=(--cpu_share=0) ;;
     baseline) bin=$BASELINE_TRAINER ;;
   esac
   # The settings each configuration names, none inherited from the caller.
-  if ! env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u CORTADO_CPU_SHARE "${env[@]}" "$bin" time --model="$MODEL" --iterations="$ITERS" --warmup="$WARMUP" >"$log" 2>&1; then
+  if ! env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT ${env[@]+"${env[@]}"} "$bin" time --model="$MODEL" --iterations="$ITERS" \
+      --warmup="$WARMUP" ${flags[@]+"${flags[@]}"} >"$log" 2>&1; then
     tail -20 "$log" >&2
     echo "lenet_loaded: trainer time failed ($1)" >&2
     exit 1

@@ -16,14 +16,17 @@ median() {
 # peer_ms ours_ms is above 1 when ours is faster).
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
-# trainer_time SCRIPT LOG BIN DOT ARGS...: runs `BIN time ARGS...` with
-# CORTADO_CPU_BF16_DOT=DOT (0: BF16 GEMM operands widened to float), its
+# trainer_time SCRIPT LOG BIN DOT ARGS...: runs `BIN time ARGS...`, with
+# --cpu_bf16_dot=0 where DOT is 0 (BF16 GEMM operands widened to float; 1,
+# the default, passes no flag, so that an earlier build runs as well), its
 # output in LOG, and prints total_ms_median; on failure it prints the log's
 # tail and exits (call it as ms=$(trainer_time ...) || exit 1).
 trainer_time() {
   local script=$1 log=$2 bin=$3 dot=$4 out
   shift 4
-  if ! CORTADO_CPU_BF16_DOT=$dot "$bin" time "$@" >"$log" 2>&1 || ! out=$(grep '^time:' "$log"); then
+  local -a widen=()
+  [ "$dot" = 0 ] && widen=(--cpu_bf16_dot=0)
+  if ! "$bin" time "$@" ${widen[@]+"${widen[@]}"} >"$log" 2>&1 || ! out=$(grep '^time:' "$log"); then
     tail -20 "$log" >&2
     echo "$script: trainer time failed for $*" >&2
     exit 1
@@ -38,7 +41,7 @@ trainer_time() {
 cortado_ratios() {
   local rw rb
   rw=$(ratio "${med[cortado_bf16_widen]}" "${med[cortado_bf16]}")
-  echo "  Cortado BF16 / BF16 widened to float (CORTADO_CPU_BF16_DOT=0) speed: $rw (${BF16_GEMMS:-})"
+  echo "  Cortado BF16 / BF16 widened to float (--cpu_bf16_dot=0) speed: $rw (${BF16_GEMMS:-})"
   summary+=" bf16_dot_ratio=$rw"
   if [ -n "${BASELINE_TRAINER:-}" ]; then
     rb=$(ratio "${med[baseline_fp32]}" "${med[cortado_fp32]}")

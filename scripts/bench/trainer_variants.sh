@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# One net under several settings of the environment, side by side: `trainer
-# time` runs each variant in turn, REPEATS rounds alternating, and prints the
-# median images/s and peak memory of each, and each one's ratio to the first.
-# Two speeds: images_per_s from the median of forward, backward and update
-# each timed to a wait, and loop_images_per_s from the training loop
-# (Solver::Step) run back to back with one wait at the end, which is what
-# CORTADO_DEFER_STEPS=0 (a wait per iteration on the GPU) changes.
-# For measuring what a switch gains (CORTADO_SHARE_DIFFS=0: one diff buffer
-# per blob; CORTADO_CUDNN_WORKSPACE_MB: cuDNN's workspace bound; ...).
+# One net under several settings, side by side: `trainer time` runs each
+# variant in turn, REPEATS rounds alternating, and prints the median images/s
+# and peak memory of each, and each one's ratio to the first. Two speeds:
+# images_per_s from the median of forward, backward and update each timed to
+# a wait, and loop_images_per_s from the training loop (Solver::Step) run
+# back to back with one wait at the end, which is what --defer_steps=0 (a
+# wait per iteration on the GPU) changes. For measuring what a switch gains
+# (the trainer's switches: --share_diffs=0, one diff buffer per blob;
+# --cudnn_workspace_mb=N, cuDNN's workspace bound; ...).
 #
-#   scripts/bench/trainer_variants.sh 'NAME=ENV=VAL,ENV=VAL' ... -- TRAINER_TIME_ARGS...
+#   scripts/bench/trainer_variants.sh 'NAME=SETTING,SETTING' ... -- TRAINER_TIME_ARGS...
 #
 # A variant is a name, '=', then comma-separated settings (none: the
-# defaults), e.g.
-#   scripts/bench/trainer_variants.sh 'default=' 'own_diffs=CORTADO_SHARE_DIFFS=0' -- \
+# defaults): a trainer flag (--share_diffs=0) or an environment variable
+# for that run (OMP_NUM_THREADS=1), e.g.
+#   scripts/bench/trainer_variants.sh 'default=' 'own_diffs=--share_diffs=0' -- \
 #     --solver=models/resnet50/solver.prototxt --stage=synthetic --precision=fp16 \
 #     --gpu=0 --batch_size=256 --iterations=20 --warmup=5
 #
@@ -26,7 +27,7 @@ TRAINER=${TRAINER:-build/tools/trainer}
 REPEATS=${REPEATS:-2}
 variants=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do variants+=("$1"); shift; done
-[ "${1:-}" = "--" ] || { echo "trainer_variants: usage: $0 'NAME=ENV=VAL,...' ... -- TRAINER_TIME_ARGS" >&2; exit 1; }
+[ "${1:-}" = "--" ] || { echo "trainer_variants: usage: $0 'NAME=SETTING,...' ... -- TRAINER_TIME_ARGS" >&2; exit 1; }
 shift
 [ ${#variants[@]} -gt 0 ] || { echo "trainer_variants: no variants" >&2; exit 1; }
 [ -x "$TRAINER" ] || { echo "trainer_variants: $TRAINER not found" >&2; exit 1; }
@@ -38,10 +39,13 @@ for r in $(seq "$REPEATS"); do
   for v in "${variants[@]}"; do
     name=${v%%=*}
     settings=${v#*=}
-    envs=()
-    [ -n "$settings" ] && IFS=, read -r -a envs <<<"$settings"
+    envs=() flags=() all=()
+    [ -n "$settings" ] && IFS=, read -r -a all <<<"$settings"
+    for setting in ${all[@]+"${all[@]}"}; do
+      case "$setting" in --*) flags+=("$setting") ;; *) envs+=("$setting") ;; esac
+    done
     log=$LOG_DIR/${name}_$r.log
-    if env ${envs[@]+"${envs[@]}"} "$TRAINER" time "$@" >"$log" 2>&1; then
+    if env ${envs[@]+"${envs[@]}"} "$TRAINER" time "$@" ${flags[@]+"${flags[@]}"} >"$log" 2>&1; then
       line=$(grep '^time:' "$log" | tail -1)
       ips[$name]+="$(kv images_per_s "$line") "
       loop[$name]+="$(kv loop_images_per_s "$line") "

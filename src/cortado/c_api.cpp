@@ -18,6 +18,7 @@
 #include "cortado/net/net.hpp"
 #include "cortado/precision.hpp"
 #include "cortado/solvers/solver.hpp"
+#include "cortado/switches.hpp"
 #include "cortado/util/device.hpp"
 #include "cortado/util/rng.hpp"
 
@@ -116,12 +117,38 @@ void CheckLayerRange(const cortado::Net& net, int lo, int hi, const char* what) 
     cortado::fail(what, ": layers ", lo, "..", hi, " are not a range of net '", net.name(), "' (", n, " layers)");
 }
 
+// The switches given by name and value (c_api.h), checked; the process's
+// ones take effect at once.
+cortado::Switches SwitchesOf(const char* const* names, const char* const* values, int n) {
+  if (n < 0 || (n > 0 && (!names || !values))) cortado::fail("no switches given");
+  cortado::Switches s;
+  for (int i = 0; i < n; ++i) {
+    if (!names[i] || !values[i]) cortado::fail("switch ", i, " has no name or value");
+    s.Set(names[i], values[i]);
+  }
+  s.ApplyToProcess();
+  return s;
+}
+
 }  // namespace
 
 extern "C" {
 
 const char* cortado_last_error(void) { return t_error.c_str(); }
 const char* cortado_version(void) { return CORTADO_VERSION; }
+int cortado_set_switch(const char* name, const char* value) {
+  return Guarded([&] {
+    if (!name || !value) cortado::fail("no switch name or value given");
+    for (const cortado::SwitchInfo& sw : cortado::SwitchTable())
+      if (name == std::string(sw.name) && sw.scope != cortado::SwitchScope::kProcess)
+        cortado::fail(name, " is a switch of ", sw.scope == cortado::SwitchScope::kNet ? "a net" : "a solver",
+                      " (", sw.field, "): give it where the net or the solver is made");
+    cortado::Switches s;
+    s.Set(name, value);
+    s.ApplyToProcess();
+  });
+}
+
 void cortado_set_random_seed(uint64_t seed) { cortado::set_random_seed(static_cast<int64_t>(seed)); }
 int cortado_device_count(void) {
   int n = 0;
@@ -262,18 +289,27 @@ cortado_solver* cortado_solver_open(const char* solver, int gpu) {
 }
 
 cortado_solver* cortado_solver_open_precision(const char* solver, int gpu, const char* precision) {
+  return cortado_solver_open_switches(solver, gpu, precision, nullptr, nullptr, 0);
+}
+
+cortado_solver* cortado_solver_open_switches(const char* solver, int gpu, const char* precision,
+                                             const char* const* names, const char* const* values, int num_switches) {
   auto h = std::make_unique<cortado_solver>();
   const int st = Guarded([&] {
     if (!solver) cortado::fail("no solver file given");
+    const cortado::Switches switches = SwitchesOf(names, values, num_switches);
     cortado::SolverParameter param;
     cortado::SourceInfo info;
     cortado::ReadTextProto(solver, &param, &info);
     cortado::SolverSetup setup(ContextFor(gpu));
-    if (precision && *precision) {
-      const cortado::Precision p = cortado::ParsePrecision(precision);
-      cortado::ApplyPrecision(p, &param);
-      setup.edit_net = [p](cortado::NetParameter* net) { cortado::ApplyPrecision(p, net); };
-    }
+    const bool with_precision = precision && *precision;
+    const cortado::Precision p = with_precision ? cortado::ParsePrecision(precision) : cortado::Precision::kFp32;
+    if (with_precision) cortado::ApplyPrecision(p, &param);
+    switches.Apply(&param);
+    setup.edit_net = [p, with_precision, switches](cortado::NetParameter* net) {
+      if (with_precision) cortado::ApplyPrecision(p, net);
+      switches.Apply(net);
+    };
     h->solver = cortado::Solver::Create(param, info, std::move(setup));
     h->train.net = h->solver->net();
     for (const auto& t : h->solver->test_nets()) {
@@ -401,9 +437,17 @@ const char* cortado_net_layer_top_name(cortado_net* h, int i, int j) {
 
 cortado_net* cortado_net_open_state(const char* model, int phase, const char* weights, int gpu,
                                     const char* precision, int level, const char* const* stages, int num_stages) {
+  return cortado_net_open_switches(model, phase, weights, gpu, precision, level, stages, num_stages, nullptr, nullptr,
+                                   0);
+}
+
+cortado_net* cortado_net_open_switches(const char* model, int phase, const char* weights, int gpu,
+                                       const char* precision, int level, const char* const* stages, int num_stages,
+                                       const char* const* names, const char* const* values, int num_switches) {
   auto h = std::make_unique<cortado_net>();
   const int st = Guarded([&] {
     if (!model) cortado::fail("no model file given");
+    const cortado::Switches switches = SwitchesOf(names, values, num_switches);
     if (phase != 0 && phase != 1) cortado::fail("phase must be 0 (TRAIN) or 1 (TEST), got ", phase);
     if (num_stages < 0 || (num_stages > 0 && !stages)) cortado::fail("no stages given");
     cortado::NetParameter p;
@@ -417,6 +461,7 @@ cortado_net* cortado_net_open_state(const char* model, int phase, const char* we
       state->add_stage(stages[i]);
     }
     if (precision && *precision) cortado::ApplyPrecision(cortado::ParsePrecision(precision), &p);
+    switches.Apply(&p);
     h->owned = std::make_unique<cortado::Net>(p, info, ContextFor(gpu));
     h->net = h->owned.get();
     if (weights && *weights) h->net->CopyTrainedLayersFrom(std::string(weights));

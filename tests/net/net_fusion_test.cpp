@@ -402,18 +402,17 @@ TYPED_TEST(NetFusionTest, BatchNormResidualReLUMatchesUnfused) {
 // runs: when the batch grows between forwards (an input reshaped, no
 // Net::Reshape), the head must size the sum itself. With the data plan
 // the sum may share the shortcut's buffer, grown already; without it
-// (CORTADO_SHARE_DATA=0) the sum has a buffer of its own.
+// (the net's share_data: false) the sum has a buffer of its own.
 TYPED_TEST(NetFusionTest, ResidualChainFollowsAGrowingBatch) {
-  for (const char* share : {"1", "0"}) {
-    test::ScopedEnv env("CORTADO_SHARE_DATA", share);
-    NetPair n = Build<TypeParam>(kResidual);
+  for (const char* share : {"true", "false"}) {
+    NetPair n = Build<TypeParam>(kResidual, TRAIN, nullptr, str_cat("\nshare_data: ", share));
     ASSERT_EQ(FusedInto(*n.fused, "sum"), "bn2");
     Run<TypeParam>(&n, 1);
     for (Net* net : {n.fused.get(), n.plain.get()}) net->input_blobs()[0]->Reshape({6, 3, 6, 5});
     test::FillUniform(n.fused->input_blobs()[0], -1.5, 1.5, 29);
     test::SetData(n.plain->input_blobs()[0], test::GetData(*n.fused->input_blobs()[0]));
     Run<TypeParam>(&n, 1);
-    EXPECT_EQ(n.fused->output_blobs()[0]->shape(), (std::vector<int>{6, 4, 6, 5})) << "CORTADO_SHARE_DATA " << share;
+    EXPECT_EQ(n.fused->output_blobs()[0]->shape(), (std::vector<int>{6, 4, 6, 5})) << "share_data: " << share;
     Compare<TypeParam>(n, 0);
   }
 }

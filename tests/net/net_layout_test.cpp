@@ -32,15 +32,11 @@
 namespace cortado {
 namespace {
 
-// Sets the plan's mode for one scope.
-class PlanMode {
- public:
-  explicit PlanMode(LayoutPlanMode m) : old_(layout_plan_mode()) { set_layout_plan_mode(m); }
-  ~PlanMode() { set_layout_plan_mode(old_); }
-
- private:
-  LayoutPlanMode old_;
-};
+// `p` with the net's field channels_last set to `mode`.
+NetParameter Laid(NetParameter p, NetParameter::ChannelsLast mode) {
+  p.set_channels_last(mode);
+  return p;
+}
 
 // A residual block (its BatchNorm, the residual add and the ReLU one fused
 // chain on a GPU), an LRN (NCHW only) between two groups, a max pooling,
@@ -319,16 +315,10 @@ struct NetPair {
   std::unique_ptr<Net> nhwc, nchw;
 };
 
-NetPair Build(const NetParameter& p, LayoutPlanMode mode, std::shared_ptr<const Context> ctx = nullptr) {
+NetPair Build(const NetParameter& p, NetParameter::ChannelsLast mode, std::shared_ptr<const Context> ctx = nullptr) {
   NetPair n;
-  {
-    PlanMode on(mode);
-    n.nhwc = std::make_unique<Net>(p, SourceInfo(), ctx);
-  }
-  {
-    PlanMode off(LayoutPlanMode::kOff);
-    n.nchw = std::make_unique<Net>(p, SourceInfo(), ctx);
-  }
+  n.nhwc = std::make_unique<Net>(Laid(p, mode), SourceInfo(), ctx);
+  n.nchw = std::make_unique<Net>(Laid(p, NetParameter::OFF), SourceInfo(), ctx);
   EXPECT_EQ(n.nhwc->params().size(), n.nchw->params().size());
   for (size_t i = 0; i < n.nhwc->params().size(); ++i)
     test::SetData(n.nchw->params()[i].get(), test::GetData(*n.nhwc->params()[i]));
@@ -392,7 +382,7 @@ void ExpectNetsClose(const Net& a, const Net& b, double tol, const std::string& 
 TYPED_TEST(NetLayoutTest, CpuNhwcNetMatchesNchw) {
   using F = typename TypeParam::Ftype;
   using B = typename TypeParam::Btype;
-  NetPair n = Build(MakeNet<F, B>(kNet), LayoutPlanMode::kAll);
+  NetPair n = Build(MakeNet<F, B>(kNet), NetParameter::ALL);
   const Net& a = *n.nhwc;
   EXPECT_EQ(a.blob_by_name("conv1")->layout(), Layout::NHWC);
   EXPECT_EQ(a.blob_by_name("bn3")->layout(), Layout::NHWC);
@@ -422,7 +412,7 @@ TYPED_TEST(NetLayoutTest, CpuInPlaceDropoutComputesOnAnNchwCopy) {
   std::string text = kNet;
   const std::string bn3 = "  layer { name: \"bn3\"";
   text.insert(text.find(bn3), "  layer { name: \"drop\" type: \"Dropout\" bottom: \"conv3\" top: \"conv3\" }\n");
-  NetPair n = Build(MakeNet<F, B>(text), LayoutPlanMode::kAll);
+  NetPair n = Build(MakeNet<F, B>(text), NetParameter::ALL);
   EXPECT_EQ(n.nhwc->blob_by_name("conv3/nchw")->layout(), Layout::NCHW);
   EXPECT_EQ(n.nhwc->blob_by_name("conv3/nhwc")->layout(), Layout::NHWC);
   RunBoth<B>(&n, 2);
@@ -453,7 +443,7 @@ TYPED_TEST(NetLayoutTest, CpuConcatAndSliceStayNhwc) {
     layer { name: "pool" type: "Pooling" bottom: "sum" top: "pool" pooling_param { pool: AVE global_pooling: true } }
     layer { name: "ip" type: "InnerProduct" bottom: "pool" top: "out"
       inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.3 } } })";
-  NetPair n = Build(MakeNet<F, B>(net), LayoutPlanMode::kAll);
+  NetPair n = Build(MakeNet<F, B>(net), NetParameter::ALL);
   const Net& a = *n.nhwc;
   for (const char* blob : {"cat", "s1", "s2", "sum"}) EXPECT_EQ(a.blob_by_name(blob)->layout(), Layout::NHWC) << blob;
   EXPECT_EQ(Conversions(a), 2);  // after the Input, before the classifier
@@ -484,9 +474,8 @@ TYPED_TEST(NetLayoutTest, CpuDataLayerWritesNhwcBatches) {
   const NetParameter p = MakeNet<F, B>(text);
   std::unique_ptr<Net> nets[2];
   for (int k = 0; k < 2; ++k) {
-    PlanMode mode(k == 0 ? LayoutPlanMode::kAll : LayoutPlanMode::kOff);
     set_random_seed(77);
-    nets[k] = std::make_unique<Net>(p, SourceInfo(), nullptr);
+    nets[k] = std::make_unique<Net>(Laid(p, k == 0 ? NetParameter::ALL : NetParameter::OFF), SourceInfo(), nullptr);
   }
   Net& a = *nets[0];
   Net& b = *nets[1];
@@ -524,7 +513,7 @@ TEST(NetLayout, CpuResNet50MatchesNchw) {
   NetParameter p = test::SyntheticModelNet("resnet50_nvcaffe", Precision::kFp32);
   SetBatchSize(&p, 1);
   p.mutable_state()->set_phase(TRAIN);
-  NetPair n = Build(p, LayoutPlanMode::kAll);
+  NetPair n = Build(p, NetParameter::ALL);
   RunBoth<float>(&n, 1);
   const Net& a = *n.nhwc;
   const Net& b = *n.nchw;
@@ -566,7 +555,7 @@ TEST(NetLayout, GpuNhwcNetMatchesNchw) {
       const size_t at = text.find("convolution_param {", text.find("name: \"conv2a\""));
       text.insert(at + 19, " engine: CAFFE");
     }
-    NetPair n = Build(MakeNet<float16, float16>(text), LayoutPlanMode::kGpuHalf, gpu.ctx);
+    NetPair n = Build(MakeNet<float16, float16>(text), NetParameter::GPU_16BIT, gpu.ctx);
     EXPECT_EQ(n.nhwc->blob_by_name("conv1")->layout(), Layout::NHWC) << variant;
     RunBoth<float16>(&n, 2);
     const Net& a = *n.nhwc;
@@ -576,35 +565,30 @@ TEST(NetLayout, GpuNhwcNetMatchesNchw) {
   }
 }
 
-// cuDNN's graph API (cudnn_convolution_layer.hpp, CORTADO_CUDNN_API=graph)
-// against the legacy calls on the same GPU: FP16 in NCHW and in NHWC, FP32 in
-// NCHW (FMA math in both): outputs, input gradients and weight gradients
-// within a few roundings (other engines add in other orders).
+// cuDNN's graph API (cudnn_convolution_layer.hpp, the net's cudnn.api:
+// GRAPH) against the legacy calls on the same GPU: FP16 in NCHW and in NHWC,
+// FP32 in NCHW (FMA math in both): outputs, input gradients and weight
+// gradients within a few roundings (other engines add in other orders).
 TEST(NetLayout, GpuGraphApiMatchesLegacy) {
   if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
 #ifdef CORTADO_USE_CUDA
-  struct Restore {
-    bool was = cudnn_graph_api();
-    ~Restore() { set_cudnn_graph_api(was); }
-  } restore;
   for (int variant = 0; variant < 4; ++variant) {
     const bool half = variant != 2, nhwc = variant == 1 || variant == 3, wide = variant == 3;
     const std::string what = half ? (nhwc ? (wide ? "FP16 NHWC 40 channels" : "FP16 NHWC") : "FP16 NCHW") : "FP32 NCHW";
     test::ActiveGpuContext gpu;
     const std::string text = wide ? Wide(kNet) : kNet;
-    const NetParameter p = half ? MakeNet<float16, float16>(text) : MakeNet<float, float>(text);
+    const NetParameter p =
+        Laid(half ? MakeNet<float16, float16>(text) : MakeNet<float, float>(text),
+             nhwc ? NetParameter::GPU_16BIT : NetParameter::OFF);
+    NetParameter graph = p;
+    graph.mutable_cudnn()->set_api(CuDNNParameter::GRAPH);
     NetPair n;  // nhwc: the graph API's net, nchw: the legacy one
-    {
-      PlanMode mode(nhwc ? LayoutPlanMode::kGpuHalf : LayoutPlanMode::kOff);
-      n.nhwc = std::make_unique<Net>(p, SourceInfo(), gpu.ctx);
-      n.nchw = std::make_unique<Net>(p, SourceInfo(), gpu.ctx);
-    }
+    n.nhwc = std::make_unique<Net>(graph, SourceInfo(), gpu.ctx);
+    n.nchw = std::make_unique<Net>(p, SourceInfo(), gpu.ctx);
     for (size_t i = 0; i < n.nhwc->params().size(); ++i)
       test::SetData(n.nchw->params()[i].get(), test::GetData(*n.nhwc->params()[i]));
     for (int r = 0; r < 2; ++r) {
-      set_cudnn_graph_api(true);  // the choices are made in the first round
       if (half) Step<float16>(n.nhwc.get(), r); else Step<float>(n.nhwc.get(), r);
-      set_cudnn_graph_api(false);
       if (half) Step<float16>(n.nchw.get(), r); else Step<float>(n.nchw.get(), r);
     }
     const double tol = half ? GpuTolerance(wide) : 1e-4;
@@ -633,7 +617,7 @@ TEST(NetLayout, GpuGraphApiMatchesLegacy) {
 #endif
 }
 
-// cuDNN's fused NHWC BatchNorm (CORTADO_CUDNN_BN=1) against the layer's own
+// cuDNN's fused NHWC BatchNorm (the net's cudnn.batch_norm) against the layer's own
 // kernels in the same NHWC FP16 net on the same GPU: bn1 with its fused Scale
 // and ReLU, bn2b with the residual add and ReLU (BN_ADD_ACTIVATION where the
 // sum has memory of its own), bn3 alone. Outputs, gradients and the running statistics within
@@ -642,28 +626,20 @@ TEST(NetLayout, GpuGraphApiMatchesLegacy) {
 TEST(NetLayout, GpuCudnnBatchNormMatchesOwnKernels) {
   if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
 #ifdef CORTADO_USE_CUDA
-  struct Restore {
-    bool was = cudnn_batch_norm();
-    ~Restore() { set_cudnn_batch_norm(was); }
-  } restore;
   for (const bool wide : {false, true}) {
     test::ActiveGpuContext gpu;
     const std::string text = wide ? Wide(kNet) : kNet;
     const std::string what = wide ? "40 channels: " : "";
     NetPair n;  // nhwc: cuDNN's BatchNorm, nchw: the own kernels (both NHWC)
-    {
-      PlanMode mode(LayoutPlanMode::kGpuHalf);
-      set_cudnn_batch_norm(true);  // at the build too: the memory plans ask the BatchNorms
-      n.nhwc = std::make_unique<Net>(MakeNet<float16, float16>(text), SourceInfo(), gpu.ctx);
-      set_cudnn_batch_norm(false);
-      n.nchw = std::make_unique<Net>(MakeNet<float16, float16>(text), SourceInfo(), gpu.ctx);
-    }
+    const NetParameter p = Laid(MakeNet<float16, float16>(text), NetParameter::GPU_16BIT);
+    NetParameter cudnn = p;
+    cudnn.mutable_cudnn()->set_batch_norm(true);
+    n.nhwc = std::make_unique<Net>(cudnn, SourceInfo(), gpu.ctx);
+    n.nchw = std::make_unique<Net>(p, SourceInfo(), gpu.ctx);
     for (size_t i = 0; i < n.nhwc->params().size(); ++i)
       test::SetData(n.nchw->params()[i].get(), test::GetData(*n.nhwc->params()[i]));
     for (int r = 0; r < 2; ++r) {
-      set_cudnn_batch_norm(true);
       Step<float16>(n.nhwc.get(), r);
-      set_cudnn_batch_norm(false);
       Step<float16>(n.nchw.get(), r);
     }
     const Net& a = *n.nhwc;
@@ -691,8 +667,7 @@ TEST(NetLayout, GpuCudnnBatchNormMatchesOwnKernels) {
 // the layout plan made them.
 TEST(NetLayout, EnginesAreCounted) {
   for (const bool plan : {false, true}) {
-    PlanMode mode(plan ? LayoutPlanMode::kAll : LayoutPlanMode::kOff);
-    Net net(MakeNet<float16, float16>(kNet));
+    Net net(Laid(MakeNet<float16, float16>(kNet), plan ? NetParameter::ALL : NetParameter::OFF));
     Step<float16>(&net, 0);
     const EngineUse use = CountEngines(net);
     EXPECT_EQ(use.batch_norms, 3);
@@ -715,10 +690,6 @@ TEST(NetLayout, EnginesAreCounted) {
 TEST(NetLayout, GpuCudnnBatchNormRunsAProjectionBlock) {
   if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
 #ifdef CORTADO_USE_CUDA
-  struct Restore {
-    bool was = cudnn_batch_norm();
-    ~Restore() { set_cudnn_batch_norm(was); }
-  } restore;
   const char* block = R"(
     layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 4 dim: 8 dim: 6 dim: 6 } } }
     layer { name: "conv1" type: "Convolution" bottom: "data" top: "a"
@@ -737,13 +708,11 @@ TEST(NetLayout, GpuCudnnBatchNormRunsAProjectionBlock) {
       convolution_param { num_output: 8 kernel_size: 1 weight_filler { type: "gaussian" std: 0.3 } } })";
   test::ActiveGpuContext gpu;
   NetPair n;  // nhwc: cuDNN's BatchNorm, nchw: the own kernels (both NHWC)
-  {
-    PlanMode mode(LayoutPlanMode::kGpuHalf);
-    set_cudnn_batch_norm(true);
-    n.nhwc = std::make_unique<Net>(MakeNet<float16, float16>(block), SourceInfo(), gpu.ctx);
-    set_cudnn_batch_norm(false);
-    n.nchw = std::make_unique<Net>(MakeNet<float16, float16>(block), SourceInfo(), gpu.ctx);
-  }
+  const NetParameter p = Laid(MakeNet<float16, float16>(block), NetParameter::GPU_16BIT);
+  NetParameter cudnn = p;
+  cudnn.mutable_cudnn()->set_batch_norm(true);
+  n.nhwc = std::make_unique<Net>(cudnn, SourceInfo(), gpu.ctx);
+  n.nchw = std::make_unique<Net>(p, SourceInfo(), gpu.ctx);
   for (size_t i = 0; i < n.nhwc->params().size(); ++i)
     test::SetData(n.nchw->params()[i].get(), test::GetData(*n.nhwc->params()[i]));
   const Net& a = *n.nhwc;
@@ -756,9 +725,7 @@ TEST(NetLayout, GpuCudnnBatchNormRunsAProjectionBlock) {
   EXPECT_NE(&a.blob_by_name("c")->diff(), &a.blob_by_name("b/bn_input")->diff());
   EXPECT_EQ(&b.blob_by_name("c")->diff(), &b.blob_by_name("b/bn_input")->diff());
   for (int r = 0; r < 2; ++r) {
-    set_cudnn_batch_norm(true);
     Step<float16>(n.nhwc.get(), r);
-    set_cudnn_batch_norm(false);
     Step<float16>(n.nchw.get(), r);
   }
   const EngineUse use = CountEngines(a);
@@ -784,12 +751,8 @@ TEST(NetLayout, GpuCudnnBatchNormRunsAProjectionBlock) {
 TEST(NetLayout, GpuGraphPlansAreNotSharedByANewContext) {
   if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
 #ifdef CORTADO_USE_CUDA
-  struct Restore {
-    bool was = cudnn_graph_api();
-    ~Restore() { set_cudnn_graph_api(was); }
-  } restore;
-  set_cudnn_graph_api(true);
-  const NetParameter p = MakeNet<float16, float16>(Wide(kNet));
+  NetParameter p = MakeNet<float16, float16>(Wide(kNet));
+  p.mutable_cudnn()->set_api(CuDNNParameter::GRAPH);
   std::vector<size_t> measured;
   for (int round = 0; round < 2; ++round) {
     test::ActiveGpuContext gpu;  // a new Context (and cuDNN handle) each round
@@ -803,7 +766,7 @@ TEST(NetLayout, GpuGraphPlansAreNotSharedByANewContext) {
 #endif
 }
 
-// Channel padding (cudnn_pad_channels(), CORTADO_CUDNN_PAD_CHANNELS) against
+// Channel padding (the net's cudnn.pad_channels) against
 // the unpadded NHWC net on the same GPU: conv1 reads kNet's 3 input
 // channels (padded to 4 or 8), and with 8 the 4-channel convolutions are
 // padded too; the input gradient comes back through the padded data
@@ -812,23 +775,18 @@ TEST(NetLayout, GpuGraphPlansAreNotSharedByANewContext) {
 TEST(NetLayout, GpuPaddedChannelsMatchUnpadded) {
   if (!test::HaveDevice()) GTEST_SKIP() << "no CUDA device";
 #ifdef CORTADO_USE_CUDA
-  struct Restore {
-    int was = cudnn_pad_channels();
-    ~Restore() { set_cudnn_pad_channels(was); }
-  } restore;
   for (const int multiple : {4, 8}) {
     for (const bool mixed : {false, true}) {
       const std::string what = "padded to " + std::to_string(multiple) + (mixed ? ", FP16/FP32: " : ": ");
       test::ActiveGpuContext gpu;
-      const NetParameter p = mixed ? MakeNet<float16, float>(kNet) : MakeNet<float16, float16>(kNet);
+      // GPU_16BIT: 16-bit pairs only.
+      const NetParameter p = Laid(mixed ? MakeNet<float16, float>(kNet) : MakeNet<float16, float16>(kNet),
+                                  mixed ? NetParameter::ALL : NetParameter::GPU_16BIT);
+      NetParameter padded_net = p;
+      padded_net.mutable_cudnn()->set_pad_channels(multiple);
       NetPair n;  // nhwc: padded, nchw: not padded (both NHWC)
-      {
-        PlanMode mode(mixed ? LayoutPlanMode::kAll : LayoutPlanMode::kGpuHalf);  // kGpuHalf: 16-bit pairs only
-        set_cudnn_pad_channels(multiple);
-        n.nhwc = std::make_unique<Net>(p, SourceInfo(), gpu.ctx);
-        set_cudnn_pad_channels(0);
-        n.nchw = std::make_unique<Net>(p, SourceInfo(), gpu.ctx);
-      }
+      n.nhwc = std::make_unique<Net>(padded_net, SourceInfo(), gpu.ctx);
+      n.nchw = std::make_unique<Net>(p, SourceInfo(), gpu.ctx);
       ASSERT_EQ(n.nhwc->blob_by_name("conv1")->layout(), Layout::NHWC) << what;
       for (size_t i = 0; i < n.nhwc->params().size(); ++i)
         test::SetData(n.nchw->params()[i].get(), test::GetData(*n.nhwc->params()[i]));

@@ -1,7 +1,7 @@
 // The Net's memory plans (net_memory.hpp): blobs whose diffs are never live
 // together share a buffer, a residual sum computes in a bottom nobody reads
 // after it, and training gives the same bits as with a buffer per blob
-// (CORTADO_SHARE_DIFFS=0, CORTADO_SHARE_DATA=0).
+// (the net's fields share_diffs: false, share_data: false).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,15 +30,12 @@ template <typename P>
 class NetMemoryTest : public ::testing::Test {};
 TYPED_TEST_SUITE(NetMemoryTest, test::AllPairs, test::PairNames);
 
-// Sets CORTADO_SHARE_DIFFS and CORTADO_SHARE_DATA (both plans) for one scope.
-class ShareMemory {
- public:
-  explicit ShareMemory(bool on)
-      : diffs_("CORTADO_SHARE_DIFFS", on ? "1" : "0"), data_("CORTADO_SHARE_DATA", on ? "1" : "0") {}
-
- private:
-  test::ScopedEnv diffs_, data_;
-};
+// `p` with both plans on or off (the net's share_diffs and share_data).
+NetParameter WithSharing(NetParameter p, bool on) {
+  p.set_share_diffs(on);
+  p.set_share_data(on);
+  return p;
+}
 
 // A small net with what a diff plan must get right: in-place chains (fused
 // and not), a Split feeding a residual sum, a Concat of two branches,
@@ -97,14 +94,8 @@ struct NetPair {
 
 NetPair Build(const NetParameter& p, std::shared_ptr<const Context> ctx = nullptr) {
   NetPair n;
-  {
-    ShareMemory on(true);
-    n.shared = std::make_unique<Net>(p, SourceInfo(), ctx);
-  }
-  {
-    ShareMemory off(false);
-    n.plain = std::make_unique<Net>(p, SourceInfo(), ctx);
-  }
+  n.shared = std::make_unique<Net>(WithSharing(p, true), SourceInfo(), ctx);
+  n.plain = std::make_unique<Net>(WithSharing(p, false), SourceInfo(), ctx);
   for (size_t i = 0; i < n.shared->params().size(); ++i)
     test::SetData(n.plain->params()[i].get(), test::GetData(*n.shared->params()[i]));
   return n;
@@ -122,6 +113,16 @@ size_t DistinctDiffs(const Net& net) {
   std::set<const Tensor*> t;
   for (const auto& b : net.blobs()) t.insert(&b->diff());
   return t.size();
+}
+
+// Blobs of `net` that share a diff buffer without sharing their data (a
+// view, Flatten's top, shares both, as in Caffe).
+int DiffsSharedByTwoValues(const Net& net) {
+  int n = 0;
+  for (size_t i = 0; i < net.blobs().size(); ++i)
+    for (size_t j = i + 1; j < net.blobs().size(); ++j)
+      n += &net.blobs()[i]->diff() == &net.blobs()[j]->diff() && &net.blobs()[i]->data() != &net.blobs()[j]->data();
+  return n;
 }
 
 // Forward and backward `rounds` times on both nets, with the same inputs and
@@ -286,7 +287,6 @@ TEST(NetMemory, DataPlanLeavesBottomsThatAreRead) {
   using P = test::TypePair<float, float>;
   // Whether sum2 computes in the memory of one of its bottoms.
   auto sums_in_a_bottom = [](const NetParameter& p) {
-    ShareMemory on(true);
     Net net(p);
     const Tensor* sum = &BlobNamed(net, "sum2").data();
     const auto& names = net.layer_names();
@@ -313,26 +313,31 @@ TEST(NetMemory, DataPlanLeavesBottomsThatAreRead) {
   test_net.mutable_state()->set_phase(TEST);
   test_net.set_force_backward(false);
   EXPECT_FALSE(sums_in_a_bottom(test_net));
-  // Off by the environment, the diff plan still on.
-  test::ScopedEnv data_off("CORTADO_SHARE_DATA", "0"), diffs_on("CORTADO_SHARE_DIFFS", "1");
-  EXPECT_FALSE(DataSharingEnabled());
-  Net net(MakeNet<P>(kNet));
+  // Off by the net's field share_data, the diff plan still on.
+  NetParameter off = MakeNet<P>(kNet);
+  off.set_share_data(false);
+  EXPECT_FALSE(sums_in_a_bottom(off));
+  Net net(off);
   EXPECT_NE(&BlobNamed(net, "sum2").data(), &BlobNamed(net, "conv2b").data());
-  EXPECT_EQ(ShareDataBuffers(net).blobs, 0);
+  EXPECT_GT(DiffsSharedByTwoValues(net), 0) << "share_data: false turned the diff plan off too";
 }
 
-TEST(NetMemory, OffByEnvironmentAndForNetsWithoutBackward) {
+// share_diffs: false gives every blob its own diff buffer; a net without
+// backward plans nothing either.
+TEST(NetMemory, OffByTheFieldAndForNetsWithoutBackward) {
   NetParameter p = MakeNet<test::TypePair<float, float>>(kNet);
+  EXPECT_GT(DiffsSharedByTwoValues(Net(p)), 0) << "the default (share_diffs: true) shares";
   {
-    ShareMemory off(false);
-    EXPECT_FALSE(DiffSharingEnabled());
-    Net net(p);
-    EXPECT_EQ(ShareDiffBuffers(net).groups, 0);
+    NetParameter off = p;
+    off.set_share_diffs(false);
+    Net net(off);
+    EXPECT_EQ(DiffsSharedByTwoValues(net), 0);
+    EXPECT_EQ(&BlobNamed(net, "sum2").data(), &BlobNamed(net, "conv2b").data())
+        << "share_diffs: false turned the data plan off too";
   }
-  ShareMemory on(true);
-  EXPECT_TRUE(DiffSharingEnabled());
   p.set_force_backward(false);  // no loss: nothing runs backward
   Net net(p);
+  EXPECT_EQ(DiffsSharedByTwoValues(net), 0);
   EXPECT_EQ(ShareDiffBuffers(net).groups, 0);
 }
 
@@ -414,19 +419,15 @@ TEST(NetMemory, BatchNormOutOfPlaceRenamesItsProducersTop) {
 }
 
 // The Net applies it to TRAIN nets: the same bits as the in-place net
-// (CORTADO_BN_OUT_OF_PLACE=0), the BatchNorm's blob showing the same values,
-// and the producer's output under the new name.
+// (the net's field batch_norm_out_of_place: false), the BatchNorm's blob
+// showing the same values, and the producer's output under the new name.
 TYPED_TEST(NetMemoryTest, BatchNormOutOfPlaceTrainsToTheSameBits) {
   const NetParameter p = MakeNet<TypeParam>(kNet);
+  NetParameter in_place = p;
+  in_place.set_batch_norm_out_of_place(false);
   NetPair n;
-  {
-    test::ScopedEnv on("CORTADO_BN_OUT_OF_PLACE", "1");
-    n.shared = std::make_unique<Net>(p, SourceInfo());
-  }
-  {
-    test::ScopedEnv off("CORTADO_BN_OUT_OF_PLACE", "0");
-    n.plain = std::make_unique<Net>(p, SourceInfo());
-  }
+  n.shared = std::make_unique<Net>(p, SourceInfo());  // the default: out of place
+  n.plain = std::make_unique<Net>(in_place, SourceInfo());
   for (size_t i = 0; i < n.shared->params().size(); ++i)
     test::SetData(n.plain->params()[i].get(), test::GetData(*n.shared->params()[i]));
   ASSERT_NE(n.shared->blob_by_name("conv1/bn_input"), nullptr);

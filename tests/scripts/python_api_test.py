@@ -5,9 +5,9 @@
 
 Forward values against numpy, FP16 storage rounding, reshaping inputs,
 backward against the analytic gradient, a solver that learns, weights saved
-and loaded (binary proto and HDF5), and errors as cortado.Error with the
-file and line. Needs numpy: without it (in this python3 or Debian's), it
-exits 77, ctest's SKIPPED.
+and loaded (binary proto and HDF5), the switches over a file's fields, and
+errors as cortado.Error with the file and line. Needs numpy: without it (in
+this python3 or Debian's), it exits 77, ctest's SKIPPED.
 """
 import os
 import shutil
@@ -51,6 +51,17 @@ layer { name: "ip1" type: "InnerProduct" bottom: "x" top: "h" inner_product_para
 layer { name: "relu" type: "ReLU" bottom: "h" top: "h" }
 layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "y" inner_product_param { num_output: 4 weight_filler { type: "xavier" } } }
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "y" bottom: "label" top: "loss" }
+"""
+
+# An in-place BatchNorm after a convolution: a training net reads it from a
+# blob of its own ("conv/bn_input") unless batch_norm_out_of_place is off.
+BATCH_NORM = """
+name: "Bn"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 4 dim: 4 } } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 2 kernel_size: 1 weight_filler { type: "gaussian" std: 0.5 } } }
+layer { name: "bn" type: "BatchNorm" bottom: "conv" top: "conv" }
+layer { name: "loss" type: "Reduction" bottom: "conv" top: "loss" loss_weight: 1 }
 """
 
 
@@ -197,6 +208,34 @@ class PythonApi(unittest.TestCase):
         solver.close()
         with self.assertRaisesRegex(cortado.Error, "expected fp32, fp16 or bf16"):
             cortado.get_solver(solver_file, precision="half")
+
+    def test_switches_override_the_files(self):
+        path = self.write("bn.prototxt", BATCH_NORM)
+        self.assertIn("conv/bn_input", cortado.Net(path, cortado.TRAIN).blobs)
+        net = cortado.Net(path, cortado.TRAIN, switches={"batch_norm_out_of_place": False, "share_diffs": "0"})
+        self.assertNotIn("conv/bn_input", net.blobs)
+        solver_file = self.write("bn_solver.prototxt", 'net: "bn.prototxt" base_lr: 0.1 lr_policy: "fixed" max_iter: 2')
+        self.assertIn("conv/bn_input", cortado.get_solver(solver_file).net.blobs)
+        solver = cortado.get_solver(solver_file, switches={"batch_norm_out_of_place": False, "cuda_graphs": False})
+        self.assertNotIn("conv/bn_input", solver.net.blobs)
+        solver.step(2)
+        with self.assertRaises(cortado.Error) as e:
+            cortado.Net(path, cortado.TRAIN, switches={"share_diffs": 2})
+        self.assertIn("share_diffs=2: expected 0 or 1", str(e.exception))
+        with self.assertRaises(cortado.Error) as e:
+            cortado.get_solver(solver_file, switches={"channels_last": "nhwc"})
+        self.assertIn("channels_last=nhwc: expected 0, 1 or all", str(e.exception))
+        with self.assertRaises(cortado.Error) as e:
+            cortado.Net(path, cortado.TRAIN, switches={"share_diff": 0})
+        self.assertIn("share_diff: not a switch", str(e.exception))
+        # The process's switches: set and put back.
+        cortado.set_cpu_share(False)
+        cortado.set_cpu_share(True)
+        cortado.set_cpu_bf16_dot(False)
+        cortado.set_cpu_bf16_dot(True)
+        with self.assertRaises(cortado.Error) as e:
+            cortado._checked("cortado_set_switch", b"share_diffs", b"0")
+        self.assertIn("share_diffs is a switch of a net", str(e.exception))
 
     def test_errors_name_the_file_and_line(self):
         bad = self.write("bad.prototxt", 'name: "x"\nlayer { name: "ip" type: "InnerProduct" bottom: "nothing" top: "y" '

@@ -2,7 +2,8 @@
 // loss nor waits for the overflow check; it reads the steps' records at the
 // next display. The CPU cases run the deferred bookkeeping on the host
 // (SolverSetup::defer_host_steps) against the eager path; the GPU case runs
-// the device's decision against CORTADO_DEFER_STEPS=0.
+// the device's decision against the eager path (the solver field
+// defer_steps: false).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -188,8 +189,7 @@ TEST(DeferredSteps, SwitchesAndPoliciesThatReadEveryStepRunEager) {
   SolverSetup setup;
   setup.defer_host_steps = true;
   {
-    test::ScopedEnv off("CORTADO_DEFER_STEPS", "0");
-    auto s = MakeSolver(kSolver, NetText(kHalf), setup);
+    auto s = MakeSolver(kSolver + " defer_steps: false", NetText(kHalf), setup);
     s->Step(6);
     EXPECT_EQ(s->deferred_steps(), 0);
   }
@@ -247,11 +247,8 @@ TEST(DeferredSteps, GpuDeviceDecisionMatchesEager) {
 #ifdef CORTADO_USE_CUDA
   if (!cuda::available()) GTEST_SKIP() << "no CUDA device";
   test::RestoreStream restore;
-  TrainRun eager;
-  {
-    test::ScopedEnv off("CORTADO_DEFER_STEPS", "0");
-    eager = Train(SolverText(5, false), NetText(kHalf), SolverSetup(Context::Create(0)), 17);
-  }
+  const TrainRun eager =
+      Train(SolverText(5, false, "defer_steps: false"), NetText(kHalf), SolverSetup(Context::Create(0)), 17);
   const TrainRun deferred = Train(SolverText(5, false), NetText(kHalf), SolverSetup(Context::Create(0)), 17);
   ExpectSame(eager, deferred);
   EXPECT_EQ(eager.skipped, 4);
@@ -267,7 +264,6 @@ TEST(DeferredSteps, GpuDeviceDecisionMatchesEager) {
 // ---- CUDA graphs of deferred iterations ----------------------------------------
 
 TEST(StepGraph, WhichNetsAndSolversAreCaptured) {
-  test::ScopedEnv graphs("CORTADO_CUDA_GRAPHS", nullptr), sync("CORTADO_SYNC_LAYERS", nullptr);
   auto s = MakeSolver(SolverText(0), NetText(kHalf), SolverSetup());
   int head = -1;
   const std::string ok = StepGraphObstacle(*s->net(), s->param(), 1, &head);
@@ -285,12 +281,12 @@ TEST(StepGraph, WhichNetsAndSolversAreCaptured) {
   p.set_cuda_graphs(false);
   EXPECT_EQ(StepGraphObstacle(*s->net(), p, 1, &head), "cuda_graphs: false");
   {
-    test::ScopedEnv off("CORTADO_CUDA_GRAPHS", "0");
-    EXPECT_EQ(StepGraphObstacle(*s->net(), s->param(), 1, &head), "CORTADO_CUDA_GRAPHS=0");
+    auto off = MakeSolver(SolverText(0, true, "cuda_graphs: false"), NetText(kHalf), SolverSetup());
+    EXPECT_EQ(StepGraphObstacle(*off->net(), off->param(), 1, &head), "cuda_graphs: false");
   }
   {
-    test::ScopedEnv each("CORTADO_SYNC_LAYERS", "1");
-    EXPECT_NE(StepGraphObstacle(*s->net(), s->param(), 1, &head).find("CORTADO_SYNC_LAYERS"), std::string::npos);
+    auto each = MakeSolver(SolverText(0), NetText(kHalf) + " sync_layers: true", SolverSetup());
+    EXPECT_NE(StepGraphObstacle(*each->net(), each->param(), 1, &head).find("sync_layers"), std::string::npos);
   }
   // A source after the layers that compute: its batches would be fixed in the graph.
   auto late = MakeSolver(SolverText(0), NetText(kHalf) + R"(
@@ -302,7 +298,6 @@ TEST(StepGraph, WhichNetsAndSolversAreCaptured) {
 
 TEST(StepGraph, ResNet50IsCaptured) {
 #ifdef CORTADO_USE_CUDA
-  test::ScopedEnv graphs("CORTADO_CUDA_GRAPHS", nullptr), sync("CORTADO_SYNC_LAYERS", nullptr);
   for (const char* model : {"resnet50", "resnet50_nvcaffe"}) {
     NetParameter np = test::SyntheticModelNet(model, Precision::kFp16);
     for (LayerParameter& l : *np.mutable_layer()) SetLayerBatch(&l, 1);
@@ -366,7 +361,6 @@ TEST(StepGraph, GpuReplayGivesTheEagerBits) {
 #ifdef CORTADO_USE_CUDA
   if (!cuda::available()) GTEST_SKIP() << "no CUDA device";
   test::RestoreStream restore;
-  test::ScopedEnv sync("CORTADO_SYNC_LAYERS", nullptr);
   // No callback (it would keep graphs off); a start scale so large that
   // FP16 overflows, backs off, grows every 3 clean steps and overflows
   // again: steps are skipped inside the replays too.
@@ -374,16 +368,10 @@ TEST(StepGraph, GpuReplayGivesTheEagerBits) {
       "base_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 weight_decay: 0.001 random_seed: 7 max_iter: 100 display: 10 "
       "average_loss: 3 dynamic_loss_scale: true loss_scale_init: 1048576 loss_scale_window: 3 loss_scale_max: 1048576";
   // Eager steps, deferred steps without graphs, deferred steps with one.
-  TrainRun eager, plain;
-  {
-    test::ScopedEnv off("CORTADO_DEFER_STEPS", "0");
-    eager = Train(solver, ResidualNet(), SolverSetup(Context::Create(0)), 30, false);
-  }
-  {
-    test::ScopedEnv off("CORTADO_CUDA_GRAPHS", "0");
-    plain = Train(solver, ResidualNet(), SolverSetup(Context::Create(0)), 30, false);
-  }
-  test::ScopedEnv on("CORTADO_CUDA_GRAPHS", nullptr);
+  const TrainRun eager =
+      Train(solver + " defer_steps: false", ResidualNet(), SolverSetup(Context::Create(0)), 30, false);
+  const TrainRun plain =
+      Train(solver + " cuda_graphs: false", ResidualNet(), SolverSetup(Context::Create(0)), 30, false);
   const TrainRun graph = Train(solver, ResidualNet(), SolverSetup(Context::Create(0)), 30, false);
   ExpectSame(eager, plain);
   ExpectSame(eager, graph);
@@ -397,11 +385,8 @@ TEST(StepGraph, GpuReplayGivesTheEagerBits) {
   EXPECT_GT(eager.skipped, 2);
   // iter_size 2: a graph of the first pass, one of the second with the step.
   const std::string twice = solver + " iter_size: 2";
-  TrainRun eager2;
-  {
-    test::ScopedEnv off("CORTADO_DEFER_STEPS", "0");
-    eager2 = Train(twice, ResidualNet(), SolverSetup(Context::Create(0)), 30, false);
-  }
+  const TrainRun eager2 =
+      Train(twice + " defer_steps: false", ResidualNet(), SolverSetup(Context::Create(0)), 30, false);
   const TrainRun graph2 = Train(twice, ResidualNet(), SolverSetup(Context::Create(0)), 30, false);
   EXPECT_EQ(graph2.weights, eager2.weights);
   EXPECT_EQ(graph2.history, eager2.history);
@@ -423,15 +408,10 @@ TEST(StepGraph, GpuWorkspaceGrowthCapturesAgain) {
 #ifdef CORTADO_USE_CUDA
   if (!cuda::available()) GTEST_SKIP() << "no CUDA device";
   test::RestoreStream restore;
-  test::ScopedEnv sync("CORTADO_SYNC_LAYERS", nullptr);
-  test::ScopedEnv on("CORTADO_CUDA_GRAPHS", nullptr);
   const std::string solver =
       "base_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 weight_decay: 0.001 random_seed: 7 max_iter: 100 display: 0";
-  TrainRun eager;
-  {
-    test::ScopedEnv off("CORTADO_DEFER_STEPS", "0");
-    eager = Train(solver, ResidualNet(), SolverSetup(Context::Create(0)), 20, false);
-  }
+  const TrainRun eager =
+      Train(solver + " defer_steps: false", ResidualNet(), SolverSetup(Context::Create(0)), 20, false);
   auto ctx = Context::Create(0);
   auto s = MakeSolver(solver, ResidualNet(), SolverSetup(ctx));
   s->Step(10);

@@ -373,6 +373,10 @@ TEST(TrainerGradStats, UserErrorsExitWithStatusOne) {
   r = run_trainer("grad_stats --model=tests/models/tiny_grad_stats.prototxt --iterations=1 --csv=/nonexistent/dir/x.csv");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("/nonexistent/dir/x.csv"), std::string::npos) << r.output;
+  r = run_trainer("grad_stats --model=tests/models/tiny_grad_stats.prototxt --iterations=1 --plot=x.png "
+                  "--plot_script=no_such_dir/plot_grad_stats.py");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("no_such_dir/plot_grad_stats.py not found (--plot_script"), std::string::npos) << r.output;
 }
 
 // The plot needs matplotlib, which the tests do not require: skipped without it.
@@ -388,8 +392,7 @@ TEST(TrainerGradStats, Plot) {
   const std::string png = temp_path(".png");
   std::remove(png.c_str());
   const TrainerRun r = run_trainer("grad_stats --model=tests/models/tiny_grad_stats.prototxt --iterations=2 --plot='" + png +
-                                "'",
-                            "CORTADO_PYTHON='" + python + "'");
+                                   "' --python='" + python + "' --plot_script=scripts/plot_grad_stats.py");
   ASSERT_EQ(r.status, 0) << r.output;
   std::ifstream in(png, std::ios::binary);
   std::string magic(8, '\0');

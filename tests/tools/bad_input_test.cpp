@@ -59,6 +59,8 @@ const BadCase kCases[] = {
     {"shared_param_mismatch.prototxt", false, 81, "ip2", "param", "shared_w", ""},
     {"phase_filtered.prototxt", false, 56, "conv2", "convolution_param.num_output", "got 0", ""},
     {"include_and_exclude.prototxt", false, 73, "relu1", "exclude", "not both", ""},
+    // A net-wide switch the parser accepts and the Net does not.
+    {"cudnn_pad_channels.prototxt", false, 4, "", "cudnn.pad_channels", "expected 0, 4 or 8, got 3", ""},
     // Shapes and values found by the layers.
     {"eltwise_shape_mismatch.prototxt", false, 41, "sum", "bottom", "(2, 3, 24, 24)", ""},
     {"concat_shape_mismatch.prototxt", false, 41, "concat", "bottom", "(2, 4, 24, 24)", ""},

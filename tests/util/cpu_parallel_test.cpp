@@ -316,13 +316,13 @@ TEST(CpuParallel, GemmOutsideChunksGivesTheSameBitsOnAnyWorkers) {
 }
 
 // The GOMP_SPINCOUNT of each libgomp start in one run of the trainer (no
-// command: it prints its usage), with OMP_DISPLAY_ENV=VERBOSE, which makes
-// libgomp print its settings as it loads, and `env` (VAR=value ...) on top
-// of an environment without the variables that decide it.
-std::vector<std::string> SpinCountsOfTrainer(const std::string& env, int* status) {
+// command: it prints its usage) with `flags`, with OMP_DISPLAY_ENV=VERBOSE,
+// which makes libgomp print its settings as it loads, and `env` (VAR=value
+// ...) on top of an environment without the variables that decide it.
+std::vector<std::string> SpinCountsOfTrainer(const std::string& env, int* status, const std::string& flags = "") {
   const test::CommandRun r =
-      test::RunCommand("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u CORTADO_CPU_SHARE OMP_DISPLAY_ENV=VERBOSE " + env +
-                       " timeout 120 " + test::TrainerPath());
+      test::RunCommand("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=VERBOSE " + env +
+                       " timeout 120 " + test::TrainerPath() + " " + flags);
   *status = r.status;
   std::vector<std::string> counts;
   const std::regex shown("GOMP_SPINCOUNT = '([0-9]+)'");
@@ -333,7 +333,7 @@ std::vector<std::string> SpinCountsOfTrainer(const std::string& env, int* status
 
 // libgomp reads GOMP_SPINCOUNT only when it loads, before main(): the
 // trainer runs again from its start with it set (limit_openmp_spinning),
-// unless the user chose a wait policy or a spin count, or CORTADO_CPU_SHARE=0.
+// unless the user chose a wait policy or a spin count, or --cpu_share=0.
 TEST(CpuParallel, TrainerRunsAgainWithOpenMpSpinningLimited) {
   int status = -1;
   const std::vector<std::string> plain = SpinCountsOfTrainer("", &status);
@@ -345,9 +345,11 @@ TEST(CpuParallel, TrainerRunsAgainWithOpenMpSpinningLimited) {
   EXPECT_EQ(SpinCountsOfTrainer("GOMP_SPINCOUNT=777", &status), std::vector<std::string>{"777"});
   EXPECT_EQ(status, 1);
   EXPECT_EQ(SpinCountsOfTrainer("OMP_WAIT_POLICY=active", &status).size(), 1u) << "the user's policy stands";
-  const std::vector<std::string> fixed = SpinCountsOfTrainer("CORTADO_CPU_SHARE=0", &status);
-  ASSERT_EQ(fixed.size(), 1u) << "CORTADO_CPU_SHARE=0 keeps libgomp's defaults";
+  const std::vector<std::string> fixed = SpinCountsOfTrainer("", &status, "--cpu_share=0");
+  EXPECT_EQ(status, 1);
+  ASSERT_EQ(fixed.size(), 1u) << "--cpu_share=0 keeps libgomp's defaults";
   EXPECT_EQ(fixed[0], plain[0]);
+  EXPECT_EQ(SpinCountsOfTrainer("", &status, "--cpu_share=1").size(), 2u) << "--cpu_share=1 is the default";
 }
 
 }  // namespace

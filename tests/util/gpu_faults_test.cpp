@@ -1,7 +1,7 @@
 // Faults on the GPU end a run with a message instead of hanging it
-// (util/gpu_faults.hpp): the two switches read from the environment, the
-// per-layer check of CORTADO_SYNC_LAYERS in Net's loops, and the NCCL wait
-// that gives up after CORTADO_NCCL_TIMEOUT seconds. The parsing and the CPU
+// (util/gpu_faults.hpp): CORTADO_NCCL_TIMEOUT read from the environment,
+// the per-layer check of a net with sync_layers in Net's loops, and the
+// NCCL wait that gives up after CORTADO_NCCL_TIMEOUT seconds. The parsing and the CPU
 // side run everywhere; the cases that need a device (or NCCL) skip without.
 #include <gtest/gtest.h>
 
@@ -20,6 +20,7 @@
 #include "cortado/context.hpp"
 #include "cortado/io/proto_io.hpp"
 #include "cortado/net/net.hpp"
+#include "cortado/switches.hpp"
 #include "cortado/tensor.hpp"
 #include "cortado/util/device.hpp"
 #include "cortado/util/gpu_faults.hpp"
@@ -43,23 +44,23 @@ std::string ErrorOf(const std::function<void()>& f) {
   return "";
 }
 
+// The switch is the net's field sync_layers, off by default; the trainer's
+// flag --sync_layers takes 0 or 1 (or false, true) and names itself when
+// given anything else.
 TEST(GpuFaults, SyncLayersIsOneOrZero) {
-  {
-    ScopedEnv e("CORTADO_SYNC_LAYERS", nullptr);
-    EXPECT_FALSE(SyncLayers());
+  NetParameter p;
+  EXPECT_FALSE(p.sync_layers());
+  for (const auto& [text, on] : std::vector<std::pair<const char*, bool>>{
+           {"0", false}, {"1", true}, {"false", false}, {"true", true}}) {
+    Switches s;
+    s.Set("sync_layers", text, "--");
+    NetParameter q;
+    s.Apply(&q);
+    EXPECT_EQ(q.sync_layers(), on) << text;
   }
-  for (const char* off : {"", "0"}) {
-    ScopedEnv e("CORTADO_SYNC_LAYERS", off);
-    EXPECT_FALSE(SyncLayers()) << "'" << off << "'";
-  }
-  {
-    ScopedEnv e("CORTADO_SYNC_LAYERS", "1");
-    EXPECT_TRUE(SyncLayers());
-  }
-  for (const char* bad : {"yes", "2", "1 ", "true"}) {
-    ScopedEnv e("CORTADO_SYNC_LAYERS", bad);
-    const std::string msg = ErrorOf([] { SyncLayers(); });
-    EXPECT_NE(msg.find(str_cat("CORTADO_SYNC_LAYERS = '", bad, "'")), std::string::npos) << msg;
+  for (const char* bad : {"yes", "2", "1 ", ""}) {
+    const std::string msg = ErrorOf([&] { Switches().Set("sync_layers", bad, "--"); });
+    EXPECT_NE(msg.find(str_cat("--sync_layers=", bad, ": expected 0 or 1")), std::string::npos) << msg;
   }
 }
 
@@ -89,8 +90,9 @@ TEST(GpuFaults, NcclTimeoutIsSecondsWithADefault) {
 TEST(GpuFaults, NothingIsPendingOnTheCpu) { EXPECT_EQ(SynchronizeAndTakeError(*Context::Cpu()), ""); }
 
 // x (2, 6) -> ip1 (5) -> TanH -> ip2 (3) -> the sum as the loss. x is
-// constant, so that every pass computes the same values.
-std::unique_ptr<Net> SmallNet(std::shared_ptr<const Context> ctx) {
+// constant, so that every pass computes the same values. With `sync`, the
+// net's sync_layers; with `weights`, their values.
+std::unique_ptr<Net> SmallNet(std::shared_ptr<const Context> ctx, bool sync = false, const Net* weights = nullptr) {
   NetParameter p;
   ParseTextProto(R"(
     layer { name: "x" type: "DummyData" top: "x"
@@ -102,7 +104,14 @@ std::unique_ptr<Net> SmallNet(std::shared_ptr<const Context> ctx) {
       inner_product_param { num_output: 3 weight_filler { type: "uniform" min: -0.5 max: 0.5 } } }
     layer { name: "l" type: "Flatten" bottom: "y" top: "loss" loss_weight: 1 })",
                  "net.prototxt", &p);
-  return std::make_unique<Net>(p, SourceInfo(), std::move(ctx));
+  p.set_sync_layers(sync);
+  auto net = std::make_unique<Net>(p, SourceInfo(), std::move(ctx));
+  if (weights) {
+    NetParameter w;
+    weights->ToProto(&w);
+    net->CopyTrainedLayersFrom(w);
+  }
+  return net;
 }
 
 struct Pass {
@@ -120,30 +129,27 @@ Pass ForwardBackward(Net* net) {
   return r;
 }
 
-// The switch is read at each pass, on the CPU too (where it does nothing),
-// so that a mistyped value is not silently ignored.
-TEST(GpuFaults, ACpuNetReadsTheSwitchAndRunsAlike) {
+// On the CPU the field does nothing: the same values.
+TEST(GpuFaults, ACpuNetWithTheSwitchRunsAlike) {
   auto net = SmallNet(nullptr);
+  auto synced = SmallNet(nullptr, true, net.get());
+  EXPECT_FALSE(net->sync_layers());
+  EXPECT_TRUE(synced->sync_layers());
   const Pass off = ForwardBackward(net.get());
-  {
-    ScopedEnv e("CORTADO_SYNC_LAYERS", "1");
-    const Pass on = ForwardBackward(net.get());
-    EXPECT_EQ(on.loss, off.loss);
-    EXPECT_EQ(on.grads, off.grads);
-  }
-  ScopedEnv e("CORTADO_SYNC_LAYERS", "on");
-  const std::string msg = ErrorOf([&] { net->Forward(); });
-  EXPECT_NE(msg.find("CORTADO_SYNC_LAYERS = 'on'"), std::string::npos) << msg;
+  const Pass on = ForwardBackward(synced.get());
+  EXPECT_EQ(on.loss, off.loss);
+  EXPECT_EQ(on.grads, off.grads);
 }
 
 // On the GPU the synchronized passes give the same values.
 TEST(GpuFaults, SyncLayersRunsTheSameOnTheGpu) {
-  if (DeviceCount() < 1) GTEST_SKIP() << "no CUDA device: CORTADO_SYNC_LAYERS on the GPU is untested";
+  if (DeviceCount() < 1) GTEST_SKIP() << "no CUDA device: sync_layers on the GPU is untested";
   RestoreStream restore;
-  auto net = SmallNet(Context::Create(0));
+  auto ctx = Context::Create(0);
+  auto net = SmallNet(ctx);
+  auto synced = SmallNet(ctx, true, net.get());
   const Pass off = ForwardBackward(net.get());
-  ScopedEnv e("CORTADO_SYNC_LAYERS", "1");
-  const Pass on = ForwardBackward(net.get());
+  const Pass on = ForwardBackward(synced.get());
   EXPECT_EQ(on.loss, off.loss);
   EXPECT_EQ(on.grads, off.grads);
 }
@@ -153,10 +159,10 @@ TEST(GpuFaults, SyncLayersRunsTheSameOnTheGpu) {
 // the same error state a kernel that failed to launch leaves) is taken by
 // the check after that layer, and the error names it and the pass.
 TEST(GpuFaults, SyncLayersNamesTheLayerACudaErrorFollows) {
-  if (DeviceCount() < 1) GTEST_SKIP() << "no CUDA device: CORTADO_SYNC_LAYERS on the GPU is untested";
+  if (DeviceCount() < 1) GTEST_SKIP() << "no CUDA device: sync_layers on the GPU is untested";
 #ifdef CORTADO_USE_CUDA
   RestoreStream restore;
-  auto net = SmallNet(Context::Create(0));
+  auto net = SmallNet(Context::Create(0), true);
   net->Forward();
   bool injected = false;
   net->set_param_ready_listener([&](const std::vector<int>&) {
@@ -164,7 +170,6 @@ TEST(GpuFaults, SyncLayersNamesTheLayerACudaErrorFollows) {
     injected = true;
     EXPECT_NE(cudaSetDevice(DeviceCount()), cudaSuccess);  // no such device: leaves cudaErrorInvalidDevice
   });
-  ScopedEnv e("CORTADO_SYNC_LAYERS", "1");
   const std::string msg = ErrorOf([&] { net->Backward(); });
   EXPECT_TRUE(injected);
   EXPECT_NE(msg.find("layer 'ip2' (InnerProduct): CUDA error after its backward on GPU 0"), std::string::npos) << msg;

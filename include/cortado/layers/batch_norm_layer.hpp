@@ -118,7 +118,7 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
   CORTADO_LAYER_SETUP
   /// Whether the last forward kept a copy of its input (tests, diagnostics).
   bool kept_copy() const { return saved_; }
-  /// Whether the last forward ran on cuDNN's kernels (CORTADO_CUDNN_BN; tests, diagnostics).
+  /// Whether the last forward ran on cuDNN's kernels (cudnn.batch_norm; tests, diagnostics).
   bool cudnn_ran() const { return cudnn_ran_; }
   /// Whether the last backward did (it follows a cuDNN forward unless the
   /// gradients' memory forbids; each refusal is logged once with its reason).
@@ -143,7 +143,7 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
   int gpu_num() const { return channels_last_ ? static_cast<int>(num_ * spatial_) : num_; }
   int64_t gpu_spatial() const { return channels_last_ ? 1 : spatial_; }
   NchwPasses nchw_;
-  // cuDNN's NHWC kernels (cudnn_batch_norm.hpp, CORTADO_CUDNN_BN=1) for a
+  // cuDNN's NHWC kernels (cudnn_batch_norm.hpp; the net's cudnn.batch_norm) for a
   // channels-last FLOAT16 layer out of place with batch statistics (with a
   // fused residual add only before a ReLU: BN_ADD_ACTIVATION): whether
   // they apply to the current shape, whether the last forward used them,
@@ -188,12 +188,6 @@ class BatchNormLayer : public Layer<Ftype, Btype>, public FusableLayer {
 };
 
 #ifdef CORTADO_USE_CUDA
-/// Whether channels-last FLOAT16 BatchNorms train through cuDNN's fused NHWC
-/// kernels (CORTADO_CUDNN_BN=1; off by default until measured on a GPU),
-/// and the switch (tests).
-bool cudnn_batch_norm();
-void set_cudnn_batch_norm(bool on);
-
 namespace gpu {
 // Launchers of batch_norm_layer.cu. T is the storage type, M its math type
 // (float for float16, T otherwise); x is (N, C, S).

@@ -21,8 +21,12 @@
 // each distinct convolution once per input shape. Measuring synchronizes the
 // device (it times kernels); it happens on the first pass of a new shape,
 // never in steady state. The candidates are bounded by the workspace limit
-// (cudnn_workspace_limit(): 1 GiB by default, or the environment variable
-// CORTADO_CUDNN_WORKSPACE_MB), and by half the free device memory at the time.
+// (the net's cudnn.workspace_mb, 1024 by default: on an H100, ResNet-50
+// FP16 at batch 256 trains 1.24 times as fast as with 256 MiB, the NCHW
+// half convolutions' fast algorithms needing room to reorder their
+// operands, for 1.1 GB more peak memory; 4 GiB gains nothing more and costs
+// 3 GB more, scripts/bench/trainer_variants.sh), and by half the free device
+// memory at the time; the cached choices are keyed by the limit too.
 //
 // Layout: NCHW, or NHWC when the Net's layout plan (net_layout.hpp) made
 // the bottoms and tops channels last: cuDNN's NHWC tensor format with the
@@ -30,16 +34,25 @@
 // keep Caffe's order); the filter gradient is computed in KRSC, moved back
 // and added to the parameter's diff. A 1x1 filter has the same order in both
 // (36 of ResNet-50's 53 convolutions): cuDNN reads it and accumulates its
-// gradient in place, as in NCHW. With channel padding
-// (cudnn_pad_channels(), below) the input and the KRSC filter are padded
-// with zero channels, and the gradients' pad channels are dropped.
+// gradient in place, as in NCHW.
 //
-// The graph API (cudnn_conv_graph.hpp; CORTADO_CUDNN_API=graph, or
-// set_cudnn_graph_api): each call is a backend operation graph whose
-// execution plan is measured among the heuristics' engine configurations
-// within the same workspace bound and cached per key for the process; where
-// no engine runs a shape, the legacy call does (with a warning). Not yet run
-// on a GPU: the legacy calls stay the default until it is measured.
+// Channel padding (the net's cudnn.pad_channels: 0, the default, none; 4 or
+// 8): an NHWC convolution without groups whose input channels are not a
+// multiple of it (ResNet's conv1 reads 3) runs on copies of its input and
+// filter padded with zero channels to the next multiple, for cuDNN's Tensor
+// Core kernels; the gradients' pad channels are dropped. The same sums: the
+// pad channels add zeros. Off until measured against cuDNN's own handling of
+// odd counts.
+//
+// The graph API (cudnn_conv_graph.hpp; the net's cudnn.api: GRAPH): each
+// call is a backend operation graph whose execution plan is measured among
+// the heuristics' engine configurations within the same workspace bound and
+// cached per key for the process; where no engine runs a shape, the legacy
+// call does (with a warning). Not yet run on a GPU: the legacy calls stay
+// the default until it is measured.
+//
+// The layer takes the net's cudnn fields (LayerBase::cudnn_param()) at its
+// set-up: two nets in one process may choose differently.
 //
 // Workspace: one buffer per stream (cuda::stream_workspace), shared by the
 // cuDNN layers of the nets on that stream, whose work it orders, and grown
@@ -57,28 +70,9 @@
 namespace cortado {
 
 #ifdef CORTADO_USE_CUDA
-/// Whether convolutions choose their algorithms through cuDNN's graph API
-/// (CORTADO_CUDNN_API=graph; the default, "legacy", the calls above), and
-/// the switch for the choices made from now on (a layer keeps its choice
-/// until its shape changes).
-bool cudnn_graph_api();
-void set_cudnn_graph_api(bool on);
 /// How many graph-API plans the process has cached (keyed by operation,
-/// shape and the Context that measured them; tests).
+/// shape, the Context that measured them and the workspace bound; tests).
 size_t cudnn_graph_plans_cached();
-/// Channel padding of channels-last convolutions (CORTADO_CUDNN_PAD_CHANNELS:
-/// 0, the default, none; 4 or 8): an NHWC convolution without groups whose
-/// input channels are not a multiple of it (ResNet's conv1 reads 3) runs on
-/// copies of its input and filter padded with zero channels to the next
-/// multiple, for cuDNN's Tensor Core kernels. The same sums: the pad
-/// channels add zeros. Off until measured against cuDNN's own handling of
-/// odd counts. A layer takes the setting at its set-up (Net construction).
-int cudnn_pad_channels();
-void set_cudnn_pad_channels(int multiple);
-/// Upper bound in bytes on one cuDNN convolution's workspace.
-size_t cudnn_workspace_limit();
-/// Changes the bound for algorithm choices made from now on.
-void set_cudnn_workspace_limit(size_t bytes);
 
 namespace detail {
 struct CudnnConvPass;  // descriptors and chosen algorithm of one cuDNN call (.cpp)
@@ -92,7 +86,7 @@ class CuDNNConvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
 
   CORTADO_LAYER_SETUP
 
-  /// The input channels cuDNN sees after padding (cudnn_pad_channels()), 0
+  /// The input channels cuDNN sees after padding (cudnn.pad_channels), 0
   /// where the layer does not pad.
   int padded_channels() const { return padded_c_; }
   /// How many of the three passes (forward, backward data, backward filter)
@@ -115,14 +109,14 @@ class CuDNNConvolutionLayer : public ConvolutionLayer<Ftype, Btype> {
   bool nhwc_ = false;
   bool krsc_copy_ = false;  // NHWC with a filter larger than 1x1, or padded: the KRSC blobs are used
   Blob w_krsc_{type_of<Ftype>()}, dw_krsc_{type_of<Btype>()};
-  // Channel padding (cudnn_pad_channels()): cuDNN sees padded_c_ input
+  // Channel padding (cudnn.pad_channels): cuDNN sees padded_c_ input
   // channels (0: no padding) through x_pad_, the bottom padded in the
   // forward (and its padded data gradient), and through w_krsc_/dw_krsc_
   // with as many channels. The backward reads x_pad_ again where the layer
   // has one bottom and one type; otherwise it pads each bottom again, into
   // x_pad_back_ (Btype, used only where the types differ, so that no tensor
   // converts values about to be overwritten).
-  int pad_multiple_ = 0;  // cudnn_pad_channels() at LayerSetUp
+  int pad_multiple_ = 0;  // cudnn.pad_channels at LayerSetUp
   // Caffe's KCRS filter values (data or diff, `bytes` each) to the KRSC
   // blobs' order and channel count, or back (pad channels dropped).
   void Krsc(bool to_krsc, size_t bytes, const void* from, void* to, CUstream_st* stream) const;

@@ -46,8 +46,9 @@ class Net {
   std::shared_ptr<const Context> context_ptr() const { return ctx_; }
 
   /// Forward through every layer; returns the total weighted loss. On a GPU
-  /// with CORTADO_SYNC_LAYERS=1, Forward and Backward wait for the device
-  /// after each layer and name the layer a CUDA error follows (gpu_faults.hpp).
+  /// with the net's sync_layers: true, Forward and Backward wait for the
+  /// device after each layer and name the layer a CUDA error follows
+  /// (gpu_faults.hpp).
   double Forward();
   /// Backward through the layers that need it. With a listener set, after
   /// each layer it is called with the learnable parameters (indices into
@@ -86,6 +87,8 @@ class Net {
 
   const std::string& name() const { return name_; }
   Phase phase() const { return phase_; }
+  /// The net's sync_layers field (Forward and Backward wait after each layer on a GPU).
+  bool sync_layers() const { return sync_layers_; }
   const std::vector<std::string>& layer_names() const { return layer_names_; }
   const std::vector<std::string>& blob_names() const { return blob_names_; }
   const std::vector<std::shared_ptr<Blob>>& blobs() const { return blobs_; }
@@ -141,7 +144,7 @@ class Net {
   std::string OutOfMemoryError(int layer_id, const char* doing) const;
   [[noreturn]] void OutOfMemory(int layer_id, const char* doing) const;
   /// Waits for the device and names layer `layer_id` and `pass` in an Error
-  /// when a CUDA error is pending (CORTADO_SYNC_LAYERS).
+  /// when a CUDA error is pending (sync_layers).
   void CheckLayerRan(int layer_id, const char* pass) const;
   void AppendTop(const LayerParameter& lp, int layer_id, int top_id, std::map<std::string, int>* available);
   int AppendBottom(const LayerParameter& lp, int layer_id, int bottom_id, std::map<std::string, int>* available);
@@ -150,6 +153,8 @@ class Net {
   std::string name_;
   Phase phase_ = TRAIN;
   float global_grad_scale_ = 1;
+  bool sync_layers_ = false;
+  CuDNNParameter cudnn_;  // given to every layer (LayerBase::cudnn_param)
   SourceInfo info_;
   std::shared_ptr<const Context> ctx_;
   std::vector<int> source_index_;  // layer id -> index in the prototxt as written (-1: inserted)

@@ -34,27 +34,21 @@
 // only), Concat joining the branches along the channels.
 //
 // The plan runs in Net::Prepare after InsertSplits and BatchNormOutOfPlace.
-// Whether it runs: LayoutPlanMode, from the environment variable
-// CORTADO_NHWC ("0" or unset: never; "1": GPU nets, 16-bit layers; "all":
-// every net and type, for tests on the CPU), or set_layout_plan_mode().
-// Off by default until it has been measured on a GPU.
+// Whether it runs: the net's field channels_last (OFF: never; GPU_16BIT:
+// a net on a GPU, its 16-bit layers; ALL: every net and type, for tests on
+// the CPU). OFF by default until it has been measured on a GPU.
 
 #include <set>
 #include <string>
 #include <vector>
 
+#include "cortado.pb.h"
+
 namespace cortado {
 
-class NetParameter;
-
-enum class LayoutPlanMode { kOff = 0, kGpuHalf = 1, kAll = 2 };
-
-/// The process's mode (CORTADO_NHWC at first use).
-LayoutPlanMode layout_plan_mode();
-void set_layout_plan_mode(LayoutPlanMode mode);
-/// Whether a net on a GPU (or not) gets a plan, and whether it is limited to
-/// 16-bit layers.
-bool LayoutPlanWanted(bool on_gpu, bool* half_only);
+/// Whether a net with channels_last `mode` on a GPU (or not) gets a plan,
+/// and whether it is limited to 16-bit layers.
+bool LayoutPlanWanted(NetParameter::ChannelsLast mode, bool on_gpu, bool* half_only);
 
 struct LayoutPlan {
   std::set<std::string> nhwc;  // names of the blobs to create NHWC

@@ -41,9 +41,9 @@
 // What a user sees: after Backward, the diff of an inner blob may hold
 // another blob's gradient (the parameters' gradients, the inputs' and the
 // outputs' are untouched). The Net plans this at the end of its build when
-// it runs backward; CORTADO_SHARE_DIFFS=0 in the environment turns it off
-// (every blob keeps its own diff, as in Caffe), for debugging a layer's
-// gradients or for comparison.
+// it runs backward; the net's field share_diffs: false turns it off (every
+// blob keeps its own diff, as in Caffe), for debugging a layer's gradients
+// or for comparison.
 //
 // The data plan (ShareDataBuffers) saves one activation per residual block.
 // A layer whose forward may compute its top in the memory of a bottom
@@ -66,7 +66,7 @@
 // into it. In ResNet-50 this is the last BatchNorm's output of each block
 // (16 activations). After Forward, such a B shows the top's values; a net
 // that runs no backward (a TEST net, feature extraction) is left as it is,
-// and CORTADO_SHARE_DATA=0 turns the plan off.
+// and the net's field share_data: false turns the plan off.
 //
 // BatchNorm out of place (BatchNormOutOfPlace, on the NetParameter before
 // the build). A BatchNorm computed in place (top = bottom = B, Caffe's
@@ -78,7 +78,8 @@
 // keeps no copy. The memory is the same (a blob instead of the copy); after
 // Forward B shows what it showed before (the BatchNorm's output, and what
 // the layers in place after it made of it); the new blob shows P's output,
-// which the in-place net overwrote. CORTADO_BN_OUT_OF_PLACE=0 turns it off.
+// which the in-place net overwrote. The net's field
+// batch_norm_out_of_place: false turns it off.
 #include <cstddef>
 #include <string>
 
@@ -89,10 +90,8 @@ class NetParameter;
 
 /// Applies BatchNorm out of place (above) to `param` (after the splits are
 /// inserted); returns how many BatchNorm layers now read a renamed bottom.
+/// The Net calls it for a TRAIN net whose batch_norm_out_of_place is true.
 int BatchNormOutOfPlace(NetParameter* param);
-
-/// Whether the environment allows it (CORTADO_BN_OUT_OF_PLACE unset or not "0").
-bool BatchNormOutOfPlaceEnabled();
 
 struct DiffSharingStats {
   int groups = 0;         // blobs (groups of blobs already sharing) whose diffs were planned
@@ -102,22 +101,18 @@ struct DiffSharingStats {
 };
 
 /// Plans and applies the sharing above to `net` (built, fused). Returns what
-/// it did; with CORTADO_SHARE_DIFFS=0 or a net without backward, nothing.
+/// it did; for a net without backward, nothing. The Net calls it where its
+/// share_diffs is true.
 DiffSharingStats ShareDiffBuffers(Net& net);
-
-/// Whether the environment allows sharing (CORTADO_SHARE_DIFFS unset or not "0").
-bool DiffSharingEnabled();
 
 struct DataSharingStats {
   int blobs = 0;      // bottoms whose data now lives in their layer's top
   size_t values = 0;  // the values of the buffers they no longer need
 };
 
-/// Plans and applies the data sharing above to `net` (built, fused).
+/// Plans and applies the data sharing above to `net` (built, fused). The
+/// Net calls it where its share_data is true.
 DataSharingStats ShareDataBuffers(Net& net);
-
-/// Whether the environment allows it (CORTADO_SHARE_DATA unset or not "0").
-bool DataSharingEnabled();
 
 /// "16 blobs computed in their consumer's top: 12.8M values saved".
 std::string DataSharingSummary(const DataSharingStats& stats);

@@ -155,7 +155,7 @@ class Solver {
   /// skips, clippings and scale changes, each with its own iteration; the
   /// smoothed loss, the weights and every log line are the eager path's.
   /// Eager instead: the "plateau" policy (it reads the loss every step),
-  /// LARC, clipping with several ranks, and CORTADO_DEFER_STEPS=0. After
+  /// LARC, clipping with several ranks, and the field defer_steps: false. After
   /// two deferred steps, a deferred iteration on the GPU is captured as a
   /// CUDA graph and replayed where the net and the rule allow it
   /// (solvers/step_graph.hpp).
@@ -334,7 +334,7 @@ class Solver {
   std::vector<int> pending_;      // deferred iterations whose records the host has not read
   bool state_on_executor_ = false;  // the executor's StepState is the solver's (no eager step since)
   bool defer_host_steps_ = false;
-  bool defer_enabled_ = true;     // CORTADO_DEFER_STEPS
+  bool defer_enabled_ = true;     // the field defer_steps
   int64_t deferred_steps_ = 0, deferred_reads_ = 0;
   IterationGraphs graphs_;  // the CUDA graphs of deferred iterations
   // The "plateau" policy's state (current_step_ is its step).

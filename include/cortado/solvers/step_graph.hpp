@@ -17,7 +17,8 @@
 //   values come from the host each pass, such as Dropout's mask) is refused,
 //   as is one that fails (a layer that waits for the device): the iteration
 //   then runs without a graph, and so do the rest.
-// The solver field cuda_graphs: false, or CORTADO_CUDA_GRAPHS=0, turns graphs off.
+// The solver field cuda_graphs: false (trainer --cuda_graphs=0) turns graphs
+// off; so does the net's sync_layers.
 #include <string>
 #include <vector>
 

@@ -40,8 +40,8 @@
 // speed. Since the chunks do not change, neither do the results: chunks run
 // in turn on the caller keep their BLAS calls on one thread, as on a
 // worker; the GEMMs outside the chunks run as fixed blocks, whose bits do
-// not depend on the threads at all. CORTADO_CPU_SHARE=0 turns this off
-// (cpu_share_off()).
+// not depend on the threads at all. The process's switch cpu_share turns
+// this off (set_cpu_share(false); trainer --cpu_share=0).
 
 #include <cstddef>
 #include <cstdint>
@@ -60,9 +60,9 @@ int cpu_threads();
 int cpu_workers();
 
 /// Fixes the workers' count at min(n, cpu_threads()) for n > 0, or lets it
-/// follow the free cores for n = 0 (the default; CORTADO_CPU_SHARE=0 starts
-/// it fixed at cpu_threads()); returns the previous setting. Tests that need
-/// every chunk on a thread of its own, or one thread, set it.
+/// follow the free cores for n = 0 (the default; set_cpu_share(false) fixes
+/// it at cpu_threads()); returns the previous setting. Tests that need every
+/// chunk on a thread of its own, or one thread, set it.
 int pin_cpu_workers(int n);
 
 /// One line for logs: "2 threads (OpenBLAS: OpenMP build)", say.
@@ -82,9 +82,16 @@ void cpu_parallel_for(int n, const std::function<void(int chunk, int begin, int 
 /// of cpu_parallel_blocks) now.
 bool cpu_in_chunk();
 
-/// Whether CORTADO_CPU_SHARE=0 is set: every region on cpu_threads() threads
-/// and the GEMMs outside them on OpenBLAS's own threads, as before the
-/// cores were shared (the results then depend on the thread count).
+/// The process's switch cpu_share (switches.hpp; trainer --cpu_share,
+/// Python's cortado.set_cpu_share). true, the default: the regions follow
+/// the free cores and the GEMMs outside them run as fixed blocks (above).
+/// false: every region on cpu_threads() threads and the GEMMs outside them
+/// on OpenBLAS's own threads, as before the cores were shared (the results
+/// then depend on the thread count); the trainer then also leaves libgomp's
+/// spinning as it is (openmp_spin.hpp). Pins the workers as
+/// pin_cpu_workers(0) or (cpu_threads()) would.
+void set_cpu_share(bool on);
+/// Whether set_cpu_share(false) is in force.
 bool cpu_share_off();
 
 /// For work cut into blocks whose bounds fix the results (a GEMM cut into

@@ -36,17 +36,16 @@
 namespace cortado::detail {
 
 /// Whether bfloat16 layers use the kernel: where this CPU has AVX-512 BF16
-/// and the build compiled it, unless CORTADO_CPU_BF16_DOT=0 is set in the
-/// environment (read at the first call), which keeps them on the widening
-/// path (for side-by-side benchmarks).
+/// and the build compiled it, unless set_cpu_bf16_dot(false) keeps them on
+/// the widening path (for side-by-side benchmarks).
 bool bf16_dot_enabled();
 
-/// Turns the kernel on (where supported) or off for the layers from now on;
-/// returns the previous setting. For tests that compare both paths.
+/// set_cpu_bf16_dot (below); returns the previous setting. For tests that
+/// compare both paths.
 bool set_bf16_dot(bool on);
 
 /// Whether the CPU and the build could run the kernel at all (ignores the
-/// environment switch): tests call gemm_bf16_dot only where this holds.
+/// switch): tests call gemm_bf16_dot only where this holds.
 bool bf16_dot_supported();
 
 /// C = alpha * op(A) * op(B) + beta * C with bfloat16 A and B and float C, in
@@ -83,6 +82,13 @@ namespace cortado {
 
 /// For logs: "bfloat16 GEMMs: AVX-512 BF16", or why they are widened to float.
 std::string cpu_bf16_summary();
+
+/// The process's switch cpu_bf16_dot (switches.hpp; trainer --cpu_bf16_dot,
+/// Python's cortado.set_cpu_bf16_dot): true (the default) runs BF16
+/// Convolution and InnerProduct on the AVX-512 BF16 kernel where the CPU has
+/// it; false widens their operands to float for OpenBLAS, for the layers
+/// from now on.
+void set_cpu_bf16_dot(bool on);
 
 /// C = alpha * op(A) * op(B) + beta * C with C in O's math type: cpu_gemm for
 /// float and double operands, gemm_bf16_dot for bfloat16 ones. A CPU layer

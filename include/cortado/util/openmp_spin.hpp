@@ -33,17 +33,19 @@ namespace cortado {
 /// its share of the machine: the GEMMs' teams above wait for each other.
 constexpr long kOpenMpSpinCount = 10000;
 
-/// For a program's main(), before anything else runs (gflags, logging,
-/// threads, MPI); the trainer calls it. Where OMP_WAIT_POLICY and
-/// GOMP_SPINCOUNT are both unset or empty, CORTADO_CPU_SHARE is not 0 and
-/// the regions run on OpenMP, it sets GOMP_SPINCOUNT=kOpenMpSpinCount and
-/// runs the program again with the same argv: execv of /proc/self/exe, the
-/// same process id, open files and the rest of the environment (children
-/// inherit the variable). It returns, having changed nothing, where the user
-/// chose a setting, with CORTADO_CPU_SHARE=0 (libgomp's defaults, as
-/// before), or where the program cannot be run again (no /proc): the
-/// program then goes on with libgomp's defaults. Results do not depend on
-/// it: it changes only how long idle threads wait before they sleep.
+/// For a program's main(), before anything else runs but its flags
+/// (threads, logging, MPI); the trainer calls it right after parsing them,
+/// with the argv it was given (before gflags took the flags out). Where
+/// OMP_WAIT_POLICY and GOMP_SPINCOUNT are both unset or empty, the switch
+/// cpu_share is on (cpu_parallel.hpp) and the regions run on OpenMP, it sets
+/// GOMP_SPINCOUNT=kOpenMpSpinCount and runs the program again with that
+/// argv: execv of /proc/self/exe, the same process id, open files and the
+/// rest of the environment (children inherit the variable). It returns,
+/// having changed nothing, where the user chose a setting, with cpu_share
+/// off (libgomp's defaults, as before), or where the program cannot be run
+/// again (no /proc): the program then goes on with libgomp's defaults.
+/// Results do not depend on it: it changes only how long idle threads wait
+/// before they sleep.
 void limit_openmp_spinning(char** argv);
 
 }  // namespace cortado

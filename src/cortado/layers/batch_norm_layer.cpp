@@ -379,7 +379,7 @@ void BatchNormLayer<Ftype, Btype>::Backward_cpu(const BlobVec& top, const std::v
 template <typename Ftype, typename Btype>
 bool BatchNormLayer<Ftype, Btype>::CudnnPlanned() const {
 #ifdef CORTADO_USE_CUDA
-  return std::is_same_v<Ftype, float16> && std::is_same_v<Btype, float16> && cudnn_bn::Enabled() &&
+  return std::is_same_v<Ftype, float16> && std::is_same_v<Btype, float16> && this->cudnn_param().batch_norm() &&
          channels_last_ && !use_global_stats_ && (!residual_ || relu_);  // cuDNN adds a residual only before its activation
 #else
   return false;
@@ -394,9 +394,6 @@ void BatchNormLayer<Ftype, Btype>::CudnnFallback(const char* why) const {
 }
 
 #ifdef CORTADO_USE_CUDA
-bool cudnn_batch_norm() { return cudnn_bn::Enabled(); }
-void set_cudnn_batch_norm(bool on) { cudnn_bn::SetEnabled(on); }
-
 template <typename Ftype, typename Btype>
 void BatchNormLayer<Ftype, Btype>::CudnnParams(const float** gamma, const float** beta) {
   // cuDNN's scale and bias in float: scale_bias's, a fused Scale's, else 1 and 0.
@@ -426,7 +423,7 @@ bool BatchNormLayer<Ftype, Btype>::UseCudnn(const BlobVec& bottom, const BlobVec
   if (!CudnnPlanned()) {
     // Asked for but not planned: say why once (a type pair other than FP16
     // says nothing: cuDNN's NHWC kernels are for 16-bit nets).
-    if (std::is_same_v<Ftype, float16> && std::is_same_v<Btype, float16> && cudnn_bn::Enabled() &&
+    if (std::is_same_v<Ftype, float16> && std::is_same_v<Btype, float16> && this->cudnn_param().batch_norm() &&
         !use_global_stats_) {
       if (!channels_last_) CudnnFallback("its blob is not channels-last");
       else if (residual_ && !relu_) CudnnFallback("a fused residual add without a ReLU after it");

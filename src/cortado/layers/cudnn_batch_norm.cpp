@@ -3,9 +3,6 @@
 
 #ifdef CORTADO_USE_CUDA
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
 
 #include <glog/logging.h>
 
@@ -16,22 +13,10 @@ namespace cortado {
 namespace cudnn_bn {
 
 namespace {
-std::atomic<bool>& enabled() {
-  static std::atomic<bool> on{[] {
-    const char* e = std::getenv("CORTADO_CUDNN_BN");
-    if (!e || !*e || std::strcmp(e, "0") == 0) return false;
-    if (std::strcmp(e, "1") == 0) return true;
-    throw Error(str_cat("CORTADO_CUDNN_BN = '", e, "': expected 0 or 1"));
-  }()};
-  return on;
-}
 constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
 const float kOne = 1.f, kZero = 0.f;
 using Device = std::unique_ptr<void, void (*)(void*)>;
 }  // namespace
-
-bool Enabled() { return enabled().load(); }
-void SetEnabled(bool on) { enabled().store(on); }
 
 CudnnBatchNorm::CudnnBatchNorm() {
   CORTADO_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_));

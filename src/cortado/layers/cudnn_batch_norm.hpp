@@ -3,8 +3,8 @@
 // (cudnnBatchNormalizationForwardTrainingEx / BackwardEx, the persistent
 // spatial mode, with the ReLU fused where the layer's chain has one, and a
 // fused residual add before it: CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION), for a
-// channels-last FLOAT16 BatchNorm out of place when CORTADO_CUDNN_BN=1
-// (batch_norm_layer.hpp says where it applies). cuDNN writes the batch's
+// channels-last FLOAT16 BatchNorm out of place in a net whose
+// cudnn.batch_norm is true (batch_norm_layer.hpp says where it applies). cuDNN writes the batch's
 // mean and 1 / sqrt(var + eps), which the layer keeps as its own
 // statistics; the running statistics stay Caffe's (the layer updates them
 // from those). Internal to the library (CUDA builds).
@@ -19,11 +19,6 @@
 
 namespace cortado {
 namespace cudnn_bn {
-
-/// CORTADO_CUDNN_BN: "1" on, "0" or unset off (until it has been measured
-/// on a GPU); the setter for tests.
-bool Enabled();
-void SetEnabled(bool on);
 
 class CudnnBatchNorm {
  public:

@@ -3,8 +3,6 @@
 
 #ifdef CORTADO_USE_CUDA
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -205,22 +203,6 @@ std::map<std::vector<int64_t>, std::shared_ptr<const ConvPlan>>& cache() {
 
 }  // namespace
 
-namespace {
-bool api_from_env() {
-  const char* e = std::getenv("CORTADO_CUDNN_API");
-  if (!e || !*e || std::strcmp(e, "legacy") == 0) return false;
-  if (std::strcmp(e, "graph") == 0) return true;
-  throw Error(str_cat("CORTADO_CUDNN_API = '", e, "': expected legacy or graph"));
-}
-std::atomic<bool>& api_value() {
-  static std::atomic<bool> on{api_from_env()};
-  return on;
-}
-}  // namespace
-
-bool GraphApiEnabled() { return api_value().load(); }
-void SetGraphApi(bool on) { api_value().store(on); }
-
 std::vector<int64_t> ConvSpec::key() const {
   int32_t beta_bits = 0;
   std::memcpy(&beta_bits, &beta, sizeof beta_bits);
@@ -252,6 +234,7 @@ std::shared_ptr<const ConvPlan> ConvPlan::Find(cudnnHandle_t handle, uint64_t ha
   // handle may reuse.
   std::vector<int64_t> key = spec.key();
   key.push_back(static_cast<int64_t>(handle_serial));
+  key.push_back(static_cast<int64_t>(workspace_limit));  // nets with other bounds may choose other plans
   {
     std::lock_guard<std::mutex> lock(cache_mutex());
     auto it = cache().find(key);

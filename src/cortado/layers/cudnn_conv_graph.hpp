@@ -1,8 +1,8 @@
 #pragma once
 // A convolution through cuDNN's graph API (the backend descriptors of
-// cudnn_graph.h): the cuDNN engine of Convolution uses it when
-// CORTADO_CUDNN_API=graph (cudnn_convolution_layer.hpp; the legacy calls are
-// the default until this path has been measured on a GPU).
+// cudnn_graph.h): the cuDNN engine of Convolution uses it in a net whose
+// cudnn.api is GRAPH (cudnn_convolution_layer.hpp; the legacy calls are the
+// default until this path has been measured on a GPU).
 //
 // One ConvPlan is one operation (forward, backward data or backward filter)
 // of one geometry, shape, layout and type: its operation graph, and the
@@ -11,9 +11,10 @@
 // and, for float storage, when it neither uses Tensor Cores nor converts its
 // inputs down (the legacy path's FMA math); the fastest of up to
 // kMaxMeasured is kept, by timing each on the device (a first run, then the
-// median of three). Plans are cached by their key for the whole process and
-// shared by every layer with the same key; measuring synchronizes the
-// device, on the first pass of a new shape only.
+// median of three). Plans are cached by their key (with the handle and the
+// workspace bound) for the whole process and shared by every layer with the
+// same key; measuring synchronizes the device, on the first pass of a new
+// shape only.
 //
 // Internal to the library (CUDA builds).
 
@@ -30,13 +31,6 @@
 
 namespace cortado {
 namespace cudnn_graph {
-
-/// Whether CORTADO_CUDNN_API asks for the graph API ("graph"); "legacy" or
-/// unset: the legacy calls. Anything else is an Error.
-bool GraphApiEnabled();
-/// Changes it for the choices made from now on (a layer keeps its choice
-/// until its shape changes).
-void SetGraphApi(bool on);
 
 struct ConvSpec {
   enum Op { kForward = 0, kBackwardData = 1, kBackwardFilter = 2 };

@@ -2,10 +2,6 @@
 
 #ifdef CORTADO_USE_CUDA
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -16,7 +12,6 @@
 
 #include "cortado/layers/bias_layer.hpp"
 #include "cortado/layers/permute_layer.hpp"
-#include "cortado/util/env.hpp"
 #include "cortado/util/cuda.hpp"
 #include "cudnn_conv_graph.hpp"
 #include "cortado/util/gpu_math.hpp"
@@ -24,40 +19,6 @@
 namespace cortado {
 
 namespace {
-
-// 1 GiB: on an H100, ResNet-50 FP16 at batch 256 trains 1.24 times as fast
-// as with 256 MiB (the NCHW half convolutions' fast algorithms need room to
-// reorder their operands) for 1.1 GB more peak memory; 4 GiB gains nothing
-// more and costs 3 GB more (scripts/bench/trainer_variants.sh).
-constexpr size_t kDefaultWorkspaceLimit = size_t(1) << 30;
-
-size_t limit_from_env() {
-  const char* env = std::getenv("CORTADO_CUDNN_WORKSPACE_MB");
-  if (!env || !*env) return kDefaultWorkspaceLimit;
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long mb = std::strtoull(env, &end, 10);
-  if (errno != 0 || *end != '\0' || mb > (size_t(1) << 24)) {
-    throw Error(str_cat("CORTADO_CUDNN_WORKSPACE_MB = '", env, "' is not a number of MiB (0 to 16777216)"));
-  }
-  return static_cast<size_t>(mb) << 20;
-}
-
-std::atomic<size_t>& limit_value() {
-  static std::atomic<size_t> limit{limit_from_env()};
-  return limit;
-}
-
-std::atomic<int>& pad_channels_value() {
-  static std::atomic<int> multiple{[] {
-    const char* e = env_value("CORTADO_CUDNN_PAD_CHANNELS");
-    if (!e || std::strcmp(e, "0") == 0) return 0;
-    if (std::strcmp(e, "4") == 0) return 4;
-    if (std::strcmp(e, "8") == 0) return 8;
-    throw Error(str_cat("CORTADO_CUDNN_PAD_CHANNELS = '", e, "': expected 0, 4 or 8"));
-  }()};
-  return multiple;
-}
 
 using DeviceScratch = std::unique_ptr<void, void (*)(void*)>;
 DeviceScratch scratch(size_t bytes) { return DeviceScratch(cuda::device_alloc(bytes), &cuda::device_free); }
@@ -97,10 +58,10 @@ std::map<std::vector<int>, Choice>& cache() {
 
 // Workspace for measuring: the limit, halved while it exceeds half the free
 // device memory.
-size_t find_workspace_bytes() {
+size_t find_workspace_bytes(size_t limit) {
   size_t free = 0, total = 0;
   CORTADO_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  size_t ws = cudnn_workspace_limit();
+  size_t ws = limit;
   while (ws > 0 && ws > free / 2) ws /= 2;
   return ws;
 }
@@ -133,16 +94,7 @@ const char* math_name(cudnnMathType_t m) {
 
 }  // namespace
 
-bool cudnn_graph_api() { return cudnn_graph::GraphApiEnabled(); }
-void set_cudnn_graph_api(bool on) { cudnn_graph::SetGraphApi(on); }
 size_t cudnn_graph_plans_cached() { return cudnn_graph::ConvPlan::cached(); }
-int cudnn_pad_channels() { return pad_channels_value().load(); }
-void set_cudnn_pad_channels(int multiple) {
-  CORTADO_CHECK(multiple == 0 || multiple == 4 || multiple == 8) << "channel padding to a multiple of " << multiple;
-  pad_channels_value().store(multiple);
-}
-size_t cudnn_workspace_limit() { return limit_value().load(); }
-void set_cudnn_workspace_limit(size_t bytes) { limit_value().store(bytes); }
 
 namespace detail {
 
@@ -156,19 +108,23 @@ struct CudnnConvPass {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
-  std::vector<int> key;  // device, op, types, geometry, then the shapes
+  std::vector<int> key;  // device, op, types, workspace limit, geometry, then the shapes
   size_t geometry_keys = 0;
   bool ready = false;
   Choice choice;
   cudnnMathType_t asked_math = CUDNN_DEFAULT_MATH;  // the type's math (the first one measured)
-  // The graph API's plan (CORTADO_CUDNN_API=graph; null: the legacy call)
-  // and what it is built from.
+  // The net's cudnn fields: through the graph API or the legacy calls, and
+  // the workspace bound of the choice.
+  bool graph_api = false;
+  size_t workspace_limit = 0;
+  // The graph API's plan (null: the legacy call) and what it is built from.
   cudnn_graph::ConvSpec spec;
   std::shared_ptr<const cudnn_graph::ConvPlan> graph;
 
   CudnnConvPass(int device, Op o, Type storage_type, Type math, int num_output, int channels, int group,
-                const ConvWindow& win)
-      : op(o), storage(storage_type) {
+                const ConvWindow& win, const CuDNNParameter& cudnn)
+      : op(o), storage(storage_type), graph_api(cudnn.api() == CuDNNParameter::GRAPH),
+        workspace_limit(size_t{cudnn.workspace_mb()} << 20) {
     const int kh = win.kh, kw = win.kw, ph = win.ph, pw = win.pw, sh = win.sh, sw = win.sw, dh = win.dh, dw = win.dw;
     CORTADO_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
     CORTADO_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
@@ -197,8 +153,9 @@ struct CudnnConvPass {
     spec.k = num_output;
     spec.group = group;
     spec.kh = kh, spec.kw = kw, spec.ph = ph, spec.pw = pw, spec.sh = sh, spec.sw = sw, spec.dh = dh, spec.dw = dw;
+    // Nets with other workspace bounds may choose other algorithms.
     key = {device, op, static_cast<int>(data), static_cast<int>(compute), static_cast<int>(math_type),
-           num_output, channels, group, kh, kw, ph, pw, sh, sw, dh, dw};
+           static_cast<int>(cudnn.workspace_mb()), num_output, channels, group, kh, kw, ph, pw, sh, sw, dh, dw};
     geometry_keys = key.size();
   }
 
@@ -242,9 +199,10 @@ struct CudnnConvPass {
   // counts (LeNet's 1 and 20) an FMA kernel on NCHW can be the faster one.
   void Choose(const Context& ctx, const void* a, const void* b, void* out) {
     cudnnHandle_t handle = ctx.cudnn();
-    if (cudnn_graph::GraphApiEnabled()) {
+    if (graph_api) {
       std::string why;
-      graph = cudnn_graph::ConvPlan::Find(handle, ctx.serial(), spec, a, b, out, find_workspace_bytes(), &why);
+      graph = cudnn_graph::ConvPlan::Find(handle, ctx.serial(), spec, a, b, out,
+                                          find_workspace_bytes(workspace_limit), &why);
       if (graph) {
         choice = Choice{-1, graph->workspace_bytes(), asked_math};
         ready = true;
@@ -261,7 +219,7 @@ struct CudnnConvPass {
         return;
       }
     }
-    const size_t ws = find_workspace_bytes();
+    const size_t ws = find_workspace_bytes(workspace_limit);
     DeviceScratch space = scratch(ws);
     std::vector<cudnnMathType_t> maths{asked_math};
     if (is_half_type(storage)) maths.push_back(CUDNN_FMA_MATH);
@@ -345,9 +303,9 @@ void CuDNNConvolutionLayer<Ftype, Btype>::LayerSetUp(const BlobVec& bottom, cons
   ConvolutionLayer<Ftype, Btype>::LayerSetUp(bottom, top);
   auto make = [this](CudnnConvPass::Op op, Type storage, Type math) {
     return std::make_unique<CudnnConvPass>(this->context().device(), op, storage, math, this->num_output_,
-                                           this->channels_, this->group_, this->win_);
+                                           this->channels_, this->group_, this->win_, this->cudnn_param());
   };
-  pad_multiple_ = cudnn_pad_channels();  // this layer's, from its set-up on
+  pad_multiple_ = static_cast<int>(this->cudnn_param().pad_channels());  // the Net checked it: 0, 4 or 8
   fwd_ = make(CudnnConvPass::kForward, type_of<Ftype>(), this->forward_math_);
   bwd_data_ = make(CudnnConvPass::kBackwardData, type_of<Btype>(), this->backward_math_);
   bwd_filter_ = make(CudnnConvPass::kBackwardFilter, type_of<Btype>(), this->backward_math_);

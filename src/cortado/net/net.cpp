@@ -44,7 +44,7 @@ double Net::Forward() {
   double loss = 0;
   size_t i = 0;
   try {
-    const bool sync = SyncLayers() && ctx_->on_gpu();  // a bad value is an Error on the CPU too
+    const bool sync = sync_layers_ && ctx_->on_gpu();
     for (; i < layers_.size(); ++i) {
       loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
       if (sync) CheckLayerRan(static_cast<int>(i), "forward");
@@ -61,7 +61,7 @@ void Net::Backward() {
   ctx_->Activate();
   int i = static_cast<int>(layers_.size()) - 1;
   try {
-    const bool sync = SyncLayers() && ctx_->on_gpu();  // a bad value is an Error on the CPU too
+    const bool sync = sync_layers_ && ctx_->on_gpu();
     for (; i >= 0; --i) {
       if (layer_need_backward_[i]) layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
       if (ready_listener_ && !ready_after_layer_[i].empty()) ready_listener_(ready_after_layer_[i]);
@@ -74,12 +74,12 @@ void Net::Backward() {
   }
 }
 
-// CORTADO_SYNC_LAYERS (gpu_faults.hpp): what layer `layer_id`'s pass queued
+// sync_layers (gpu_faults.hpp): what layer `layer_id`'s pass queued
 // has run, or it names the layer.
 void Net::CheckLayerRan(int layer_id, const char* pass) const {
   const std::string error = SynchronizeAndTakeError(*ctx_);
   if (!error.empty())
-    LayerFail(layer_id, "", str_cat("CUDA error after its ", pass, " on GPU ", ctx_->device(), " (CORTADO_SYNC_LAYERS=1 ",
+    LayerFail(layer_id, "", str_cat("CUDA error after its ", pass, " on GPU ", ctx_->device(), " (sync_layers ",
                                     "synchronizes after every layer, so this layer's work raised it): ", error));
 }
 

@@ -12,6 +12,7 @@
 #include "cortado/net/net_fusion.hpp"
 #include "cortado/net/net_layout.hpp"
 #include "cortado/net/net_memory.hpp"
+#include "cortado/switches.hpp"
 #include "cortado/util/cpu_parallel.hpp"
 #include "cortado/util/logging.hpp"
 
@@ -200,6 +201,7 @@ void WarnIgnoredMath(const NetParameter& param) {
 
 void Net::Init(const NetParameter& in_param) {
   cpu_threads();  // settles the CPU thread count (and OpenBLAS's, see cpu_parallel.hpp) before any GEMM
+  WarnRetiredVariables();  // switches.hpp: an old script's CORTADO_NHWC=1, say, is named once
   std::vector<std::string> errors;
   const NetParameter param = Prepare(in_param, &errors);
   if (param.layer_size() > 0) SetUpLayers(param, &errors);
@@ -209,9 +211,10 @@ void Net::Init(const NetParameter& in_param) {
   // net_fusion.hpp: an execution detail, the values unchanged.
   const std::vector<FusedChain> chains = in_param.fuse_layers() ? FuseLayers(*this) : std::vector<FusedChain>();
   PlanParamReadiness(chains);
-  const DiffSharingStats shared = ShareDiffBuffers(*this);  // net_memory.hpp: likewise
+  // net_memory.hpp: likewise.
+  const DiffSharingStats shared = in_param.share_diffs() ? ShareDiffBuffers(*this) : DiffSharingStats();
   if (shared.buffers < shared.groups) INFO_LOG << "Network '" << name_ << "': " << DiffSharingSummary(shared);
-  const DataSharingStats computed_in = ShareDataBuffers(*this);  // net_memory.hpp: likewise
+  const DataSharingStats computed_in = in_param.share_data() ? ShareDataBuffers(*this) : DataSharingStats();
   if (computed_in.blobs > 0) INFO_LOG << "Network '" << name_ << "': " << DataSharingSummary(computed_in);
   INFO_LOG << "Network '" << name_ << "' (" << (phase_ == TRAIN ? "TRAIN" : "TEST") << "): " << layers_.size()
            << " layers, " << learnable_params_.size() << " learnable parameter blobs";
@@ -230,6 +233,10 @@ NetParameter Net::Prepare(const NetParameter& in_param, std::vector<std::string>
     net_error("global_grad_scale", str_cat("global_grad_scale: must be positive and finite, got ",
                                            in_param.global_grad_scale()));
   global_grad_scale_ = in_param.global_grad_scale();
+  // The switches (switches.hpp) the parser lets through.
+  for (const auto& [field, msg] : CheckNetSwitches(in_param)) net_error(field.c_str(), field + ": " + msg);
+  sync_layers_ = in_param.sync_layers();
+  cudnn_ = in_param.cudnn();
   if (in_param.input_size() > 0)
     net_error("input", "the deprecated net-level 'input' fields are not supported; use an Input layer");
   // A layer with both kinds of rules is an error (FilterNet would say it
@@ -265,10 +272,10 @@ NetParameter Net::Prepare(const NetParameter& in_param, std::vector<std::string>
   NetParameter param = InsertSplits(filtered, &origin);
   for (int o : origin) source_index_.push_back(kept[o]);
   // net_memory.hpp: an in-place BatchNorm then keeps no copy of its input.
-  if (phase_ == TRAIN && BatchNormOutOfPlaceEnabled()) BatchNormOutOfPlace(&param);
+  if (phase_ == TRAIN && in_param.batch_norm_out_of_place()) BatchNormOutOfPlace(&param);
   // net_layout.hpp: channels-last blobs where the layers gain from them.
   bool half_only = true;
-  if (LayoutPlanWanted(ctx_->on_gpu(), &half_only)) {
+  if (LayoutPlanWanted(in_param.channels_last(), ctx_->on_gpu(), &half_only)) {
     std::vector<int> from;
     const LayoutPlan plan = PlanLayouts(&param, half_only, &from);
     std::vector<int> source;
@@ -329,6 +336,7 @@ bool Net::CheckLayer(const LayerParameter& lp, int layer_id, const std::map<std:
   try {
     layers_.back() = CreateLayer(lp, ctx_.get());
     layers_.back()->set_context(ctx_);
+    layers_.back()->set_cudnn_param(cudnn_);
   } catch (const FieldError& e) {
     fail(e.field(), e.message());
   }

@@ -2,9 +2,6 @@
 #include "cortado/net/net_layout.hpp"
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 
 #include "cortado/common.hpp"
@@ -14,19 +11,6 @@
 namespace cortado {
 
 namespace {
-
-LayoutPlanMode mode_from_env() {
-  const char* e = std::getenv("CORTADO_NHWC");
-  if (!e || !*e || std::strcmp(e, "0") == 0) return LayoutPlanMode::kOff;
-  if (std::strcmp(e, "1") == 0) return LayoutPlanMode::kGpuHalf;
-  if (std::strcmp(e, "all") == 0) return LayoutPlanMode::kAll;
-  throw Error(str_cat("CORTADO_NHWC = '", e, "': expected 0, 1 or all"));
-}
-
-std::atomic<int>& mode_value() {
-  static std::atomic<int> mode{static_cast<int>(mode_from_env())};
-  return mode;
-}
 
 // Union-find over blob names.
 class Groups {
@@ -62,13 +46,9 @@ bool Contains(const google::protobuf::RepeatedPtrField<std::string>& v, const st
 
 }  // namespace
 
-LayoutPlanMode layout_plan_mode() { return static_cast<LayoutPlanMode>(mode_value().load()); }
-void set_layout_plan_mode(LayoutPlanMode mode) { mode_value().store(static_cast<int>(mode)); }
-
-bool LayoutPlanWanted(bool on_gpu, bool* half_only) {
-  const LayoutPlanMode m = layout_plan_mode();
-  *half_only = m != LayoutPlanMode::kAll;
-  return m == LayoutPlanMode::kAll || (m == LayoutPlanMode::kGpuHalf && on_gpu);
+bool LayoutPlanWanted(NetParameter::ChannelsLast mode, bool on_gpu, bool* half_only) {
+  *half_only = mode != NetParameter::ALL;
+  return mode == NetParameter::ALL || (mode == NetParameter::GPU_16BIT && on_gpu);
 }
 
 LayoutPlan PlanLayouts(NetParameter* param, bool half_only, std::vector<int>* origin) {

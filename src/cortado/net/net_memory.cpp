@@ -4,8 +4,6 @@
 #include "cortado/net/net_memory.hpp"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <set>
 #include <vector>
@@ -15,11 +13,6 @@
 #include "cortado/net/net.hpp"
 
 namespace cortado {
-
-bool DiffSharingEnabled() {
-  const char* e = std::getenv("CORTADO_SHARE_DIFFS");
-  return !(e && std::strcmp(e, "0") == 0);
-}
 
 namespace {
 
@@ -51,7 +44,6 @@ std::vector<int> FusedHeads(const Net& net) {
 
 DiffSharingStats ShareDiffBuffers(Net& net) {
   DiffSharingStats stats;
-  if (!DiffSharingEnabled()) return stats;
   const auto& layers = net.layers();
   const int n = static_cast<int>(layers.size());
   const auto& need = net.layer_need_backward();
@@ -163,11 +155,6 @@ DiffSharingStats ShareDiffBuffers(Net& net) {
   return stats;
 }
 
-bool DataSharingEnabled() {
-  const char* e = std::getenv("CORTADO_SHARE_DATA");
-  return !(e && std::strcmp(e, "0") == 0);
-}
-
 namespace {
 // Whether B's data may be overwritten once layer `at` has read it in forward:
 // see net_memory.hpp.
@@ -190,7 +177,6 @@ bool DeadAfter(const Net& net, const Blob* b, int at) {
 
 DataSharingStats ShareDataBuffers(Net& net) {
   DataSharingStats stats;
-  if (!DataSharingEnabled()) return stats;
   const auto& need = net.layer_need_backward();
   if (std::none_of(need.begin(), need.end(), [](bool b) { return b; })) return stats;
   // How many blobs hold each data tensor: the net's, and the layers' parameters.
@@ -227,11 +213,6 @@ DataSharingStats ShareDataBuffers(Net& net) {
     }
   }
   return stats;
-}
-
-bool BatchNormOutOfPlaceEnabled() {
-  const char* e = std::getenv("CORTADO_BN_OUT_OF_PLACE");
-  return !(e && std::strcmp(e, "0") == 0);
 }
 
 int BatchNormOutOfPlace(NetParameter* param) {

@@ -116,8 +116,7 @@ Solver::Solver(const SolverParameter& param, const SourceInfo& info, SolverSetup
   step_rule_.iter_size = param_.iter_size();
   step_rule_.ranks = ranks();
   defer_host_steps_ = setup.defer_host_steps;
-  const char* defer = std::getenv("CORTADO_DEFER_STEPS");
-  defer_enabled_ = !(defer && std::string(defer) == "0");
+  defer_enabled_ = param_.defer_steps();
 }
 
 Blob& Solver::history(int id, int slot) {

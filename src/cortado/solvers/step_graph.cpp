@@ -1,7 +1,6 @@
 // CUDA graphs of deferred training iterations (solvers/step_graph.hpp).
 #include "cortado/solvers/step_graph.hpp"
 
-#include <cstdlib>
 #include <memory>
 
 #include "cortado/net/net.hpp"
@@ -18,10 +17,7 @@ namespace cortado {
 
 std::string StepGraphObstacle(const Net& net, const SolverParameter& param, int ranks, int* head) {
   if (!param.cuda_graphs()) return "cuda_graphs: false";
-  const char* graphs = std::getenv("CORTADO_CUDA_GRAPHS");
-  if (graphs && std::string(graphs) == "0") return "CORTADO_CUDA_GRAPHS=0";
-  const char* sync = std::getenv("CORTADO_SYNC_LAYERS");
-  if (sync && *sync && std::string(sync) != "0") return "CORTADO_SYNC_LAYERS waits after every layer";
+  if (net.sync_layers()) return "the net's sync_layers waits after every layer";
   if (ranks > 1) return "several ranks (their gradient sums are not captured)";
   // Adam's step count, for one, changes its kernels' arguments every iteration.
   if (param.type() != "SGD" && param.type() != "Nesterov")

@@ -109,17 +109,15 @@ double own_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-// 0 (follow the free cores) unless CORTADO_CPU_SHARE=0: then every thread.
-int pinned_from_env() {
-  const char* e = env_value("CORTADO_CPU_SHARE");
-  return e && std::strcmp(e, "0") == 0 ? 1 << 16 : 0;
-}
+// The switch cpu_share (set_cpu_share); off pins the workers at every thread.
+std::atomic<bool> g_share{true};
+constexpr int kEveryThread = 1 << 16;
 
 // The workers' count, revised every kWindow from the cores' load over the
 // window before.
 struct CoreShare {
   static constexpr std::chrono::milliseconds kWindow{250};
-  std::atomic<int> pinned{pinned_from_env()};  // > 0: that many (at most cpu_threads()), always
+  std::atomic<int> pinned{0};  // > 0: that many (at most cpu_threads()), always
   std::atomic<int> workers{0};  // 0: not decided yet (cpu_threads())
   std::mutex mu;
   bool primed = false, broken = false;
@@ -174,9 +172,11 @@ CoreShare& core_share() {
 
 }  // namespace
 
-bool cpu_share_off() {
-  static const bool off = pinned_from_env() != 0;
-  return off;
+bool cpu_share_off() { return !g_share.load(std::memory_order_relaxed); }
+
+void set_cpu_share(bool on) {
+  g_share.store(on);
+  core_share().pinned.store(on ? 0 : kEveryThread);
 }
 
 int cpu_workers() { return core_share().get(cpu_threads()); }
@@ -202,8 +202,8 @@ std::string cpu_threads_summary() {
 
 void limit_openmp_spinning(char** argv) {
 #ifdef _OPENMP
-  // The user's settings stand; so does the behaviour of CORTADO_CPU_SHARE=0.
-  if (env_value("OMP_WAIT_POLICY") || env_value("GOMP_SPINCOUNT") || pinned_from_env()) return;
+  // The user's settings stand; so does the behaviour of cpu_share off.
+  if (env_value("OMP_WAIT_POLICY") || env_value("GOMP_SPINCOUNT") || cpu_share_off()) return;
   // Once set, the variable also ends the recursion: the program run again returns above.
   if (setenv("GOMP_SPINCOUNT", std::to_string(kOpenMpSpinCount).c_str(), 1) != 0) return;
   execv("/proc/self/exe", argv);

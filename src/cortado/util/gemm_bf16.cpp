@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "cortado/util/cpu_parallel.hpp"
@@ -293,16 +292,15 @@ void gemm_bf16_dot(const Bf16PackedA&, Trans, int, float, const bfloat16*, float
 #endif
 
 namespace {
-// 1 or 0 once decided: the environment's choice at the first call, or the
-// last set_bf16_dot.
+// 1 or 0 once decided: the CPU's support at the first call, or the last
+// set_bf16_dot.
 std::atomic<int> g_dot{-1};
 }  // namespace
 
 bool bf16_dot_enabled() {
   int v = g_dot.load(std::memory_order_relaxed);
   if (v < 0) {
-    const char* env = std::getenv("CORTADO_CPU_BF16_DOT");
-    v = bf16_dot_supported() && !(env && std::strcmp(env, "0") == 0) ? 1 : 0;
+    v = bf16_dot_supported() ? 1 : 0;
     int expected = -1;
     if (!g_dot.compare_exchange_strong(expected, v)) v = expected;
   }
@@ -318,6 +316,8 @@ bool set_bf16_dot(bool on) {
 }  // namespace cortado::detail
 
 namespace cortado {
+
+void set_cpu_bf16_dot(bool on) { detail::set_bf16_dot(on); }
 
 std::string cpu_bf16_summary() {
   if (detail::bf16_dot_enabled()) return "bfloat16 GEMMs: AVX-512 BF16";

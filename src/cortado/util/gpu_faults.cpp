@@ -3,7 +3,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 
 #include "cortado/common.hpp"
 #include "cortado/util/env.hpp"
@@ -14,13 +13,6 @@
 
 namespace cortado {
 
-
-bool SyncLayers() {
-  const char* v = env_value("CORTADO_SYNC_LAYERS");
-  if (!v || std::strcmp(v, "0") == 0) return false;
-  if (std::strcmp(v, "1") == 0) return true;
-  fail("CORTADO_SYNC_LAYERS = '", v, "': expected 1 (synchronize after every layer on the GPU) or 0");
-}
 
 double NcclTimeoutSeconds() {
   const char* v = env_value("CORTADO_NCCL_TIMEOUT");

@@ -96,7 +96,7 @@ std::vector<float>& scratch(int i) {
 // for each other at every call, so one thread that loses its core to another
 // process stalls the whole product. The blocks' bounds depend on the shape
 // alone: the same bits on any number of threads, busy cores or not.
-// CORTADO_CPU_SHARE=0 keeps one call on OpenBLAS's threads (the bits of
+// The switch cpu_share off keeps one call on OpenBLAS's threads (the bits of
 // the builds before the blocks).
 namespace {
 constexpr int kGemmBlock = 128;
