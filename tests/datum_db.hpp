@@ -13,11 +13,19 @@ namespace cortado {
 namespace test {
 
 /// n records of (channels, height, width); pixel(i, k) is byte k of record
-/// i, label(i) its label.
+/// i, label(i) its label. Where corrupt(i), record i holds bytes that are
+/// not a Datum (a reader must fail on it with the record's key).
 inline void WriteRawDatumDb(const std::string& path, int n, int channels, int height, int width,
-                            const std::function<uint8_t(int, int)>& pixel, const std::function<int(int)>& label) {
+                            const std::function<uint8_t(int, int)>& pixel, const std::function<int(int)>& label,
+                            const std::function<bool(int)>& corrupt = nullptr) {
   LmdbWriter w(path);
   for (int i = 0; i < n; ++i) {
+    if (corrupt && corrupt(i)) {
+      char key[16];
+      std::snprintf(key, sizeof(key), "%08d", i);
+      w.Put(key, std::string(12, '\xff'));  // a varint that never ends
+      continue;
+    }
     Datum d;
     d.set_channels(channels);
     d.set_height(height);

@@ -112,6 +112,10 @@ DEFINE_string(cpu_share, "", "0|1: CPU layers follow the cores other processes l
               "every thread with libgomp's spinning, and the fully connected GEMMs on OpenBLAS's threads.");
 DEFINE_string(cpu_bf16_dot, "", "0|1: BF16 CPU GEMMs on AVX-512 BF16 where the CPU has it (1, the default); 0: "
               "widened to FP32 for OpenBLAS.");
+DEFINE_string(inject_fault, "",
+              "train: RANK:ITERATION:ACTION (throw, kill or hang) carries out a fault on purpose in the middle of that "
+              "rank's backward at that iteration, to check that the job ends as a whole (docs/multi_gpu.md); turns "
+              "CUDA graphs off. Empty: none.");
 DEFINE_string(tensorboard, "", "train: write TensorBoard event files into this folder (created where missing): "
               "the log's losses, outputs, rate, loss scale, skipped steps and images/s, and gradient histograms. "
               "Overrides the solver's tensorboard_dir.");
@@ -284,6 +288,12 @@ int train() {
     param.mutable_train_state()->set_level(FLAGS_level);
     for (const std::string& s : split(FLAGS_stage)) param.mutable_train_state()->add_stage(s);
   }
+  const InjectedFault fault = ParseInjectedFault(FLAGS_inject_fault);
+  if (fault.armed()) {
+    param.set_cuda_graphs(false);  // the fault fires in an eager backward
+    LOG(WARNING) << "--inject_fault=" << FLAGS_inject_fault << ": rank " << fault.rank << " will fail on purpose at "
+                 << "iteration " << fault.iteration;
+  }
   const std::vector<int> ids = gpu_ids();
   if (ids.size() > 1 && !several_ranks()) {
     // One process, one rank (thread) per GPU.
@@ -294,12 +304,14 @@ int train() {
     RunRanks(ids, [&](const Rank& rank) {
       SolverSetup setup(rank.ctx);
       setup.comm = rank.comm;
+      setup.fault = fault;
       train_rank(param, info, setup, rank.rank == 0 ? &signals : nullptr);
-    }, engine);
+    }, engine, param.collective_timeout());
     return 0;
   }
   SolverSetup setup(device_context("train"));
   setup.comm = g_comm;
+  setup.fault = fault;
   // mpirun's GPU ranks sum their gradients with NCCL where they can.
   if (several_ranks() && !ids.empty()) setup.comm = GpuProcessRank(g_comm, ids, MpiLocalRank());
   if (several_ranks())
@@ -881,30 +893,55 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::string who = str_cat("trainer ", argv[1]);
-  // Prints the message; a rank of several ends the job.
-  auto error = [&](const std::string& message) {
+  static std::string signal_preamble;  // lives until the process ends, for the SIGTERM handler
+  // Prints the message; a rank of several ends the job, telling the other
+  // ranks which rank failed and where (stopped: this rank stops because
+  // another failed, whose message it printed).
+  auto error = [&](const std::string& message, bool stopped) {
+    if (several_ranks()) {
+      const std::string where = rank_phase(g_comm->rank());
+      const std::string line =
+          stopped ? message
+                  : str_cat("rank ", g_comm->rank(), " of ", g_comm->size(), " failed",
+                            where.empty() ? "" : " at " + where, ": ", message);
+      std::cerr << who << ": error: " << line << std::endl;
+      g_comm->Abort(1, stopped ? std::string() : line);
+    }
     std::cerr << who << ": error: " << message << std::endl;
-    if (several_ranks()) g_comm->Abort(1);
+    if (ranks_left_running() > 0) {
+      // RunRanks left a hung rank's thread running: end without the
+      // destructors it may still be using.
+      std::cerr.flush();
+      google::FlushLogFiles(google::INFO);
+      std::_Exit(1);
+    }
     return 1;
   };
   try {
     if (!FLAGS_precision.empty()) ParsePrecision(FLAGS_precision);  // a bad value fails before anything is read
+    CheckLauncher();
     if (LauncherRanks() > 1) {
       g_comm = MpiWorld();  // an Error naming the fix in a build without MPI
       if (several_ranks()) {
         who += str_cat(" (rank ", g_comm->rank(), " of ", g_comm->size(), ")");
         if (argv[1] != std::string("train")) fail("only train runs across ranks; start ", argv[1], " without mpirun");
         if (g_comm->rank() != 0) FLAGS_minloglevel = google::WARNING;  // rank 0 logs the run
+        // The launcher ends the other ranks with SIGTERM when one dies.
+        signal_preamble = str_cat(who, ": ended by the launcher, as it ends the job when another rank has died or "
+                                       "failed (see that rank's message)");
+        set_signal_preamble(signal_preamble.c_str());
       }
     }
     return it->second();
+  } catch (const cortado::RankStopped& e) {
+    return error(e.what(), true);
   } catch (const cortado::Error& e) {
-    return error(e.what());
+    return error(e.what(), false);
   } catch (const std::bad_alloc&) {
-    return error("out of memory (are the batch size and the blob shapes what you meant?)");
+    return error("out of memory (are the batch size and the blob shapes what you meant?)", false);
   } catch (const std::exception& e) {
     // Not a user error Cortado recognized; still one message and status 1,
     // never an abort trace.
-    return error(e.what());
+    return error(e.what(), false);
   }
 }

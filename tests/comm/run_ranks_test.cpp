@@ -209,7 +209,7 @@ TEST(RunRanks, RethrowsTheFirstErrorNamingItsRankAndLogsOnRankZeroOnly) {
     });
     FAIL() << "RunRanks returned after a rank failed";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "rank 2 of 3: rank two's own trouble");
+    EXPECT_EQ(std::string(e.what()), "rank 2 of 3 failed: rank two's own trouble") << "no Solver marked a phase";
   }
   EXPECT_EQ(logging.load(), 1) << "only rank 0 logs INFO";
   EXPECT_TRUE(thread_logs_info()) << "the calling thread still logs";
@@ -321,9 +321,10 @@ class StartedSums : public Communicator {
   void WaitSums(CUstream_st*) override { ++waits; }
   void Broadcast(void* data, int64_t bytes, int root) override { inner_->Broadcast(data, bytes, root); }
   int64_t Max(int64_t value) override { return inner_->Max(value); }
-  [[noreturn]] void Abort(int status) override {
-    inner_->Abort(status);  // throws
-    std::abort();           // not reached
+  using Communicator::Abort;
+  [[noreturn]] void Abort(int status, const std::string& reason) override {
+    inner_->Abort(status, reason);  // throws
+    std::abort();                   // not reached
   }
 
   std::vector<int64_t> started;  // the values of each bucket, in order

@@ -1,7 +1,7 @@
 // Faults on the GPU end a run with a message instead of hanging it
-// (util/gpu_faults.hpp): CORTADO_NCCL_TIMEOUT read from the environment,
-// the per-layer check of a net with sync_layers in Net's loops, and the
-// NCCL wait that gives up after CORTADO_NCCL_TIMEOUT seconds. The parsing and the CPU
+// (util/gpu_faults.hpp): the per-layer check of a net with sync_layers in
+// Net's loops, and the NCCL wait that gives up after the communicator's
+// timeout. The parsing and the CPU
 // side run everywhere; the cases that need a device (or NCCL) skip without.
 #include <gtest/gtest.h>
 
@@ -33,7 +33,6 @@ namespace cortado {
 namespace {
 
 using test::RestoreStream;
-using test::ScopedEnv;
 
 std::string ErrorOf(const std::function<void()>& f) {
   try {
@@ -61,29 +60,6 @@ TEST(GpuFaults, SyncLayersIsOneOrZero) {
   for (const char* bad : {"yes", "2", "1 ", ""}) {
     const std::string msg = ErrorOf([&] { Switches().Set("sync_layers", bad, "--"); });
     EXPECT_NE(msg.find(str_cat("--sync_layers=", bad, ": expected 0 or 1")), std::string::npos) << msg;
-  }
-}
-
-TEST(GpuFaults, NcclTimeoutIsSecondsWithADefault) {
-  {
-    ScopedEnv e("CORTADO_NCCL_TIMEOUT", nullptr);
-    EXPECT_EQ(NcclTimeoutSeconds(), kNcclTimeoutDefault);
-  }
-  {
-    ScopedEnv e("CORTADO_NCCL_TIMEOUT", "");
-    EXPECT_EQ(NcclTimeoutSeconds(), kNcclTimeoutDefault);
-  }
-  const std::vector<std::pair<const char*, double>> good = {{"30", 30}, {"0.5", 0.5}, {"0", 0}, {"1e3", 1000}};
-  for (const auto& [text, seconds] : good) {
-    ScopedEnv e("CORTADO_NCCL_TIMEOUT", text);
-    EXPECT_EQ(NcclTimeoutSeconds(), seconds) << text;
-  }
-  for (const char* bad : {"-1", "ten", "10s", "inf", "nan", "1e999"}) {
-    ScopedEnv e("CORTADO_NCCL_TIMEOUT", bad);
-    const std::string msg = ErrorOf([] { NcclTimeoutSeconds(); });
-    EXPECT_NE(msg.find(str_cat("CORTADO_NCCL_TIMEOUT = '", bad, "': expected a number of seconds")),
-              std::string::npos)
-        << msg;
   }
 }
 
@@ -195,21 +171,21 @@ void CUDART_CB HoldStream(void* gate) {
 
 // Sums that cannot finish (here: queued behind a stream that does not move,
 // as a peer rank that stopped would hold them) end the wait after
-// CORTADO_NCCL_TIMEOUT seconds with an Error that says so, and leave the
+// the communicator's timeout (the solver's collective_timeout) with an Error that says so, and leave the
 // communicator aborted: a later sum fails at once instead of hanging.
 // ncclCommAbort returns only once the work queued on the stream before the
 // sums has run (seen on an H100: with the stream held for 20 s, the error
 // came after 20 s), so the stream is held for 3 s here. In a real hang what
 // holds the stream is NCCL's own kernel, which the abort ends.
 TEST(GpuFaults, NcclSumsThatCannotFinishEndAfterTheTimeout) {
-  if (!NcclBuilt()) GTEST_SKIP() << "no NCCL in this build: CORTADO_NCCL_TIMEOUT is untested";
-  if (DeviceCount() < 1) GTEST_SKIP() << "no CUDA device: CORTADO_NCCL_TIMEOUT is untested";
+  if (!NcclBuilt()) GTEST_SKIP() << "no NCCL in this build: the NCCL timeout is untested";
+  if (DeviceCount() < 1) GTEST_SKIP() << "no CUDA device: the NCCL timeout is untested";
 #ifdef CORTADO_USE_CUDA
   RestoreStream restore;
-  ScopedEnv e("CORTADO_NCCL_TIMEOUT", "1");
   auto ctx = Context::Create(0);
   ctx->Activate();
   std::shared_ptr<Communicator> comm = NcclGroup({0})[0];
+  comm->set_timeout(1);
   Tensor t(FLOAT, 1000);
   const std::vector<Communicator::Span> spans = {{t.mutable_gpu_data_raw(FLOAT), 1000}};
   comm->StartAllReduceSum(spans, FLOAT, ctx->stream());
@@ -222,7 +198,7 @@ TEST(GpuFaults, NcclSumsThatCannotFinishEndAfterTheTimeout) {
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   gate.open = true;
   ctx->Synchronize();
-  EXPECT_NE(msg.find("did not finish in 1 s (CORTADO_NCCL_TIMEOUT)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("did not finish in 1 s (collective_timeout)"), std::string::npos) << msg;
   EXPECT_GE(waited, 1.0);
   EXPECT_LT(waited, 15.0) << "the abort waited for the stream";
   const std::string after = ErrorOf([&] { comm->StartAllReduceSum(spans, FLOAT, ctx->stream()); });

@@ -31,13 +31,22 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "cortado/common.hpp"
 #include "cortado/types.hpp"
 
 struct CUstream_st;
 
 namespace cortado {
+
+/// What a collective throws on a rank that stops because another rank of
+/// its job failed (or the job was aborted): not the cause of the failure.
+class RankStopped : public Error {
+ public:
+  using Error::Error;
+};
 
 class Communicator {
  public:
@@ -77,18 +86,38 @@ class Communicator {
   /// Makes `stream` wait for every sum started (work queued on it later
   /// sees the sums). NCCL waits on the host too, polling
   /// its asynchronous errors: a sum that fails, or does not finish within
-  /// CORTADO_NCCL_TIMEOUT seconds (util/gpu_faults.hpp), throws Error with
-  /// the cause instead of hanging, as its device AllReduceSum does.
+  /// timeout() seconds, throws Error with the cause instead of hanging, as
+  /// its device AllReduceSum does.
   virtual void WaitSums(CUstream_st* stream) {}
   /// Copies `bytes` bytes at `data` from rank `root` to every rank.
   virtual void Broadcast(void* data, int64_t bytes, int root) = 0;
   /// The largest of the ranks' values (agreeing on an action or a seed).
   virtual int64_t Max(int64_t value) = 0;
-  /// Ends every rank of the job with `status` (after an error on one rank,
-  /// which the others would otherwise wait for in their next collective).
-  /// MPI ends the processes; the threads engine instead throws Error on
-  /// every rank, in its current or next collective, and in this call.
-  [[noreturn]] virtual void Abort(int status) = 0;
+
+  /// The most seconds a rank waits in one collective for the others (the
+  /// solver's collective_timeout; 0: no limit). Past it the collective
+  /// throws Error naming what it waited for, and the caller ends the job
+  /// (Abort): a rank that died or stopped calling the collectives ends the
+  /// job instead of hanging it. Engines that wrap another pass it on.
+  virtual void set_timeout(double seconds) { timeout_ = seconds; }
+  double timeout() const { return timeout_; }
+
+  /// Ends every rank of the job with `status`, after an error on this rank
+  /// (which the others would otherwise wait for in their next collective).
+  /// `reason` says which rank failed, at which iteration, and why; the
+  /// other ranks end with it in their message:
+  /// - threads: every rank throws Error (in its current or next collective,
+  ///   and this one here), the others' naming `reason`;
+  /// - MPI: `reason` goes to every other rank, which prints it, at once if
+  ///   it waits in a collective; then the job's processes end (MPI_Abort,
+  ///   the launcher ends the rest);
+  /// - NCCL: its communicators are aborted, then its host engine ends the
+  ///   job as above.
+  [[noreturn]] virtual void Abort(int status, const std::string& reason) = 0;
+  [[noreturn]] void Abort(int status) { Abort(status, std::string()); }
+
+ protected:
+  double timeout_ = 600;
 
  private:
   std::vector<char> packed_;  // AllReduceSum(spans)'s buffer on host engines
@@ -115,12 +144,20 @@ std::shared_ptr<Communicator> NcclOverHost(std::shared_ptr<Communicator> host, i
 /// Whether this build has the MPI engine.
 bool MpiBuilt();
 /// How many ranks the MPI launcher that started this process (mpirun,
-/// mpiexec, srun) started, from the environment it leaves; 1 without one.
+/// mpiexec, srun with PMIx or PMI) started, from the environment it leaves
+/// (OMPI_COMM_WORLD_SIZE, PMI_SIZE, or PMIX_RANK with Slurm's
+/// SLURM_STEP_NUM_TASKS); 1 without one.
 /// A process that is one of several needs MPI; one alone trains without it
 /// (`srun trainer train` with one task, a build without MPI).
 int LauncherRanks();
+/// Fails with the fix where the launcher started several processes that
+/// MPI cannot connect (Slurm's srun --mpi=none), which would each train
+/// alone.
+void CheckLauncher();
 /// The rank among this machine's processes of the job, from the launcher's
-/// environment (0 when it does not say): the GPU a rank takes.
+/// environment (Open MPI's, MPICH's, Slurm's SLURM_LOCALID; 0 when it does
+/// not say): the GPU a rank takes, among those --gpu lists (with Slurm's
+/// --gpus-per-task=1 each process sees one GPU, and --gpu=all is that one).
 int MpiLocalRank();
 /// Initializes MPI once and returns the world communicator (MPI_Finalize
 /// runs when the last reference goes). Error in a build without MPI.

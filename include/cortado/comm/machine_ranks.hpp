@@ -10,8 +10,9 @@ namespace cortado {
 
 /// The ranks on this machine: the thread ranks of this process (1 outside
 /// RunRanks) times the launcher's ranks on this machine (Open MPI's
-/// OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS; 1 without a
-/// launcher). At least 1.
+/// OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS, or under srun with
+/// PMIx or PMI Slurm's SLURM_STEP_TASKS_PER_NODE at SLURM_NODEID; 1 without
+/// a launcher). At least 1.
 int RanksOnThisMachine();
 
 /// The machine's cores divided among RanksOnThisMachine(), at least 1.

@@ -35,12 +35,23 @@ RankEngine ResolveEngine(const std::vector<int>& devices, RankEngine engine = Ra
 
 /// Runs body(rank) for every entry of `devices` (a CUDA device id, or -1 for
 /// the CPU) on a thread of its own, and returns when all are done. Rank 0's
-/// thread logs INFO; the others log warnings and errors only. When a rank
-/// throws, the group is aborted so that the others stop at their next
-/// collective instead of waiting for it, and RunRanks throws that first
-/// error, with the rank named (`rank 1 of 2: ...`).
+/// thread logs INFO; the others log warnings and errors only.
+///
+/// The job fails as a whole. When a rank throws, the group is aborted with
+/// the rank's message ("rank 1 of 3 failed at iteration 12 (the gradient
+/// sums): ..."), so that the others stop at once if they wait in a
+/// collective, or at their next one; each of them logs an error saying
+/// where it stopped and why, and RunRanks throws the failing rank's error.
+/// A rank that does not stop within `stop_seconds` of the failure (it hangs
+/// outside the collectives) is left running, detached, and named in the
+/// error; ranks_left_running() then says so, and the caller should end the
+/// process without running its destructors (std::_Exit), which the
+/// detached thread may still be using. stop_seconds 0: wait for every rank.
 void RunRanks(const std::vector<int>& devices, const std::function<void(const Rank&)>& body,
-              RankEngine engine = RankEngine::kAuto);
+              RankEngine engine = RankEngine::kAuto, double stop_seconds = 60);
+
+/// How many ranks RunRanks left running after a failure, in this process.
+int ranks_left_running();
 
 /// The communicator of one rank of an mpirun job (`world`: MPI) that trains
 /// on GPU ids[local_rank % ids.size()]: NCCL over `world` (NcclOverHost) when

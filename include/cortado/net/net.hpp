@@ -61,6 +61,9 @@ class Net {
   /// Element i: what the listener is called with after layer i's backward
   /// (empty: not called). Every learnable parameter is in exactly one.
   const std::vector<std::vector<int>>& params_ready_after_layer() const { return ready_after_layer_; }
+  /// Called after each layer's backward with its index (the Solver's
+  /// injected faults, comm/injected_fault.hpp); empty: none.
+  void set_backward_hook(std::function<void(int)> f) { backward_hook_ = std::move(f); }
   /// Forward, then Backward; returns the loss.
   double ForwardBackward();
   void Reshape();
@@ -184,6 +187,7 @@ class Net {
   std::vector<float> params_lr_, params_weight_decay_;
   std::vector<std::vector<int>> ready_after_layer_;  // layer -> learnable params complete after its backward
   std::function<void(const std::vector<int>&)> ready_listener_;
+  std::function<void(int)> backward_hook_;
 };
 
 /// Inserts Split layers where a top feeds several bottoms (Caffe's naming:

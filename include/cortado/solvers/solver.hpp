@@ -90,6 +90,7 @@
 
 #include "cortado/comm/communicator.hpp"
 #include "cortado/comm/gradient_reducer.hpp"
+#include "cortado/comm/injected_fault.hpp"
 #include "cortado/net/net.hpp"
 #include "cortado/solvers/iteration_graphs.hpp"
 #include "cortado/solvers/signals.hpp"
@@ -121,6 +122,10 @@ struct SolverSetup {
   /// next display, not at the step). A test hook: it runs the deferred path's
   /// bookkeeping where no GPU is.
   bool defer_host_steps = false;
+  /// A fault to carry out on purpose, in the middle of the backward of one
+  /// iteration on one rank (comm/injected_fault.hpp; trainer train's
+  /// --inject_fault): checks that a job fails as a whole.
+  InjectedFault fault;
 };
 
 class Solver {
@@ -350,6 +355,10 @@ class Solver {
   bool gpu_fallback_logged_ = false;
   // The ranks' gradient sums and agreements (null only while InitNets runs).
   std::unique_ptr<GradientReducer> reducer_;
+  InjectedFault fault_;  // SolverSetup::fault
+  /// Sets the net's backward hook for fault_ where this rank's iteration is
+  /// its iteration, and clears it after.
+  void ArmInjectedFault();
   // TensorBoard: the event file (rank 0, tensorboard_dir set; a shared_ptr
   // for the incomplete type), whether this step's ApplyUpdate writes the
   // gradient histograms, and their tags (learnable parameter order).

@@ -106,10 +106,15 @@ class NcclCommunicator : public Communicator {
 
   void Broadcast(void* data, int64_t bytes, int root) override { host_->Broadcast(data, bytes, root); }
   int64_t Max(int64_t value) override { return host_->Max(value); }
-  [[noreturn]] void Abort(int status) override {
+  void set_timeout(double seconds) override {
+    Communicator::set_timeout(seconds);
+    host_->set_timeout(seconds);
+  }
+  using Communicator::Abort;
+  [[noreturn]] void Abort(int status, const std::string& reason) override {
     comms_->Abort();
-    host_->Abort(status);  // threads: throws on this rank and wakes the others; MPI: ends the job
-    std::abort();          // not reached
+    host_->Abort(status, reason);  // threads: throws on this rank and wakes the others; MPI: ends the job
+    std::abort();                  // not reached
   }
 
  private:
@@ -123,7 +128,7 @@ class NcclCommunicator : public Communicator {
   // blocking in a synchronize: a sum that cannot finish (a peer rank died,
   // stopped calling the collectives, or its network broke) would otherwise
   // hang this rank for ever. NCCL's asynchronous error, or no progress in
-  // CORTADO_NCCL_TIMEOUT seconds, aborts this process's communicators (the
+  // timeout() seconds (the solver's collective_timeout), aborts this process's communicators (the
   // kernels waiting for the peer end) and throws with the cause; the caller
   // ends the job (Abort), which ends the other processes' ranks too. The
   // wait spins, yielding, as a synchronize does by default (the sums are
@@ -132,7 +137,7 @@ class NcclCommunicator : public Communicator {
   // behind the sums meanwhile (the update's few kernels).
   void Await(cudaEvent_t event) {
     using Clock = std::chrono::steady_clock;
-    const double timeout = NcclTimeoutSeconds();
+    const double timeout = timeout_;
     const Clock::time_point start = Clock::now();
     Clock::time_point polled = start;
     for (;;) {
@@ -153,7 +158,8 @@ class NcclCommunicator : public Communicator {
         // Under the lock that Abort takes: another rank's thread may be
         // aborting (freeing) this communicator.
         std::lock_guard<std::mutex> lock(comms_->mutex);
-        if (comms_->aborted) fail("another rank of this process failed, so this one stopped (see that rank's error)");
+        if (comms_->aborted)
+          throw RankStopped("another rank of this process failed, so this one stopped (see that rank's error)");
         CORTADO_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
         if (async != ncclSuccess && async != ncclInProgress) {
           const char* last = ncclGetLastError(comm_);
@@ -168,7 +174,7 @@ class NcclCommunicator : public Communicator {
       if (timeout > 0 && std::chrono::duration<double>(now - start).count() > timeout) {
         comms_->Abort();
         fail("NCCL rank ", rank(), " of ", size(), ": the gradient sums did not finish in ", timeout,
-             " s (CORTADO_NCCL_TIMEOUT): another rank failed or stopped calling them; the job is aborted");
+             " s (collective_timeout): another rank failed or stopped calling them; the job is aborted");
       }
     }
   }
@@ -176,7 +182,8 @@ class NcclCommunicator : public Communicator {
   void Sum(const std::vector<Span>& spans, Type type, cudaStream_t stream) {
     // After an abort the communicators are gone (a rank racing the abort
     // between this check and its enqueue gets NCCL's error instead).
-    if (comms_->aborted) fail("another rank of this process failed, so this one stopped (see that rank's error)");
+    if (comms_->aborted)
+      throw RankStopped("another rank of this process failed, so this one stopped (see that rank's error)");
     CORTADO_NCCL_CHECK(ncclGroupStart());
     for (const Span& s : spans)
       if (s.count > 0)

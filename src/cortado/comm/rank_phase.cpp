@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <string>
 
 namespace cortado {
 namespace {
@@ -17,6 +18,7 @@ struct Slot {
 Slot g_slots[kMaxRankSlots];
 
 struct sigaction g_previous[NSIG];  // by signal number
+std::atomic<const char*> g_preamble{nullptr};
 
 void write_str(int fd, const char* s) {
   size_t n = std::strlen(s);
@@ -43,6 +45,13 @@ const char* itoa(int v, char* buf, size_t size) {
 }
 
 void on_signal(int sig, siginfo_t* info, void* context) {
+  if (const char* pre = g_preamble.load(std::memory_order_acquire)) {
+    char buf[16];
+    write_str(STDERR_FILENO, pre);
+    write_str(STDERR_FILENO, " (signal ");
+    write_str(STDERR_FILENO, itoa(sig, buf, sizeof(buf)));
+    write_str(STDERR_FILENO, ")\n");
+  }
   dump_rank_phases(STDERR_FILENO);
   const struct sigaction& prev = g_previous[sig];
   if (prev.sa_flags & SA_SIGINFO) {
@@ -68,6 +77,19 @@ void set_rank_phase(int rank, const char* phase, int iter) {
   s.iter.store(iter, std::memory_order_relaxed);
   s.phase.store(phase, std::memory_order_release);
 }
+
+void clear_rank_phase(int rank) {
+  g_slots[(rank % kMaxRankSlots + kMaxRankSlots) % kMaxRankSlots].phase.store(nullptr, std::memory_order_release);
+}
+
+std::string rank_phase(int rank) {
+  const Slot& s = g_slots[(rank % kMaxRankSlots + kMaxRankSlots) % kMaxRankSlots];
+  const char* phase = s.phase.load(std::memory_order_acquire);
+  if (!phase || s.rank.load(std::memory_order_relaxed) != rank) return std::string();
+  return "iteration " + std::to_string(s.iter.load(std::memory_order_relaxed)) + " (" + phase + ")";
+}
+
+void set_signal_preamble(const char* text) { g_preamble.store(text, std::memory_order_release); }
 
 void dump_rank_phases(int fd) {
   bool any = false;

@@ -65,6 +65,7 @@ void Net::Backward() {
     for (; i >= 0; --i) {
       if (layer_need_backward_[i]) layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
       if (ready_listener_ && !ready_after_layer_[i].empty()) ready_listener_(ready_after_layer_[i]);
+      if (backward_hook_) backward_hook_(i);
       if (sync && layer_need_backward_[i]) CheckLayerRan(i, "backward");
     }
   } catch (const FieldError& e) {

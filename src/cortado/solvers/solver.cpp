@@ -82,8 +82,10 @@ Solver::Solver(const SolverParameter& param, const SourceInfo& info, SolverSetup
       rule_(RuleOf(param, info)),
       ctx_(setup.ctx ? std::move(setup.ctx) : Context::Cpu()),
       edit_net_(std::move(setup.edit_net)),
-      comm_(std::move(setup.comm)) {
+      comm_(std::move(setup.comm)),
+      fault_(setup.fault) {
   Validate();
+  if (comm_) comm_->set_timeout(param_.collective_timeout());
   if (ranks() > 1) {
     // One seed for every rank: the same initial weights, and Data layers
     // whose shards fit together. Unset, rank 0 draws it.
@@ -136,6 +138,9 @@ void Solver::Validate() const {
   ValidateSchedules();
   if (param_.iter_size() < 1) ParamFail("iter_size", str_cat("must be at least 1, got ", param_.iter_size()));
   if (param_.average_loss() < 1) ParamFail("average_loss", "must be at least 1");
+  if (!(param_.collective_timeout() >= 0) || std::isinf(param_.collective_timeout()))
+    ParamFail("collective_timeout", str_cat("must be a number of seconds, at least 0 (0: no limit), got ",
+                                            param_.collective_timeout()));
   if (param_.max_iter() < 0) ParamFail("max_iter", "must not be negative");
   // The histograms are written at displays, which read the device anyway
   // (an iteration between displays may run deferred, with no host read).
@@ -298,6 +303,7 @@ void Solver::Step(int iters) {
   auto last_display = std::chrono::steady_clock::now();
   int last_display_iter = iter_;
   while (iter_ < stop_iter) {
+    ArmInjectedFault();
     ClearGradients();
     const bool testing = param_.test_interval() && iter_ % param_.test_interval() == 0 &&
                          (iter_ > 0 || param_.test_initialization());
@@ -439,6 +445,19 @@ void Solver::SyncParameters() {
     for (int k = 0; k < history_slots(); ++k) tensors.emplace_back(&history(static_cast<int>(i), k).data(), data_type_);
   }
   reducer_->Broadcast(tensors);
+}
+
+void Solver::ArmInjectedFault() {
+  if (!fault_.armed() || fault_.rank != rank()) return;
+  if (iter_ != fault_.iteration) {
+    net_->set_backward_hook(nullptr);
+    return;
+  }
+  // In the middle of the backward: some gradients are complete, some not.
+  const int middle = static_cast<int>(net_->layers().size()) / 2;
+  net_->set_backward_hook([this, middle](int layer) {
+    if (layer <= middle) CarryOut(fault_, net_->layer_names()[static_cast<size_t>(layer)]);
+  });
 }
 
 void Solver::MarkPhase(const char* phase) const { set_rank_phase(rank(), phase, iter_); }

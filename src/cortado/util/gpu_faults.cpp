@@ -5,7 +5,6 @@
 #include <cstdlib>
 
 #include "cortado/common.hpp"
-#include "cortado/util/env.hpp"
 
 #ifdef CORTADO_USE_CUDA
 #include <cuda_runtime.h>
@@ -13,17 +12,6 @@
 
 namespace cortado {
 
-
-double NcclTimeoutSeconds() {
-  const char* v = env_value("CORTADO_NCCL_TIMEOUT");
-  if (!v) return kNcclTimeoutDefault;
-  char* end = nullptr;
-  errno = 0;
-  const double s = std::strtod(v, &end);
-  if (errno != 0 || *end != '\0' || !std::isfinite(s) || s < 0)
-    fail("CORTADO_NCCL_TIMEOUT = '", v, "': expected a number of seconds, at least 0 (0: no limit)");
-  return s;
-}
 
 std::string SynchronizeAndTakeError(const Context& ctx) {
 #ifdef CORTADO_USE_CUDA
