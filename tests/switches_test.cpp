@@ -230,16 +230,18 @@ layer { name: "loss" type: "Reduction" bottom: "e" top: "loss" loss_weight: 1 })
   for (const char* v : {"CORTADO_NHWC", "CORTADO_CUDNN_BN", "CORTADO_CUDNN_API", "CORTADO_CUDNN_PAD_CHANNELS",
                         "CORTADO_CUDNN_WORKSPACE_MB", "CORTADO_CUDA_GRAPHS", "CORTADO_DEFER_STEPS",
                         "CORTADO_SYNC_LAYERS", "CORTADO_SHARE_DIFFS", "CORTADO_SHARE_DATA", "CORTADO_BN_OUT_OF_PLACE",
-                        "CORTADO_CPU_SHARE", "CORTADO_CPU_BF16_DOT", "CORTADO_SCRIPTS_DIR", "CORTADO_PYTHON"})
+                        "CORTADO_CPU_SHARE", "CORTADO_CPU_BF16_DOT", "CORTADO_SCRIPTS_DIR", "CORTADO_PYTHON",
+                        "CORTADO_NCCL_TIMEOUT"})
     unset.push_back(std::make_unique<test::ScopedEnv>(v, nullptr));
   EXPECT_TRUE(RetiredVariableWarnings().empty());
   {
     test::ScopedEnv diffs("CORTADO_SHARE_DIFFS", "0");
     test::ScopedEnv cpu("CORTADO_CPU_SHARE", "0");
     test::ScopedEnv python("CORTADO_PYTHON", "/usr/bin/python3");
+    test::ScopedEnv nccl("CORTADO_NCCL_TIMEOUT", "30");
     test::ScopedEnv lib("CORTADO_LIB", "libcortado_c.so");  // the Python module's: not retired
     const std::vector<std::string> lines = RetiredVariableWarnings();
-    ASSERT_EQ(lines.size(), 3u);
+    ASSERT_EQ(lines.size(), 4u);
     EXPECT_EQ(lines[0], "CORTADO_SHARE_DIFFS=0 is no longer read; set the net's field share_diffs "
                         "(trainer --share_diffs) instead");
     EXPECT_EQ(lines[1], "CORTADO_CPU_SHARE=0 is no longer read; set trainer --cpu_share (Python: "
@@ -248,6 +250,8 @@ layer { name: "loss" type: "Reduction" bottom: "e" top: "loss" loss_weight: 1 })
                             "--python"),
               std::string::npos)
         << lines[2];
+    EXPECT_EQ(lines[3], "CORTADO_NCCL_TIMEOUT=30 is no longer read; set the solver's field collective_timeout "
+                        "(seconds; every engine) instead");
     EXPECT_EQ(DistinctDiffs(p), shared) << "CORTADO_SHARE_DIFFS=0 changed the plan";
     EXPECT_FALSE(cpu_share_off()) << "CORTADO_CPU_SHARE=0 changed the threads";
   }

@@ -93,6 +93,7 @@ const Retired kRetired[] = {
     {"CORTADO_CPU_BF16_DOT", "cpu_bf16_dot"},
     {"CORTADO_SCRIPTS_DIR", "the trainer's grad_stats flag --plot_script (the plot_grad_stats.py to run)"},
     {"CORTADO_PYTHON", "the trainer's grad_stats flag --python"},
+    {"CORTADO_NCCL_TIMEOUT", "the solver's field collective_timeout (seconds; every engine)"},
 };
 
 const SwitchInfo* FindSwitch(const std::string& name) {
