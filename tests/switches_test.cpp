@@ -44,6 +44,7 @@ bool HoldsDefault(const pb::Message& root, const std::string& path) {
     case pb::FieldDescriptor::CPPTYPE_BOOL: return r->GetBool(*m, f) == f->default_value_bool();
     case pb::FieldDescriptor::CPPTYPE_ENUM: return r->GetEnum(*m, f)->number() == f->default_value_enum()->number();
     case pb::FieldDescriptor::CPPTYPE_UINT32: return r->GetUInt32(*m, f) == f->default_value_uint32();
+    case pb::FieldDescriptor::CPPTYPE_FLOAT: return r->GetFloat(*m, f) == f->default_value_float();
     default: ADD_FAILURE() << path << ": a switch of an unexpected type";
   }
   return false;
@@ -66,7 +67,7 @@ TEST(Switches, TableMatchesTheFields) {
     const pb::Message& m = sw.scope == SwitchScope::kNet ? static_cast<const pb::Message&>(net) : solver;
     EXPECT_TRUE(HoldsDefault(m, sw.field)) << sw.name << "=" << sw.fallback;
   }
-  EXPECT_EQ(names.size(), 13u);
+  EXPECT_EQ(names.size(), 14u);
 }
 
 TEST(Switches, FlagTextSetsTheField) {
@@ -94,11 +95,23 @@ TEST(Switches, FlagTextSetsTheField) {
   Switches s;
   s.Set("cuda_graphs", "0", "--");
   s.Set("defer_steps", "0", "--");
+  s.Set("collective_timeout", "2.5", "--");
   SolverParameter sp;
   s.Apply(&sp);
   EXPECT_FALSE(sp.cuda_graphs());
   EXPECT_FALSE(sp.defer_steps());
-  EXPECT_EQ(s.Summary(), "--cuda_graphs=0 --defer_steps=0");
+  EXPECT_EQ(sp.collective_timeout(), 2.5f);
+  EXPECT_EQ(s.Summary(), "--cuda_graphs=0 --defer_steps=0 --collective_timeout=2.5");
+  for (const char* bad : {"-1", "ten", "inf", "nan", "", "1e99"}) {
+    try {
+      Switches().Set("collective_timeout", bad, "--");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(str_cat("--collective_timeout=", bad, ": expected a number of seconds")),
+                std::string::npos)
+          << e.what();
+    }
+  }
   EXPECT_TRUE(Switches().empty());
   EXPECT_FALSE(s.empty());
 }

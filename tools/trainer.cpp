@@ -108,6 +108,8 @@ DEFINE_string(cuda_graphs, "", "0|1: the solver's cuda_graphs (replay GPU traini
               "Empty: the file's (default 1).");
 DEFINE_string(defer_steps, "", "0|1: the solver's defer_steps (0: each GPU step's loss, overflow check and loss "
               "scale are read at the step, not at the next display). Empty: the file's (default 1).");
+DEFINE_string(collective_timeout, "", "S: the solver's collective_timeout (the most seconds a rank waits in one "
+              "collective for the others before it ends the job; 0: no limit). Empty: the file's (default 600).");
 DEFINE_string(cpu_share, "", "0|1: CPU layers follow the cores other processes leave free (1, the default); 0: "
               "every thread with libgomp's spinning, and the fully connected GEMMs on OpenBLAS's threads.");
 DEFINE_string(cpu_bf16_dot, "", "0|1: BF16 CPU GEMMs on AVX-512 BF16 where the CPU has it (1, the default); 0: "

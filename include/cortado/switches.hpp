@@ -16,6 +16,7 @@
 //   cudnn_workspace_mb       NetParameter.cudnn.workspace_mb         MiB         1024
 //   cuda_graphs              SolverParameter.cuda_graphs             0|1         1
 //   defer_steps              SolverParameter.defer_steps             0|1         1
+//   collective_timeout       SolverParameter.collective_timeout      seconds     600
 //   cpu_share                set_cpu_share (cpu_parallel.hpp)        0|1         1
 //   cpu_bf16_dot             set_cpu_bf16_dot (gemm_bf16.hpp)        0|1         1
 //

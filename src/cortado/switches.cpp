@@ -2,6 +2,7 @@
 // fields, the checks the parser does not make, and the retired variables.
 #include "cortado/switches.hpp"
 
+#include <cmath>
 #include <algorithm>
 #include <cctype>
 #include <mutex>
@@ -129,6 +130,8 @@ const std::vector<SwitchInfo>& SwitchTable() {
       {"cuda_graphs", S::kSolver, "cuda_graphs", "0|1", "1", "replay the GPU training iterations as CUDA graphs"},
       {"defer_steps", S::kSolver, "defer_steps", "0|1", "1",
        "a GPU step's loss, overflow check and loss scale are read at the next display; 0: at every step"},
+      {"collective_timeout", S::kSolver, "collective_timeout", "S", "600",
+       "the most seconds a rank waits in one collective for the other ranks before it ends the job; 0: no limit"},
       {"cpu_share", S::kProcess, "set_cpu_share", "0|1", "1",
        "CPU layers follow the cores other processes leave free; 0: every thread, OpenBLAS's threads"},
       {"cpu_bf16_dot", S::kProcess, "set_cpu_bf16_dot", "0|1", "1",
@@ -171,6 +174,12 @@ void Switches::Set(const std::string& name, const std::string& value, const std:
         bad(str_cat("expected ", choices(values), " (", sw->field, ": ", names, ")"));
       }
       r->SetEnum(m, f, e);
+    } else if (f->type() == pb::FieldDescriptor::TYPE_FLOAT) {
+      char* end = nullptr;
+      const double v = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !std::isfinite(v) || v < 0 || v > 3.0e38)
+        bad(str_cat("expected a number of seconds, at least 0 (", sw->field, "; 0: no limit)"));
+      r->SetFloat(m, f, static_cast<float>(v));
     } else {
       uint32_t n = 0;
       if (!Unsigned(value, &n)) bad(str_cat("expected a whole number (", sw->field, ")"));
