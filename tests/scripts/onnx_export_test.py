@@ -80,14 +80,17 @@ TABLE = []  # (net, input shape, max relative difference, checker, seconds)
 
 
 def deploy_nets():
-    """(name, prototxt) of every deploy net under models/."""
+    """(name, prototxt) of every deploy net under models/, at any depth
+    (models/torchvision/resnet50/deploy.prototxt is torchvision_resnet50)."""
     nets = []
-    for d in sorted(os.listdir(os.path.join(ROOT, "models"))):
-        folder = os.path.join(ROOT, "models", d)
-        for f in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+    top = os.path.join(ROOT, "models")
+    for folder, dirs, files in os.walk(top):
+        dirs.sort()
+        d = os.path.relpath(folder, top).replace(os.sep, "_")
+        for f in sorted(files):
             if f == "deploy.prototxt" or f.endswith("_deploy.prototxt"):
                 nets.append((d if f == "deploy.prototxt" else f[:-len(".prototxt")], os.path.join(folder, f)))
-    return nets
+    return sorted(nets)
 
 
 def random_params(net, rng):
