@@ -17,7 +17,7 @@
 # after backward, so the prediction compared is the model's "no overlap".
 #
 # The net: DummyData into four fully connected layers (1024-2048-2048-2048-
-# 1000, 12.6 M FP32 parameters, 50 MB of gradients) at batch BATCH per
+# 1000, 12.5 M FP32 parameters, 50 MB of gradients) at batch BATCH per
 # rank: its sums take about as long as its compute, so both must be right.
 #
 # Each of REPEATS rounds measures, for each R: the R `trainer time` runs, the

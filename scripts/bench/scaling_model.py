@@ -52,8 +52,9 @@ communication, and how much of it backward hides:
   the log's count and stops if they differ.
 
 The link presets are published peak numbers (LINKS below); measured NCCL
-bandwidth is lower (nccl-tests report a bus bandwidth of about 80% of the
-NVLink peak), so these predictions are optimistic about the bandwidth term.
+bandwidths are lower, so these predictions are optimistic about the
+bandwidth term (and, keeping the ring where NCCL would take its tree,
+pessimistic about the latency at 64 and more ranks).
 
 Standard library only.
 """
@@ -346,12 +347,19 @@ class Step:
     sums: List[Tuple[Bucket, float, float, float]] = field(default_factory=list)  # bucket, ready, start, end
 
 
+def backward_start(p: Profile) -> float:
+    """When backward starts in a step: after the training loop's own work
+    (data, clearing the gradients: the loop's time beyond the parts, where
+    it is more) and forward."""
+    return max(p.compute - (p.forward + p.backward + p.update), 0.0) + p.forward
+
+
 def simulate(p: Profile, buckets: List[Bucket], ranks: int, link: Link, overlap: bool) -> Step:
     """One step on `ranks` ranks: backward's timeline from the measured
     layers, the sums of `buckets` on one link in the plan's order."""
     compute = p.compute
-    other = compute - (p.forward + p.backward + p.update)  # the loop's own (data, clearing), before forward
-    f0 = max(other, 0.0) + p.forward  # backward starts
+    other = compute - (p.forward + p.backward + p.update)
+    f0 = backward_start(p)
     b_total = p.backward
     lb = sum(p.layer_backward)
     k = b_total / lb if lb > 0 else 0.0
@@ -513,7 +521,7 @@ def report(p: Profile, rows: List[Row], link: Link, reduce_buckets: int, detail:
         r = next((x for x in rows if x.ranks == detail), None)
         if r is None:
             return
-        b_start = p.compute - p.update - p.backward
+        b_start = backward_start(p)
         for label, step in (("overlap", r.overlap), (f"best ({r.best_buckets} buckets)", r.best)):
             print(f"Sums on {r.ranks} ranks, {label} (ms from the step's start; backward {b_start:.2f} to "
                   f"{b_start + p.backward:.2f}):", file=out)

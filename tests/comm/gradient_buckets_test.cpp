@@ -189,10 +189,8 @@ class RecordingComm : public Communicator {
   void WaitSums(CUstream_st*) override { ++waits; }
   void Broadcast(void*, int64_t, int) override {}
   int64_t Max(int64_t value) override { return value; }
-  // Both forms, without `override`: the one the engines declare overrides,
-  // whichever it is (Abort gains a reason for the other ranks).
-  [[noreturn]] void Abort(int) { std::abort(); }
-  [[noreturn]] void Abort(int, const std::string&) { std::abort(); }
+  using Communicator::Abort;
+  [[noreturn]] void Abort(int, const std::string&) override { std::abort(); }
 
   std::vector<Sum> sums;
   int waits = 0;
