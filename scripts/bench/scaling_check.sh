@@ -8,11 +8,12 @@
 #   - the link: the MPI engine's all-reduce measured against the message
 #     size (scaling_link.cpp, built here with mpicxx), fitted to the ring
 #     formula, plus the engine's packing copies. The benchmark calls MPI as
-#     the engine does (LINK_MODE): `blocking` MPI_Allreduce, or `polled`
-#     (MPI_Iallreduce completed by polling MPI_Test, as the engine does where
-#     src/cortado/comm/mpi_communicator.cpp starts its sums with
-#     MPI_Iallreduce, which is how LINK_MODE is chosen by default). The other
-#     mode is measured too, and its prediction printed beside.
+#     the engine does (LINK_MODE): `gated`, a polled MPI_Ibarrier then a
+#     blocking MPI_Allreduce, as src/cortado/comm/mpi_communicator.cpp does
+#     where its Gate() waits for the ranks (the default then); `polled`,
+#     MPI_Iallreduce completed by polling MPI_Test (the engine before its
+#     gate); or `blocking` MPI_Allreduce. One other mode is measured too, and
+#     its prediction printed beside.
 # The MPI engine sums on the host, synchronously, once per gradient type
 # after backward, so the prediction compared is the model's "no overlap".
 #
@@ -31,8 +32,8 @@
 # Needs a build with MPI (USE_MPI=AUTO finds Debian's Open MPI), mpirun and
 # mpicxx (Debian: openmpi-bin, libopenmpi-dev).
 # Environment: RANKS ("2 4"), REPEATS (3), BATCH (16), ITERS (70: training
-# iterations, a display every 10), TIME_ITERS (20), LINK_MODE (blocking or
-# polled; default: as the source), BUILD_DIR (build), KEEP (a folder to keep
+# iterations, a display every 10), TIME_ITERS (20), LINK_MODE (gated, blocking
+# or polled; default: as the source), BUILD_DIR (build), KEEP (a folder to keep
 # the logs in).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -47,12 +48,17 @@ DISPLAY=10
 TIME_ITERS=${TIME_ITERS:-20}
 if [ -z "${LINK_MODE:-}" ]; then
   LINK_MODE=blocking
-  grep -q MPI_Iallreduce src/cortado/comm/mpi_communicator.cpp && LINK_MODE=polled
+  if grep -q 'Gate("a sum")' src/cortado/comm/mpi_communicator.cpp; then
+    LINK_MODE=gated
+  elif grep -q MPI_Iallreduce src/cortado/comm/mpi_communicator.cpp; then
+    LINK_MODE=polled
+  fi
 fi
 case $LINK_MODE in
   blocking) OTHER_MODE=polled ;;
   polled) OTHER_MODE=blocking ;;
-  *) echo "scaling_check: LINK_MODE=$LINK_MODE: blocking or polled" >&2; exit 1 ;;
+  gated) OTHER_MODE=polled ;;
+  *) echo "scaling_check: LINK_MODE=$LINK_MODE: gated, blocking or polled" >&2; exit 1 ;;
 esac
 [ -x "$TRAINER" ] || { echo "scaling_check: $TRAINER not found; build first" >&2; exit 1; }
 command -v mpirun >/dev/null || { echo "scaling_check: mpirun not found (Debian: openmpi-bin)" >&2; exit 1; }

@@ -8,7 +8,7 @@
 //   copy: bytes=B ms=T
 // scripts/bench/scaling_model.py --link-fit reads these lines.
 //
-//   mpirun -np R scaling_link [MAX_BYTES] [REPS] [blocking|polled]
+//   mpirun -np R scaling_link [MAX_BYTES] [REPS] [blocking|polled|gated]
 #include <mpi.h>
 
 #include <algorithm>
@@ -32,23 +32,16 @@ double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The sum as the engine makes it. blocking: MPI_Allreduce. polled: started
-// with MPI_Iallreduce and completed by polling MPI_Test, yielding the core
-// between polls and, once 2 ms have passed, sleeping 100 us every 16th
-// poll (MpiCommunicator's Complete, which watches for failure notices and
-// its timeout between polls; Open MPI moves a non-blocking collective on
-// only inside such calls).
-void sum(float* data, int count, bool polled) {
-  if (!polled) {
-    MPI_Allreduce(MPI_IN_PLACE, data, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    return;
-  }
-  MPI_Request request;
-  MPI_Iallreduce(MPI_IN_PLACE, data, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
+// Polls `request` to completion as MpiCommunicator's Complete does:
+// yielding the core between polls and, once 2 ms have passed, sleeping
+// 100 us every 16th poll (it watches for failure notices and its timeout
+// between polls; Open MPI moves a non-blocking collective on only inside
+// such calls).
+void poll(MPI_Request* request) {
   const double start = now_ms();
   for (int polls = 0;; ++polls) {
     int done = 0;
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    MPI_Test(request, &done, MPI_STATUS_IGNORE);
     if (done) return;
     if (polls % 16 != 15) {
       std::this_thread::yield();
@@ -56,6 +49,28 @@ void sum(float* data, int count, bool polled) {
     }
     if (now_ms() - start > 2.0) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+}
+
+enum Mode { kBlocking, kPolled, kGated };
+
+// The sum as an engine makes it. blocking: MPI_Allreduce. polled:
+// MPI_Iallreduce completed by poll() (the MPI engine before it was gated).
+// gated: MPI_Ibarrier completed by poll(), then MPI_Allreduce (the MPI
+// engine: it waits for the other ranks where it can watch for failures,
+// then moves the data with Open MPI's tuned blocking algorithm).
+void sum(float* data, int count, Mode mode) {
+  if (mode == kPolled) {
+    MPI_Request request;
+    MPI_Iallreduce(MPI_IN_PLACE, data, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
+    poll(&request);
+    return;
+  }
+  if (mode == kGated) {
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    poll(&request);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, data, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
 }  // namespace
@@ -67,7 +82,8 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   const long max_bytes = argc > 1 ? std::atol(argv[1]) : 64L << 20;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 9;
-  const bool polled = argc > 3 && std::string(argv[3]) == "polled";
+  const std::string mode_name = argc > 3 ? argv[3] : "blocking";
+  const Mode mode = mode_name == "polled" ? kPolled : mode_name == "gated" ? kGated : kBlocking;
   std::vector<float> data(static_cast<size_t>(max_bytes / 4) + 1, 1.0f), copy(data.size());
   // 8 bytes (a tiny collective, as the step's agreement on the signals'
   // action), then sizes from 4 KiB to max_bytes, two per octave from 64 KiB
@@ -78,17 +94,17 @@ int main(int argc, char** argv) {
   for (long bytes : sizes) {
     const int count = static_cast<int>(bytes / 4);
     std::vector<double> t;
-    sum(data.data(), count, polled);  // warm
+    sum(data.data(), count, mode);  // warm
     for (int r = 0; r < reps; ++r) {
       MPI_Barrier(MPI_COMM_WORLD);
       const double t0 = now_ms();
-      sum(data.data(), count, polled);
+      sum(data.data(), count, mode);
       t.push_back(now_ms() - t0);
     }
     // The slowest rank's time: the collective ends for the job when it ends there.
     double mine = median(t), slowest = 0;
     MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    if (rank == 0) std::printf("link: ranks=%d bytes=%ld ms=%.6f mode=%s\n", ranks, bytes, slowest, polled ? "polled" : "blocking");
+    if (rank == 0) std::printf("link: ranks=%d bytes=%ld ms=%.6f mode=%s\n", ranks, bytes, slowest, mode_name.c_str());
     std::fill(data.begin(), data.end(), 1.0f);  // keep the sums finite
   }
   // The engine's packing: one copy in and one out per sum; all ranks copy
