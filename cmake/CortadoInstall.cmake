@@ -99,6 +99,7 @@ install(FILES ${CMAKE_BINARY_DIR}/include/cortado/config.hpp DESTINATION ${CMAKE
 # The headers include "cortado.pb.h" from the top of the include folder.
 install(FILES ${PROTO_OUT}/cortado.pb.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES proto/cortado.proto DESTINATION ${CMAKE_INSTALL_DATADIR}/cortado)
+install(PROGRAMS scripts/plot_grad_stats.py DESTINATION ${CMAKE_INSTALL_DATADIR}/cortado)  # trainer grad_stats --plot
 install(FILES LICENSE README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # ---- the CMake package ----------------------------------------------------------

@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -760,9 +761,22 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
+// The plot_grad_stats.py to run: --plot_script; else the installed one
+// (<prefix>/share/cortado, beside <prefix>/bin/trainer); else the source
+// tree's, for the trainer of a build tree.
+std::string default_plot_script() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path installed =
+        exe.parent_path().parent_path() / CORTADO_INSTALL_DATADIR / "cortado" / "plot_grad_stats.py";
+    if (std::filesystem::exists(installed, ec)) return installed.string();
+  }
+  return CORTADO_SOURCE_DIR "/scripts/plot_grad_stats.py";
+}
+
 void plot_grad_stats(const GradStatsResult& result) {
-  const std::string script =
-      FLAGS_plot_script.empty() ? CORTADO_SOURCE_DIR "/scripts/plot_grad_stats.py" : FLAGS_plot_script;
+  const std::string script = FLAGS_plot_script.empty() ? default_plot_script() : FLAGS_plot_script;
   if (!FileExists(script)) fail("--plot: ", script, " not found (--plot_script names the plot_grad_stats.py to run)");
   std::string csv = FLAGS_csv;
   bool temporary = false;
@@ -790,7 +804,7 @@ void plot_grad_stats(const GradStatsResult& result) {
     fail("--plot: `", command, "` failed (", WIFEXITED(status) ? str_cat("exit status ", WEXITSTATUS(status)) :
          std::string("killed"), "); it needs python3 with matplotlib (Debian: python3-matplotlib, see "
          "scripts/install_deps.sh; --python names another interpreter)");
-  LOG(INFO) << "Wrote " << FLAGS_plot;
+  LOG(INFO) << "Wrote " << FLAGS_plot << " (" << script << ")";
 }
 
 int grad_stats() {
