@@ -28,12 +28,26 @@ def find_library():
                      "build --target cortado_c), or set CORTADO_LIB to its path" % (LIB, os.path.dirname(HERE)))
 
 
+def find_proto():
+    """Cortado's schema, which cortado.caffe_files (the ONNX export, the
+    torchvision converter) compiles: the repository's proto/cortado.proto,
+    or $CORTADO_PROTO; None where neither is (the package then looks for an
+    installed Cortado's share/cortado/cortado.proto at run time)."""
+    for path in (os.environ.get("CORTADO_PROTO"), os.path.join(os.path.dirname(HERE), "proto", "cortado.proto")):
+        if path and os.path.isfile(path):
+            return path
+    return None
+
+
 class BuildPy(build_py):
-    """Copies the library into the package beside __init__.py."""
+    """Copies the library, and the schema, into the package beside __init__.py."""
 
     def run(self):
         super().run()
         self.copy_file(find_library(), os.path.join(self.build_lib, "cortado", LIB), preserve_mode=True)
+        proto = find_proto()
+        if proto:
+            self.copy_file(proto, os.path.join(self.build_lib, "cortado", "cortado.proto"))
 
 
 class BinaryDistribution(Distribution):

@@ -38,10 +38,12 @@ _schema = None
 
 
 def _default_proto():
-    """The repository's proto/cortado.proto beside python/, else the one an
-    installed Cortado keeps in share/cortado/ (cmake --install, the .deb)."""
+    """The repository's proto/cortado.proto beside python/, else the copy
+    `pip install ./python` puts in the package, else the one an installed
+    Cortado keeps in share/cortado/ (cmake --install, the .deb)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    candidates = [os.path.join(os.path.dirname(os.path.dirname(here)), "proto", "cortado.proto")]
+    candidates = [os.path.join(os.path.dirname(os.path.dirname(here)), "proto", "cortado.proto"),
+                  os.path.join(here, "cortado.proto")]
     candidates += [os.path.join(prefix, "share", "cortado", "cortado.proto")
                    for prefix in (sys.prefix, "/usr/local", "/usr")]
     for path in candidates:

@@ -79,8 +79,8 @@ class Examples(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def path(self, name):
-        return os.path.join(self.dir, name)
+    def path(self, *names):
+        return os.path.join(self.dir, *names)
 
     # ---- net surgery ----------------------------------------------------------------------------
 
@@ -288,9 +288,11 @@ class Examples(unittest.TestCase):
         if not os.path.exists(py) or subprocess.run(
                 [py, "-c", "import venv, ensurepip, numpy, setuptools, wheel"], stderr=subprocess.DEVNULL).returncode:
             self.skipTest("needs Debian's python3 with venv, numpy, setuptools and wheel")
-        src = self.path("src")
+        # The repository's python/ and proto/, as `pip install ./python` sees them.
+        src = self.path("src", "python")
         shutil.copytree(os.path.join(ROOT, "python"), src, ignore=shutil.ignore_patterns("build", "*.egg-info",
                                                                                      "__pycache__"))
+        shutil.copytree(os.path.join(ROOT, "proto"), self.path("src", "proto"))
         venv = self.path("venv")
         subprocess.run([py, "-m", "venv", "--system-site-packages", venv], check=True)
         env = dict(os.environ, CORTADO_LIB=os.environ["CORTADO_LIB"], PIP_NO_INDEX="1")
@@ -304,6 +306,9 @@ class Examples(unittest.TestCase):
             here = os.path.dirname(caffe.__file__)
             assert here.startswith(sys.prefix), here
             assert caffe._library_path() == os.path.join(here, "libcortado_c.so"), caffe._library_path()
+            from cortado import caffe_files
+            assert caffe_files._default_proto() == os.path.join(here, "cortado.proto"), caffe_files._default_proto()
+            assert caffe_files.read_net(sys.argv[1]).layer[-1].type == "Softmax"  # the schema the package carries
             net = caffe.Net(sys.argv[1], sys.argv[2], caffe.TEST)
             x = np.random.rand(64, 1, 28, 28).astype(np.float32)
             net.params["ip2"][1].data[3] += 1000
