@@ -915,11 +915,9 @@ int main(int argc, char** argv) {
   // another failed, whose message it printed).
   auto error = [&](const std::string& message, bool stopped) {
     if (several_ranks()) {
-      const std::string where = rank_phase(g_comm->rank());
-      const std::string line =
-          stopped ? message
-                  : str_cat("rank ", g_comm->rank(), " of ", g_comm->size(), " failed",
-                            where.empty() ? "" : " at " + where, ": ", message);
+      const std::string line = stopped ? message
+                                       : str_cat("rank ", g_comm->rank(), " of ", g_comm->size(), " failed",
+                                                 at_rank_phase(g_comm->rank()), ": ", message);
       std::cerr << who << ": error: " << line << std::endl;
       g_comm->Abort(1, stopped ? std::string() : line);
     }

@@ -25,9 +25,10 @@ constexpr int kMaxRankSlots = 64;
 void set_rank_phase(int rank, const char* phase, int iter);
 /// Forgets rank `rank`'s mark (a new job's ranks start unmarked).
 void clear_rank_phase(int rank);
-/// Rank `rank`'s last mark: "iteration 12 (the gradient sums)", or "" when
-/// it has none (not training yet, or its slot holds another rank's mark).
-std::string rank_phase(int rank);
+/// Where rank `rank` is, for a message: " at iteration 12 (the gradient
+/// sums)", or "" when it has no mark (not training yet, or its slot holds
+/// another rank's mark).
+std::string at_rank_phase(int rank);
 /// Writes one line per marked rank ("rank 1: iteration 20, gradient sums").
 void dump_rank_phases(int fd);
 /// On `signal`, writes the ranks' phases to stderr, then runs the handler

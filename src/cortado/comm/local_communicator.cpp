@@ -92,16 +92,11 @@ class Group {
     std::string missing;
     for (int k = 0; k < n_; ++k) {
       if (k == rank || waiting_[static_cast<size_t>(k)]) continue;
-      const std::string where = rank_phase(k);
-      missing += str_cat(missing.empty() ? "" : ", ", "rank ", k, where.empty() ? "" : " at " + where);
+      missing += str_cat(missing.empty() ? "" : ", ", "rank ", k, at_rank_phase(k));
     }
     return str_cat("rank ", rank, " of ", n_, " waited ", timeout, " s (collective_timeout) in a collective",
-                   phase_of(rank), " for ", missing.empty() ? std::string("the other ranks") : missing,
+                   at_rank_phase(rank), " for ", missing.empty() ? std::string("the other ranks") : missing,
                    ", which never came: the job is ended");
-  }
-  static std::string phase_of(int rank) {
-    const std::string where = rank_phase(rank);
-    return where.empty() ? where : " at " + where;
   }
   [[noreturn]] void throw_aborted(int rank, std::unique_lock<std::mutex>& lock) {
     cv_.wait(lock, [&] { return busy_ == 0; });
@@ -111,7 +106,7 @@ class Group {
     // others say where they stopped, and why.
     if (reason_.compare(0, str_cat("rank ", rank, " of ").size(), str_cat("rank ", rank, " of ")) == 0)
       throw Error(reason_);
-    throw RankStopped(str_cat("rank ", rank, " of ", n_, " stopped", phase_of(rank), " because ", reason_));
+    throw RankStopped(str_cat("rank ", rank, " of ", n_, " stopped", at_rank_phase(rank), " because ", reason_));
   }
 
   const int n_;

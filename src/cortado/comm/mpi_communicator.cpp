@@ -6,6 +6,7 @@
 #include "cortado/util/env.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -13,7 +14,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include <chrono>
 
 #ifdef CORTADO_USE_MPI
 #include <mpi.h>
@@ -248,16 +248,13 @@ class MpiCommunicator : public Communicator {
       if (noticed) {
         following_ = true;
         notice_request_ = MPI_REQUEST_NULL;
-        const std::string where = rank_phase(rank_);
-        throw RankStopped(str_cat("rank ", rank_, " of ", size_, " stopped", where.empty() ? "" : " at " + where,
-                                  " because ", notice_.c_str()));
+        throw RankStopped(str_cat("rank ", rank_, " of ", size_, " stopped", at_rank_phase(rank_), " because ",
+                                  notice_.c_str()));
       }
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (timeout_ > 0 && waited > timeout_) {
-        const std::string where = rank_phase(rank_);
         fail("rank ", rank_, " of ", size_, " waited ", timeout_, " s (collective_timeout) in ", what,
-             where.empty() ? "" : " at " + where,
-             " for the other ranks, which never came (one of them hangs or died): the job is ended");
+             at_rank_phase(rank_), " for the other ranks, which never came (one of them hangs or died): the job is ended");
       }
       // Past the first milliseconds, sleep between polls: a rank that waits
       // long leaves the cores to the ranks still computing.

@@ -82,11 +82,11 @@ void clear_rank_phase(int rank) {
   g_slots[(rank % kMaxRankSlots + kMaxRankSlots) % kMaxRankSlots].phase.store(nullptr, std::memory_order_release);
 }
 
-std::string rank_phase(int rank) {
+std::string at_rank_phase(int rank) {
   const Slot& s = g_slots[(rank % kMaxRankSlots + kMaxRankSlots) % kMaxRankSlots];
   const char* phase = s.phase.load(std::memory_order_acquire);
   if (!phase || s.rank.load(std::memory_order_relaxed) != rank) return std::string();
-  return "iteration " + std::to_string(s.iter.load(std::memory_order_relaxed)) + " (" + phase + ")";
+  return " at iteration " + std::to_string(s.iter.load(std::memory_order_relaxed)) + " (" + phase + ")";
 }
 
 void set_signal_preamble(const char* text) { g_preamble.store(text, std::memory_order_release); }

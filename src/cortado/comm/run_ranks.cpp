@@ -50,8 +50,7 @@ std::atomic<int> g_left_running{0};
 std::string failure_message(int r, int n, const std::string& what) {
   const std::string self = str_cat("rank ", r, " of ", n);
   if (what.compare(0, self.size(), self) == 0) return what;
-  const std::string where = rank_phase(r);
-  return str_cat(self, " failed", where.empty() ? "" : " at " + where, ": ", what);
+  return str_cat(self, " failed", at_rank_phase(r), ": ", what);
 }
 
 }  // namespace
@@ -140,9 +139,9 @@ void RunRanks(const std::vector<int>& devices, const std::function<void(const Ra
   if (state->first_error.empty()) return;
   std::string error = state->first_error;
   for (int r : stuck) {
-    const std::string where = rank_phase(r);
+    const std::string at = at_rank_phase(r);
     error += str_cat("; rank ", r, " did not stop within ", stop_seconds, " s",
-                     where.empty() ? "" : " (it is at " + where + ")", " and is left running");
+                     at.empty() ? "" : " (it is" + at + ")", " and is left running");
   }
   g_left_running += static_cast<int>(stuck.size());
   throw Error(error);
